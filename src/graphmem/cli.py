@@ -1,0 +1,202 @@
+"""The ``graphmem`` command line: parse, call the façade, format. Heavy imports stay lazy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]] = {}
+
+
+def command(name: str, help: str):
+    """Register a sub-command: ``fn(args) -> exit code`` plus a function adding its arguments."""
+
+    def wrap(fn):
+        def decorate(add_args):
+            COMMANDS[name] = (fn, add_args, help)
+            return fn
+        return decorate
+    return wrap
+
+
+def _spec_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--spec-dir", type=Path, required=required,
+                   help="spec folder (e.g. auto-claude/specs/001-feature)")
+    p.add_argument("--project-dir", type=Path, default=None,
+                   help="project root (default: two levels above the spec folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _memory(args: argparse.Namespace):
+    from .errors import NotFoundError
+    from .memory import Memory
+
+    if not args.spec_dir.is_dir():
+        raise NotFoundError(f"spec folder not found: {args.spec_dir}")
+    return Memory(args.spec_dir, args.project_dir)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], None]) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+    else:
+        human(data)
+    return 0
+
+
+# ---- file store commands --------------------------------------------------------------------
+def _cmd_summary(args):
+    with _memory(args) as m:
+        data = m.summary()
+
+    def show(s):
+        c = _console()
+        c.rule("[bold]Memory summary")
+        c.print(f"Spec: [cyan]{args.spec_dir.name}[/]")
+        c.print(f"Sessions: {s['total_sessions']}  Files mapped: {s['total_files_mapped']}  "
+                f"Patterns: {s['total_patterns']}  Gotchas: {s['total_gotchas']}")
+        for ins in s["recent_insights"]:
+            c.print(f"  Session {ins.get('session_number')}: "
+                    f"{len(ins.get('subtasks_completed', []))} subtasks completed")
+    return _emit(args, data, show)
+
+
+command("summary", "counts and recent sessions for a spec")(_cmd_summary)(_spec_args)
+
+
+def _cmd_insights(args):
+    with _memory(args) as m:
+        return _emit(args, m.load_all_insights(), lambda d: _console().print_json(data=d))
+
+
+command("insights", "every session's insights")(_cmd_insights)(_spec_args)
+
+
+def _cmd_map(args):
+    with _memory(args) as m:
+        data = m.load_codebase_map()
+
+    def show(d):
+        from rich.table import Table
+
+        t = Table("file", "purpose")
+        for path, purpose in sorted(d.items()):
+            t.add_row(path, purpose)
+        _console().print(t)
+    return _emit(args, data, show)
+
+
+command("map", "the codebase map (file -> purpose)")(_cmd_map)(_spec_args)
+
+
+def _bullets(title: str, method: str):
+    def run(args):
+        with _memory(args) as m:
+            data = getattr(m, method)()
+
+        def show(items):
+            c = _console()
+            c.print(f"[bold]{title}[/] ({len(items)})")
+            for item in items:
+                c.print(f"  - {item}", markup=False, highlight=False)
+        return _emit(args, data, show)
+    return run
+
+
+command("patterns", "code patterns to follow")(_bullets("Code patterns", "load_patterns"))(_spec_args)
+command("gotchas", "pitfalls to avoid")(_bullets("Gotchas", "load_gotchas"))(_spec_args)
+
+
+def _clear_args(p):
+    _spec_args(p)
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def _cmd_clear(args):
+    m = _memory(args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("graphmem: refusing to clear without confirmation; pass --yes", file=sys.stderr)
+            return 2
+        if input(f"Clear all memory for {args.spec_dir.name}? (yes/no): ").strip().lower() != "yes":
+            print("Cancelled.")
+            return 1
+    with m:
+        m.clear()
+    print("Memory cleared.")
+    return 0
+
+
+command("clear", "delete a spec's memory (asks first; --yes to skip)")(_cmd_clear)(_clear_args)
+
+
+def _doctor_args(p):
+    _spec_args(p, required=False)
+    p.add_argument("--check", action="store_true", help="make one cheap live call per provider")
+
+
+def _cmd_doctor(args):
+    from .doctor import run_doctor
+
+    report = run_doctor(args.spec_dir, args.project_dir, check=args.check)
+
+    def show(r):
+        c = _console()
+        for section, rows in r["sections"].items():
+            c.rule(f"[bold]{section}")
+            for row in rows:
+                mark = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "error": "[red]error[/]"}[row["status"]]
+                c.print(f"{mark:>20}  {row['name']}: ", end="")
+                c.print(row["detail"], markup=False, highlight=False)
+    _emit(args, report, show)
+    return 1 if report["errors"] else 0
+
+
+command("doctor", "check settings, files, index and graph health")(_cmd_doctor)(_doctor_args)
+
+
+# ---- entry point ----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(prog="graphmem", description="Memory for coding agents.")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
+    for name, (fn, add_args, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(p)
+        p.set_defaults(_fn=fn)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user errors print one line and exit non-zero, without a traceback."""
+    import os
+
+    os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_fn", None):
+        parser.print_help()
+        return 2
+    from .errors import GraphmemError
+
+    try:
+        return int(args._fn(args) or 0)
+    except GraphmemError as exc:
+        print(f"graphmem: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("graphmem: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""``graphmem doctor``: one report of what is healthy and what is not, in plain words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+# Each check appends rows to a section. Other modules register theirs here (providers, graph...).
+CHECKS: list[Callable[[dict[str, list[dict]], Any, "DoctorContext"], None]] = []
+
+
+class DoctorContext:
+    """What a check may look at."""
+
+    def __init__(self, spec_dir: Path | None, project_dir: Path | None, check: bool):
+        self.spec_dir = spec_dir
+        self.project_dir = project_dir
+        self.check = check
+
+
+def row(name: str, status: str, detail: str) -> dict:
+    return {"name": name, "status": status, "detail": detail}
+
+
+def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    rows = sections.setdefault("files", [])
+    if ctx.spec_dir is None:
+        rows.append(row("spec", "ok", "no --spec-dir given; file checks skipped"))
+        return
+    from .files import SpecStore
+
+    store = SpecStore(ctx.spec_dir, ctx.project_dir)
+    if not store.memory_dir.is_dir():
+        rows.append(row("memory folder", "warn", f"{store.memory_dir} does not exist yet"))
+        return
+    rows.append(row("memory folder", "ok", str(store.memory_dir)))
+    summary = (f"{len(store.load_all_insights())} sessions, {len(store.load_codebase_map())} files, "
+               f"{len(store.load_bullets('pattern'))} patterns, {len(store.load_bullets('gotcha'))} gotchas")
+    rows.append(row("contents", "ok", summary))
+    corrupt = store.corrupt_files()
+    if corrupt:
+        for path in corrupt:
+            rows.append(row("corrupt file", "warn", f"{path} (moved aside; inspect or delete it)"))
+    else:
+        rows.append(row("corrupt files", "ok", "none"))
+    stray = sorted(store.memory_dir.rglob(".*.tmp"))
+    if stray:
+        rows.append(row("temp files", "warn", f"{len(stray)} left by interrupted writes: "
+                        + ", ".join(p.name for p in stray[:5])))
+
+
+CHECKS.append(_files)
+
+
+def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = False) -> dict:
+    """Run every registered check and return ``{"sections": {...}, "errors": n, "warnings": n}``."""
+    from .settings import Settings
+
+    sections: dict[str, list[dict]] = {}
+    try:
+        settings = Settings.load()
+    except Exception as exc:  # a broken configuration is itself the finding
+        sections["settings"] = [row("settings", "error", str(exc))]
+        settings = None
+    else:
+        sections["settings"] = [row("home", "ok", str(settings.home)),
+                                row("graph", "ok", settings.graph.mode),
+                                row("redaction", "ok" if settings.redact else "warn",
+                                    "on" if settings.redact else "off")]
+    ctx = DoctorContext(spec_dir, project_dir, check)
+    for chk in CHECKS:
+        if settings is None and chk is not _files:
+            continue
+        try:
+            chk(sections, settings, ctx)
+        except Exception as exc:
+            sections.setdefault("doctor", []).append(row(getattr(chk, "__name__", "check"), "error",
+                                                         f"check failed: {exc}"))
+    flat = [r for rows in sections.values() for r in rows]
+    return {"sections": sections, "errors": sum(r["status"] == "error" for r in flat),
+            "warnings": sum(r["status"] == "warn" for r in flat)}

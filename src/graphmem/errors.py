@@ -1,0 +1,70 @@
+"""graphmem's exception tree: every error graphmem raises derives from ``GraphmemError``.
+
+    GraphmemError
+     ├── ValidationError     bad input: names the field and the problem; nothing was written
+     ├── ConfigError         settings that cannot work (unknown provider, missing key, ...)
+     ├── ProviderError       an LLM or embedder call failed after its retries
+     ├── StorageError        the file store or an index could not be read or written
+     │    └── IndexMismatchError  stored vectors come from a different embedder: run `graphmem reindex`
+     ├── GraphError          the knowledge graph (FalkorDB / Graphiti) failed
+     │    └── ServerError    the embedded FalkorDB could not be started or reached
+     └── NotFoundError       an unknown session, item or project
+
+The CLI turns any of these into one line on stderr and a non-zero exit; the MCP server turns
+them into tool errors. Foreign exceptions are translated once, at the boundary that meets them.
+"""
+
+from __future__ import annotations
+
+
+class GraphmemError(Exception):
+    """Root of every error graphmem raises on purpose."""
+
+    exit_code = 1
+
+
+class ValidationError(GraphmemError, ValueError):
+    """Input that graphmem refuses; ``field`` names what was wrong."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, field: str | None = None):
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class ConfigError(GraphmemError):
+    """Configuration that cannot work."""
+
+    exit_code = 3
+
+
+class ProviderError(GraphmemError):
+    """An LLM or embedding provider failed; names the provider, the status and what to do."""
+
+    def __init__(self, message: str, provider: str | None = None, status: int | None = None):
+        self.provider = provider
+        self.status = status
+        super().__init__(message)
+
+
+class StorageError(GraphmemError):
+    """The file store or a derived index could not be read or written."""
+
+
+class IndexMismatchError(StorageError):
+    """An index holds vectors from another embedder; mixing is refused."""
+
+
+class GraphError(GraphmemError):
+    """The knowledge graph failed."""
+
+
+class ServerError(GraphError):
+    """The embedded FalkorDB could not be started or reached."""
+
+
+class NotFoundError(GraphmemError, LookupError):
+    """An unknown session, item or project."""
+
+    exit_code = 4

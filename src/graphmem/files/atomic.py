@@ -1,0 +1,102 @@
+"""Crash-safe file writes: whole files by atomic replace, log-style files by whole-line appends."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a uniquely named temp file beside ``path``, fsync it, then replace ``path``.
+
+    A reader sees either the old file or the new one, never a torn one; a crash leaves at most a
+    stray ``.<name>.*.tmp`` file, which is ignored by readers and removed by ``graphmem doctor --fix``.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Atomically write UTF-8 text."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, data: Any, *, sort_keys: bool = False) -> None:
+    """Atomically write JSON with the reference's formatting (indent 2)."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False))
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one complete line with a single ``write`` and fsync it.
+
+    Used for append-only files (bullets, JSON Lines). The caller holds the folder lock. A line is
+    written whole by one system call; after a power cut a torn last line is possible, and
+    readers drop a final line that lacks its newline (``repair_tail`` truncates it on the next write).
+    """
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def repair_tail(path: Path) -> bool:
+    """Truncate a torn final line (no trailing newline). Returns True when something was cut."""
+    try:
+        with open(path, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return False
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return False
+            # Walk back to the previous newline in chunks.
+            pos = size
+            while pos > 0:
+                step = min(4096, pos)
+                f.seek(pos - step)
+                chunk = f.read(step)
+                idx = chunk.rfind(b"\n")
+                if idx >= 0:
+                    f.truncate(pos - step + idx + 1)
+                    break
+                pos -= step
+            else:
+                f.truncate(0)
+            f.flush()
+            os.fsync(f.fileno())
+            return True
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,297 @@
+"""The per-spec memory folder, in the reference layout.
+
+    <spec>/memory/codebase_map.json              path -> purpose, plus _metadata
+    <spec>/memory/patterns.md                    "# Code Patterns" + "- " bullets
+    <spec>/memory/gotchas.md                     "# Gotchas and Pitfalls" + "- " bullets
+    <spec>/memory/session_insights/session_NNN.json
+
+JSON files are replaced atomically; the bullet files are append-only (one whole line per write).
+Every mutation holds the folder lock. Corrupt files are moved aside, never silently skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..models import MemoryItem, normalise, stable_id
+from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
+from .lock import folder_lock
+
+log = logging.getLogger("graphmem.files")
+
+HEADERS = {
+    "gotcha": ("gotchas.md", "# Gotchas and Pitfalls\n\nThings to watch out for in this codebase:\n\n"),
+    "pattern": ("patterns.md", "# Code Patterns\n\nEstablished patterns to follow in this codebase:\n\n"),
+}
+INSIGHT_LISTS = ("what_worked", "what_failed", "recommendations_for_next_session", "subtasks_completed")
+
+
+class CorruptFileWarning(UserWarning):
+    """A memory file could not be parsed and was moved aside."""
+
+
+def quarantine(path: Path, reason: str) -> Path:
+    """Move a corrupt file aside to ``<name>.corrupt-<timestamp>`` and warn with its name."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return target
+    msg = f"graphmem: corrupt file {path} ({reason}) moved aside to {target.name}"
+    log.warning(msg)
+    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
+    return target
+
+
+@dataclass
+class _BulletCache:
+    """What we know of a bullet file without rereading it: its identity, length and contents."""
+
+    ino: int
+    size: int
+    bullets: list[str]
+    seen: set[str]
+
+
+class SpecStore:
+    """Reads and writes one spec's memory folder. Inputs are validated and redacted upstream."""
+
+    def __init__(self, spec_dir: Path, project_dir: Path | None = None):
+        self.spec_dir = Path(spec_dir).resolve()
+        self.project_dir = Path(project_dir).resolve() if project_dir else self.spec_dir.parent.parent
+        self.memory_dir = self.spec_dir / "memory"
+        self.insights_dir = self.memory_dir / "session_insights"
+        self.map_file = self.memory_dir / "codebase_map.json"
+        self._bullets: dict[str, _BulletCache] = {}
+
+    # ---- helpers -------------------------------------------------------------------------
+    def lock(self):
+        """The cross-process lock for this memory folder."""
+        return folder_lock(self.memory_dir)
+
+    def _scope(self) -> tuple[str, str]:
+        return str(self.project_dir), str(self.spec_dir)
+
+    def _read_json(self, path: Path) -> Any | None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            quarantine(path, type(exc).__name__)
+            return None
+
+    # ---- session insights ----------------------------------------------------------------
+    def session_file(self, session_num: int) -> Path:
+        return self.insights_dir / f"session_{session_num:03d}.json"
+
+    def save_session_insights(self, session_num: int, insights: dict[str, Any]) -> tuple[Path, dict]:
+        """Write ``session_NNN.json`` with the reference's keys; returns its path and content."""
+        data = {
+            "session_number": session_num,
+            "timestamp": datetime.now(timezone.utc).isoformat(),
+            "subtasks_completed": insights.get("subtasks_completed", []),
+            "discoveries": insights.get("discoveries") or {
+                "files_understood": {}, "patterns_found": [], "gotchas_encountered": []},
+            "what_worked": insights.get("what_worked", []),
+            "what_failed": insights.get("what_failed", []),
+            "recommendations_for_next_session": insights.get("recommendations_for_next_session", []),
+        }
+        for key, value in insights.items():  # keep extra keys an agent chose to store
+            data.setdefault(key, value)
+        path = self.session_file(session_num)
+        with self.lock():
+            self.insights_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, data)
+        return path, data
+
+    def load_all_insights(self) -> list[dict]:
+        """Every readable session file, oldest first."""
+        if not self.insights_dir.is_dir():
+            return []
+        out = []
+        for path in sorted(self.insights_dir.glob("session_*.json")):
+            data = self._read_json(path)
+            if isinstance(data, dict):
+                out.append(data)
+        return out
+
+    # ---- codebase map --------------------------------------------------------------------
+    def update_codebase_map(self, discoveries: dict[str, str]) -> Path:
+        """Merge ``discoveries`` into the map and refresh ``_metadata``."""
+        with self.lock():
+            current = self._read_json(self.map_file)
+            cmap = current if isinstance(current, dict) else {}
+            cmap.update(discoveries)
+            meta = cmap.get("_metadata") if isinstance(cmap.get("_metadata"), dict) else {}
+            meta["last_updated"] = datetime.now(timezone.utc).isoformat()
+            meta["total_files"] = len([k for k in cmap if k != "_metadata"])
+            cmap["_metadata"] = meta
+            atomic_write_json(self.map_file, cmap, sort_keys=True)
+        return self.map_file
+
+    def load_codebase_map(self) -> dict[str, str]:
+        """The map without its ``_metadata``."""
+        data = self._read_json(self.map_file)
+        if not isinstance(data, dict):
+            return {}
+        data.pop("_metadata", None)
+        return data
+
+    # ---- gotchas and patterns ------------------------------------------------------------
+    def bullet_file(self, kind: str) -> Path:
+        return self.memory_dir / HEADERS[kind][0]
+
+    def _refresh_bullets(self, kind: str) -> _BulletCache:
+        """Bring the cache up to date, reading only bytes appended since the last look."""
+        path = self.bullet_file(kind)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            cache = _BulletCache(0, 0, [], set())
+            self._bullets[kind] = cache
+            return cache
+        cache = self._bullets.get(kind)
+        if cache and cache.ino == st.st_ino and cache.size == st.st_size:
+            return cache
+        start = cache.size if cache and cache.ino == st.st_ino and cache.size < st.st_size else 0
+        if start == 0:
+            cache = _BulletCache(st.st_ino, 0, [], set())
+        with open(path, "rb") as f:
+            f.seek(start)
+            raw = f.read()
+        if not raw.endswith(b"\n") and raw:
+            raw = raw[: raw.rfind(b"\n") + 1]  # a torn last line is not an item
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            quarantine(path, "invalid UTF-8")
+            self._bullets.pop(kind, None)
+            return _BulletCache(0, 0, [], set())
+        for line in text.split("\n"):
+            line = line.strip()
+            if line.startswith("- "):
+                item = line[2:].strip()
+                cache.bullets.append(item)
+                cache.seen.add(normalise(item))
+        cache.size = start + len(raw)
+        self._bullets[kind] = cache
+        return cache
+
+    def append_bullet(self, kind: str, text: str) -> bool:
+        """Append a gotcha or pattern unless an equal one (normalised) is there. True if added."""
+        text = text.strip()
+        path = self.bullet_file(kind)
+        with self.lock():
+            if repair_tail(path):
+                self._bullets.pop(kind, None)
+            cache = self._refresh_bullets(kind)
+            if normalise(text) in cache.seen:
+                return False
+            if not path.exists() or path.stat().st_size == 0:
+                atomic_write_text(path, HEADERS[kind][1] + f"- {text}\n")
+            else:
+                append_line(path, f"- {text}")
+            self._refresh_bullets(kind)
+        return True
+
+    def load_bullets(self, kind: str) -> list[str]:
+        """Every bullet of ``gotchas.md`` or ``patterns.md``, in file order."""
+        return list(self._refresh_bullets(kind).bullets)
+
+    # ---- whole folder --------------------------------------------------------------------
+    def clear(self) -> None:
+        """Delete the spec's memory folder."""
+        with self.lock():
+            for child in self.memory_dir.iterdir() if self.memory_dir.is_dir() else ():
+                if child.name == ".graphmem.lock":
+                    continue
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        self._bullets.clear()
+
+    def corrupt_files(self) -> list[Path]:
+        """Files moved aside as corrupt, for ``graphmem doctor``."""
+        if not self.memory_dir.is_dir():
+            return []
+        return sorted(p for p in self.memory_dir.rglob("*.corrupt-*"))
+
+    # ---- items for indexes and the graph ---------------------------------------------------
+    def session_items(self, data: dict, source: Path) -> list[MemoryItem]:
+        """The searchable items inside one session file."""
+        project, spec = self._scope()
+        session = str(data.get("session_number", ""))
+        when = _parse_time(data.get("timestamp")) or _mtime(source)
+        base = dict(project=project, spec=spec, session=session, time=when, source=str(source))
+        items: list[MemoryItem] = []
+        for field in INSIGHT_LISTS:
+            for text in data.get(field) or []:
+                if isinstance(text, str) and text.strip():
+                    items.append(MemoryItem(
+                        id=stable_id(project, spec, "insight", session, field, text), kind="insight",
+                        text=text.strip(), metadata={"field": field}, **base))
+        disc = data.get("discoveries") if isinstance(data.get("discoveries"), dict) else {}
+        for path, purpose in (disc.get("files_understood") or {}).items():
+            if isinstance(purpose, str):
+                items.append(_file_item(project, spec, path, purpose, base))
+        for kind, key in (("pattern", "patterns_found"), ("gotcha", "gotchas_encountered")):
+            for text in disc.get(key) or []:
+                if isinstance(text, str) and text.strip():
+                    items.append(MemoryItem(id=stable_id(project, spec, kind, text), kind=kind,
+                                            text=text.strip(), metadata={"field": key}, **base))
+        return items
+
+    def map_items(self, files: dict[str, str]) -> list[MemoryItem]:
+        project, spec = self._scope()
+        base = dict(project=project, spec=spec, session=None, time=_mtime(self.map_file),
+                    source=str(self.map_file))
+        return [_file_item(project, spec, p, v, base) for p, v in files.items() if isinstance(v, str)]
+
+    def bullet_items(self, kind: str, texts: list[str]) -> list[MemoryItem]:
+        project, spec = self._scope()
+        path = self.bullet_file(kind)
+        when = _mtime(path)
+        return [MemoryItem(id=stable_id(project, spec, kind, t), kind=kind, text=t, project=project,
+                           spec=spec, time=when, source=str(path)) for t in texts]
+
+    def items(self) -> Iterator[MemoryItem]:
+        """Every searchable item in this spec's files (used to rebuild indexes and the graph)."""
+        for data in self.load_all_insights():
+            num = data.get("session_number")
+            src = self.session_file(num) if isinstance(num, int) else self.insights_dir
+            yield from self.session_items(data, src)
+        yield from self.map_items(self.load_codebase_map())
+        for kind in HEADERS:
+            yield from self.bullet_items(kind, self.load_bullets(kind))
+
+
+def _file_item(project: str, spec: str, path: str, purpose: str, base: dict) -> MemoryItem:
+    return MemoryItem(id=stable_id(project, spec, "file", path), kind="file",
+                      text=f"{path}: {purpose}", metadata={"path": path, "purpose": purpose}, **base)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _mtime(path: Path) -> datetime:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+    except OSError:
+        return datetime.now(timezone.utc)

@@ -1,0 +1,1 @@
+"""The knowledge graph: the embedded FalkorDB process and the Graphiti adapter."""

@@ -1,0 +1,1 @@
+"""The local search index: derived from the files, rebuildable with ``graphmem reindex``."""

@@ -1,0 +1,186 @@
+"""The ``Memory`` façade: every user-visible operation starts here.
+
+Write path: validate -> redact -> file store (truth, atomic, locked) -> local index -> graph
+(or the outbox when the graph fails). Read path: files for lists, the index or graph for search.
+``AsyncMemory`` is the core; ``Memory`` is its synchronous wrapper.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from pathlib import Path
+from typing import Any
+
+from . import _sync
+from .errors import ValidationError
+from .files import SpecStore
+from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
+                     parse)
+from .redact import redact
+from .settings import Settings
+
+log = logging.getLogger("graphmem")
+
+
+class AsyncMemory:
+    """Memory for one spec folder of one project (async API)."""
+
+    def __init__(self, spec_dir: str | Path, project_dir: str | Path | None = None, *,
+                 settings: Settings | None = None):
+        if spec_dir is None or str(spec_dir) == "" or "\x00" in str(spec_dir):
+            raise ValidationError("must be a folder path", field="spec_dir")
+        self.settings = settings or Settings.load()
+        self.files = SpecStore(Path(spec_dir), Path(project_dir) if project_dir else None)
+        self.spec_dir = self.files.spec_dir
+        self.project_dir = self.files.project_dir
+        self._backends = None
+
+    # ---- derived backends -----------------------------------------------------------------
+    @property
+    def backends(self):
+        """The derived backends (local index, graph), created on first use."""
+        if self._backends is None:
+            from .backends import Backends
+
+            self._backends = Backends(self.settings)
+        return self._backends
+
+    async def _propagate(self, items: list[MemoryItem], report: SaveReport) -> SaveReport:
+        report.items = len(items)
+        if items:
+            await self.backends.write(self, items, report)
+        return report
+
+    def _clean(self, value: Any) -> Any:
+        return redact(value) if self.settings.redact else value
+
+    def _check_size(self, value: Any, field: str) -> None:
+        size = len(str(value).encode("utf-8", "surrogatepass"))
+        if size > self.settings.max_item_bytes:
+            raise ValidationError(f"is {size} bytes, over the limit of {self.settings.max_item_bytes} "
+                                  "(GRAPHMEM_MAX_ITEM_BYTES)", field=field)
+
+    # ---- session insights -----------------------------------------------------------------
+    async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
+        """Save one session's learnings to ``session_insights/session_NNN.json``."""
+        parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
+        model = parse(SessionInsights, insights, "insights")
+        self._check_size(insights, "insights")
+        data = self._clean(model.model_dump())
+        path, saved = self.files.save_session_insights(session_num, data)
+        items = self.files.session_items(saved, path)
+        return await self._propagate(items, SaveReport(path=str(path)))
+
+    async def load_all_insights(self) -> list[dict]:
+        """Every session's insights, oldest first."""
+        return self.files.load_all_insights()
+
+    # ---- codebase map -----------------------------------------------------------------------
+    async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
+        """Merge file purposes into ``codebase_map.json``."""
+        files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
+        self._check_size(files, "discoveries")
+        files = self._clean(files)
+        path = self.files.update_codebase_map(files)
+        return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)))
+
+    async def load_codebase_map(self) -> dict[str, str]:
+        """File path -> purpose."""
+        return self.files.load_codebase_map()
+
+    # ---- gotchas and patterns -------------------------------------------------------------
+    async def _append(self, kind: str, text: str) -> SaveReport:
+        note = parse(Note, {"text": text}, kind, wrapped=True)
+        self._check_size(note.text, kind)
+        clean = self._clean(note.text)
+        added = self.files.append_bullet(kind, clean)
+        report = SaveReport(path=str(self.files.bullet_file(kind)),
+                            files="written" if added else "unchanged")
+        if not added:
+            return report
+        return await self._propagate(self.files.bullet_items(kind, [clean]), report)
+
+    async def append_gotcha(self, gotcha: str) -> SaveReport:
+        """Add a pitfall to ``gotchas.md`` (deduplicated)."""
+        return await self._append("gotcha", gotcha)
+
+    async def append_pattern(self, pattern: str) -> SaveReport:
+        """Add a pattern to ``patterns.md`` (deduplicated)."""
+        return await self._append("pattern", pattern)
+
+    async def load_gotchas(self) -> list[str]:
+        """Every gotcha, in file order."""
+        return self.files.load_bullets("gotcha")
+
+    async def load_patterns(self) -> list[str]:
+        """Every pattern, in file order."""
+        return self.files.load_bullets("pattern")
+
+    # ---- whole spec -------------------------------------------------------------------------
+    async def summary(self) -> dict[str, Any]:
+        """Counts and the last three sessions, in the reference's shape."""
+        insights = self.files.load_all_insights()
+        return {
+            "total_sessions": len(insights),
+            "total_files_mapped": len(self.files.load_codebase_map()),
+            "total_patterns": len(self.files.load_bullets("pattern")),
+            "total_gotchas": len(self.files.load_bullets("gotcha")),
+            "recent_insights": insights[-3:],
+        }
+
+    async def clear(self) -> None:
+        """Delete this spec's memory files and its derived index entries."""
+        self.files.clear()
+        if self._backends is not None or self.settings.home.exists():
+            await self.backends.forget_spec(self)
+
+    async def items(self) -> list[MemoryItem]:
+        """Every searchable item held in this spec's files."""
+        return list(self.files.items())
+
+    async def aclose(self) -> None:
+        """Release connections held by derived backends."""
+        if self._backends is not None:
+            await self._backends.aclose()
+
+    async def __aenter__(self) -> "AsyncMemory":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+class Memory:
+    """Synchronous ``Memory``: the same methods as ``AsyncMemory``, returning plain values."""
+
+    def __init__(self, spec_dir: str | Path, project_dir: str | Path | None = None, *,
+                 settings: Settings | None = None):
+        self._async = AsyncMemory(spec_dir, project_dir, settings=settings)
+
+    @property
+    def aio(self) -> AsyncMemory:
+        """The async core behind this object."""
+        return self._async
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._async, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return _sync.run(attr(*args, **kwargs))
+
+        return call
+
+    def close(self) -> None:
+        """Release connections held by derived backends."""
+        _sync.run(self._async.aclose())
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

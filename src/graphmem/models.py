@@ -1,0 +1,209 @@
+"""The shapes graphmem takes in and hands back: validated inputs, memory items, hits, reports."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from datetime import datetime, timezone
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, Literal, TypeVar
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .errors import ValidationError
+
+Kind = Literal["insight", "file", "pattern", "gotcha", "turn", "step", "fact"]
+KINDS: tuple[str, ...] = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _no_nul(value: str, what: str = "text") -> str:
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL byte")
+    return value
+
+
+def check_relative_path(path: str) -> str:
+    """Refuse absolute paths and paths that climb out of their folder with ``..``."""
+    _no_nul(path, "path")
+    if not path.strip():
+        raise ValueError("path is empty")
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
+        raise ValueError(f"path {path!r} must be relative to the project, not absolute")
+    depth = 0
+    for part in re.split(r"[\\/]+", path):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"path {path!r} points outside the project folder")
+        elif part not in ("", "."):
+            depth += 1
+    return path
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, str_strip_whitespace=False)
+
+
+class Discoveries(_Strict):
+    """What a session found: file purposes, patterns, gotchas."""
+
+    files_understood: dict[str, str] = Field(default_factory=dict)
+    patterns_found: list[str] = Field(default_factory=list)
+    gotchas_encountered: list[str] = Field(default_factory=list)
+
+    @field_validator("files_understood")
+    @classmethod
+    def _paths(cls, v: dict[str, str]) -> dict[str, str]:
+        for path, purpose in v.items():
+            check_relative_path(path)
+            _no_nul(purpose, f"purpose of {path!r}")
+        return v
+
+    @field_validator("patterns_found", "gotchas_encountered")
+    @classmethod
+    def _texts(cls, v: list[str]) -> list[str]:
+        for s in v:
+            _no_nul(s)
+        return v
+
+
+class SessionInsights(_Strict):
+    """One session's learnings, in the reference's ``session_NNN.json`` keys."""
+
+    subtasks_completed: list[str] = Field(default_factory=list)
+    discoveries: Discoveries = Field(default_factory=Discoveries)
+    what_worked: list[str] = Field(default_factory=list)
+    what_failed: list[str] = Field(default_factory=list)
+    recommendations_for_next_session: list[str] = Field(default_factory=list)
+
+    @field_validator("subtasks_completed", "what_worked", "what_failed",
+                     "recommendations_for_next_session")
+    @classmethod
+    def _texts(cls, v: list[str]) -> list[str]:
+        for s in v:
+            _no_nul(s)
+        return v
+
+
+class SessionNumber(BaseModel):
+    """A 1-based session number."""
+
+    session_num: int = Field(strict=True, ge=1, le=999_999)
+
+
+class Note(BaseModel):
+    """A single gotcha or pattern."""
+
+    text: str = Field(strict=True, min_length=1)
+
+    @field_validator("text")
+    @classmethod
+    def _clean(cls, v: str) -> str:
+        _no_nul(v)
+        if not v.strip():
+            raise ValueError("is empty")
+        if "\n" in v.strip():
+            raise ValueError("must be a single line (the file stores one '- ' bullet per item)")
+        return v.strip()
+
+
+class CodebaseMap(BaseModel):
+    """File path -> purpose."""
+
+    files: dict[str, str] = Field(strict=True)
+
+    @field_validator("files")
+    @classmethod
+    def _paths(cls, v: dict[str, str]) -> dict[str, str]:
+        for path, purpose in v.items():
+            if path == "_metadata":
+                raise ValueError("'_metadata' is reserved")
+            check_relative_path(path)
+            _no_nul(purpose, f"purpose of {path!r}")
+        return v
+
+
+def parse(model: type[M], data: Any, what: str, wrapped: bool = False) -> M:
+    """Validate ``data`` into ``model``; a failure becomes one ``ValidationError`` naming the field.
+
+    ``wrapped``: ``data`` is ``{field: value}`` around one argument, so the field name is dropped.
+    """
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        parts = list(err.get("loc", ()))[1:] if wrapped else list(err.get("loc", ()))
+        loc = ".".join(str(p) for p in parts if p != "__root__")
+        field = f"{what}.{loc}" if loc else what
+        msg = err.get("msg", "is invalid")
+        msg = msg.removeprefix("Value error, ")
+        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+        raise ValidationError(f"{msg}{more}", field=field) from None
+
+
+def normalise(text: str) -> str:
+    """Text as compared for dedupe and ids: NFKC, casefolded, whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def stable_id(*parts: str) -> str:
+    """A short, stable id from an item's scope and normalised content."""
+    h = hashlib.sha256("\x1f".join(normalise(p) for p in parts).encode("utf-8"))
+    return h.hexdigest()[:24]
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now in UTC."""
+    return datetime.now(timezone.utc)
+
+
+class MemoryItem(BaseModel):
+    """One searchable memory, derived from the files. Indexes and the graph store these."""
+
+    id: str
+    kind: Kind
+    text: str
+    project: str  # absolute project path
+    spec: str | None = None  # absolute spec folder
+    session: str | None = None  # session number ("3") or episodic session id
+    time: datetime = Field(default_factory=utcnow)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = ""  # the file on disk that holds it
+
+    def content_hash(self) -> str:
+        """Hash of what is embedded: unchanged text is never embedded twice."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:16]
+
+
+class Hit(BaseModel):
+    """One search result; every backend returns this shape."""
+
+    id: str
+    kind: Kind
+    text: str
+    score: float
+    project: str
+    spec: str | None = None
+    session: str | None = None
+    time: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = ""
+    backend: Literal["local", "graph"] = "local"
+
+
+class SaveReport(BaseModel):
+    """Which backends took a write: ``files`` always, then ``index`` and ``graph``."""
+
+    files: Literal["written", "unchanged"] = "written"
+    index: Literal["indexed", "off", "failed"] = "off"
+    graph: Literal["written", "queued", "off"] = "off"
+    items: int = 0
+    path: str = ""
+    detail: str | None = None
+
+    def __str__(self) -> str:
+        return f"files={self.files} index={self.index} graph={self.graph} items={self.items}"

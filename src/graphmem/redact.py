@@ -1,0 +1,54 @@
+"""Replace high-confidence secrets with ``[REDACTED:<kind>]`` before anything reaches disk."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Ordered: the more specific patterns first, so an Anthropic key is not reported as an OpenAI one.
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("private_key", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b")),
+    ("aws_secret_key", re.compile(
+        r"(?i)(aws_secret_access_key|aws_secret_key)(\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
+    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("bearer_token", re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9_\-\.=~+/]{16,}")),
+    ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)")),
+]
+
+# Patterns whose leading groups are context to keep, not secret.
+_KEEP_PREFIX = {"aws_secret_key", "bearer_token", "url_password"}
+
+
+def redact_text(text: str) -> str:
+    """Return ``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
+    for kind, pattern in _PATTERNS:
+        if kind == "url_password":
+            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]{m.group(2)}", text)
+        elif kind == "aws_secret_key":
+            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]", text)
+        elif kind in _KEEP_PREFIX:
+            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]", text)
+        else:
+            text = pattern.sub(f"[REDACTED:{kind}]", text)
+    return text
+
+
+def redact(value: Any) -> Any:
+    """Redact every string inside ``value`` (dict keys included), keeping its shape."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {redact(k): redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(redact(v) for v in value)
+    return value
