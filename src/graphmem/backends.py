@@ -3,6 +3,13 @@
 Both are written after the files and can be rebuilt from them. A failure here never fails a
 save: the local index reports ``failed`` (``graphmem reindex`` repairs it) and the graph queues
 the items in the outbox.
+
+Wiring (each side implemented in its own package):
+- ``graphmem.index.open_index(settings, embedder) -> LocalIndex`` with ``upsert(items)``,
+  ``delete_spec(project, spec)``, ``search(...) -> list[Hit]``, ``close()``.
+- ``graphmem.graph.open_graph(settings, embedder, llm) -> GraphStore`` (async) with
+  ``save(items) -> None`` (raises GraphError on failure), ``search(...)``, ``aclose()``; the
+  outbox lives in the spec's memory folder (``graphmem.files.outbox``).
 """
 
 from __future__ import annotations
@@ -27,8 +34,16 @@ class Backends:
 
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
-        report.index = "off"
-        report.graph = "off"
+        report.index = await self.write_index(items)
+        report.graph = await self.write_graph(mem, items)
+
+    async def write_index(self, items: list[MemoryItem]) -> str:
+        """Upsert into the local index -> "indexed" | "failed" | "off"."""
+        return "off"
+
+    async def write_graph(self, mem: "AsyncMemory", items: list[MemoryItem]) -> str:
+        """Write to the graph, or queue in the outbox -> "written" | "queued" | "off"."""
+        return "off"
 
     async def forget_spec(self, mem: "AsyncMemory") -> None:
         """Drop a cleared spec's items from the derived stores."""

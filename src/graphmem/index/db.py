@@ -1,0 +1,91 @@
+"""The only module that opens SQLite: one database per ``GRAPHMEM_HOME`` with numbered migrations.
+
+Each component (``search``, ``episodes`` ...) registers its own ordered migrations with
+``register_migrations``; ``connect`` applies what is missing, each migration in one transaction,
+and records it in ``schema_versions``. The database is derived data: deleting it and running
+``graphmem reindex`` rebuilds it from the files.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from ..errors import StorageError
+
+MIGRATIONS: dict[str, list[tuple[int, str]]] = {}
+_applied: set[tuple[str, str]] = set()
+_apply_lock = threading.Lock()
+
+
+def register_migrations(component: str, migrations: list[tuple[int, str]]) -> None:
+    """Declare ``component``'s schema as ordered ``(version, sql script)`` pairs (1, 2, 3 ...)."""
+    versions = [v for v, _ in migrations]
+    if versions != list(range(1, len(versions) + 1)):
+        raise ValueError(f"migrations of {component} must be numbered 1..n, got {versions}")
+    MIGRATIONS[component] = migrations
+
+
+def db_path(home: Path) -> Path:
+    return Path(home) / "index.sqlite3"
+
+
+def connect(home: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open the home's database (WAL, foreign keys on) with every registered migration applied."""
+    path = db_path(home)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise StorageError(f"cannot open the index database {path}: {exc}") from None
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=30000")
+    if not readonly:
+        migrate(conn, str(path))
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, key: str = "") -> None:
+    """Apply every registered migration that this database lacks."""
+    with _apply_lock:
+        pending = [c for c in MIGRATIONS if (key, c) not in _applied]
+        if not pending:
+            return
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT NOT NULL, "
+                     "version INTEGER NOT NULL, applied_at REAL NOT NULL, "
+                     "PRIMARY KEY (component, version))")
+        for component in pending:
+            for version, script in MIGRATIONS[component]:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    done = conn.execute("SELECT 1 FROM schema_versions WHERE component=? AND version=?",
+                                        (component, version)).fetchone()
+                    if not done:
+                        for stmt in _split(script):
+                            conn.execute(stmt)
+                        conn.execute("INSERT INTO schema_versions VALUES (?, ?, ?)",
+                                     (component, version, time.time()))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            _applied.add((key, component))
+
+
+def _split(script: str) -> list[str]:
+    """Split a script into statements (triggers with inner ``;`` end with ``END;``)."""
+    out, buf = [], ""
+    for part in script.split(";"):
+        buf += part + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \n;"):
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip(" \n;"):
+        out.append(buf.strip())
+    return out
