@@ -164,9 +164,24 @@ def _cmd_doctor(args):
 command("doctor", "check settings, files, index and graph health")(_cmd_doctor)(_doctor_args)
 
 
+# Commands of other areas register themselves from their own modules.
+_COMMAND_MODULES = ("graphmem.cli_search", "graphmem.cli_sessions", "graphmem.cli_graph",
+                    "graphmem.cli_mcp")
+
+
+def _load_command_modules() -> None:
+    import importlib
+    import importlib.util
+
+    for name in _COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+
+
 # ---- entry point ----------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered sub-command."""
+    _load_command_modules()
     parser = argparse.ArgumentParser(prog="graphmem", description="Memory for coding agents.")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     for name, (fn, add_args, help_text) in COMMANDS.items():

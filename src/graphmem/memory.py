@@ -20,12 +20,19 @@ from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
                      parse)
 from .redact import redact
 from .settings import Settings
+from .search import SearchMixin
+from .sessions import SessionsMixin
+from .sync import GraphSyncMixin
 
 log = logging.getLogger("graphmem")
 
 
-class AsyncMemory:
-    """Memory for one spec folder of one project (async API)."""
+class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
+    """Memory for one spec folder of one project (async API).
+
+    Search, sessions and graph sync live in mixins (``search.py``, ``sessions.py``, ``sync.py``);
+    this module holds construction and the spec file-store operations.
+    """
 
     def __init__(self, spec_dir: str | Path, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
