@@ -214,4 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Under `python -m graphmem.cli` this file is __main__; command modules register into the
+    # imported graphmem.cli, so run that module's main (else their commands go missing).
+    from graphmem.cli import main as _main
+
+    sys.exit(_main())
