@@ -121,7 +121,7 @@ class SpecStore:
         if not self.insights_dir.is_dir():
             return []
         out = []
-        for path in sorted(self.insights_dir.glob("session_*.json")):
+        for path in sorted(self.insights_dir.glob("session_*.json"), key=_session_order):
             data = self._read_json(path)
             if isinstance(data, dict):
                 out.append(data)
@@ -273,6 +273,12 @@ class SpecStore:
         yield from self.map_items(self.load_codebase_map())
         for kind in HEADERS:
             yield from self.bullet_items(kind, self.load_bullets(kind))
+
+
+def _session_order(path: Path) -> tuple[int, str]:
+    """Numeric order, so session_1000 comes after session_999."""
+    digits = path.stem.removeprefix("session_")
+    return (int(digits) if digits.isdigit() else 1 << 62, path.name)
 
 
 def _file_item(project: str, spec: str, path: str, purpose: str, base: dict) -> MemoryItem:
