@@ -1,0 +1,256 @@
+"""graphmem's MCP server: each tool is a thin adapter over ``AsyncMemory``.
+
+The server holds one ``AsyncMemory`` per (spec, project) for its lifetime and awaits it directly
+(MCP is async, so the sync wrapper is never used inside the event loop). Every ``GraphmemError``
+comes back as an MCP tool error (``isError``) carrying the CLI's message; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, Literal
+
+import pydantic
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import Field
+
+from .errors import ConfigError, GraphmemError, NotFoundError, ValidationError
+from .memory import AsyncMemory
+from .models import Kind
+from .settings import Settings
+
+log = logging.getLogger("graphmem.mcp")
+
+INSTRUCTIONS = (
+    "graphmem is the long-term memory of coding agents. Before a task, call get_context (or "
+    "search_memory) to recall gotchas, patterns, files and lessons from past sessions of this and "
+    "other projects. While working, record what you learn: add_gotcha, add_pattern, "
+    "update_codebase_map, record_turn; at the end of a session, save_session_insights.")
+
+SpecArg = Annotated[str | None, Field(
+    description="spec folder (e.g. auto-claude/specs/001-feature); default: the server's --spec-dir")]
+ProjectArg = Annotated[str | None, Field(
+    description="project root; default: the server's --project-dir, else two levels above the spec")]
+
+
+class MemoryPool:
+    """One ``AsyncMemory`` per (spec, project), created on first use and closed with the server."""
+
+    def __init__(self, settings: Settings, spec_dir: Path | None, project_dir: Path | None):
+        self.settings = settings
+        self.spec_dir = spec_dir
+        self.project_dir = project_dir
+        self._memories: dict[tuple[str, str | None], AsyncMemory] = {}
+
+    def get(self, spec_dir: str | None, project_dir: str | None) -> AsyncMemory:
+        """The memory for these folders (arguments win over the server's start-up options)."""
+        spec = Path(spec_dir).expanduser() if spec_dir else self.spec_dir
+        if spec is None:
+            raise ValidationError("no spec folder: pass spec_dir, or start the server with --spec-dir",
+                                  field="spec_dir")
+        if "\x00" in str(spec) or (project_dir and "\x00" in project_dir):
+            raise ValidationError("contains a NUL byte", field="spec_dir")
+        if not spec.is_dir():
+            raise NotFoundError(f"spec folder not found: {spec}")
+        project = Path(project_dir).expanduser() if project_dir else self.project_dir
+        if project is not None and not project.is_dir():
+            raise NotFoundError(f"project folder not found: {project}")
+        key = (str(spec.resolve()), str(project.resolve()) if project else None)
+        mem = self._memories.get(key)
+        if mem is None:
+            mem = self._memories[key] = AsyncMemory(spec, project, settings=self.settings)
+        return mem
+
+    async def aclose(self) -> None:
+        """Close every memory; one failing close does not keep the others open."""
+        for mem in self._memories.values():
+            try:
+                await mem.aclose()
+            except Exception:  # shutting down: log and carry on
+                log.exception("closing memory for %s failed", mem.spec_dir)
+        self._memories.clear()
+
+
+def _fail(exc: GraphmemError) -> ToolError:
+    # The same line the CLI prints on stderr, so agents and humans read one vocabulary.
+    return ToolError(f"graphmem: error: {exc}")
+
+
+def _arguments_message(exc: pydantic.ValidationError) -> str:
+    """The first schema problem, worded like ``models.parse``: ``field: problem``."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+    more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+    return f"graphmem: error: {field}: {err.get('msg', 'is invalid')}{more}"
+
+
+class GraphmemMCPServer(MCPServer):
+    """``MCPServer`` whose tool errors read like the CLI's, without the SDK's wrapping."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK keeps its text on the server and logs the traceback
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, pydantic.ValidationError):  # arguments that fail the schema
+                raise ToolError(_arguments_message(cause)) from cause
+            if isinstance(cause, ToolError) and str(cause).startswith("graphmem: error:"):
+                raise ToolError(str(cause)) from None
+            raise
+
+
+def build_server(spec_dir: str | Path | None = None, project_dir: str | Path | None = None, *,
+                 settings: Settings | None = None) -> MCPServer:
+    """An MCP server exposing the memory tools; the folders are defaults tools may override."""
+    pool = MemoryPool(settings or Settings.load(), Path(spec_dir) if spec_dir else None,
+                      Path(project_dir) if project_dir else None)
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[MemoryPool]:
+        try:
+            yield pool
+        finally:
+            await pool.aclose()
+
+    from . import __version__
+
+    server = GraphmemMCPServer("graphmem", version=__version__, instructions=INSTRUCTIONS,
+                       lifespan=lifespan, log_level="WARNING")
+    server.pool = pool  # type: ignore[attr-defined]  # for tests and embedding
+    _register_tools(server, pool)
+    return server
+
+
+def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
+    tool = server.tool
+
+    async def use(spec: str | None, project: str | None,
+                  op: Callable[[AsyncMemory], Awaitable[Any]]) -> Any:
+        try:
+            return await op(pool.get(spec, project))
+        except GraphmemError as exc:
+            raise _fail(exc) from None
+
+    def report(rep: Any) -> dict[str, Any]:
+        return rep.model_dump(mode="json")
+
+    @tool(description="Save one session's learnings (subtasks_completed, discoveries{files_understood, "
+                      "patterns_found, gotchas_encountered}, what_worked, what_failed, "
+                      "recommendations_for_next_session) as session_NNN.json; returns which stores took it.")
+    async def save_session_insights(
+            session_num: Annotated[int, Field(description="1-based session number")],
+            insights: Annotated[dict[str, Any], Field(description="the session's insights object")],
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return report(await use(spec_dir, project_dir,
+                                 lambda m: m.save_session_insights(session_num, insights)))
+
+    @tool(description="Record a pitfall to avoid in this codebase (one line; duplicates are ignored).")
+    async def add_gotcha(text: Annotated[str, Field(description="the gotcha, one line")],
+                         spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return report(await use(spec_dir, project_dir, lambda m: m.append_gotcha(text)))
+
+    @tool(description="Record a code pattern to follow in this codebase (one line; duplicates are ignored).")
+    async def add_pattern(text: Annotated[str, Field(description="the pattern, one line")],
+                          spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return report(await use(spec_dir, project_dir, lambda m: m.append_pattern(text)))
+
+    @tool(description="Merge file purposes into the codebase map: {relative/path: what the file does}.")
+    async def update_codebase_map(
+            discoveries: Annotated[dict[str, str], Field(description="relative file path -> purpose")],
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return report(await use(spec_dir, project_dir, lambda m: m.update_codebase_map(discoveries)))
+
+    @tool(description="Search memory by meaning and keywords: gotchas, patterns, files, session "
+                      "insights, conversation turns. scope: spec (this spec), project (every spec of "
+                      "this project) or all (every project). Returns ranked hits with their source file.")
+    async def search_memory(
+            query: Annotated[str, Field(description="what to look for, in words or a file path")],
+            scope: Literal["spec", "project", "all"] = "project",
+            kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
+            limit: Annotated[int, Field(ge=1, le=100)] = 10,
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        hits = await use(spec_dir, project_dir,
+                         lambda m: m.search(query, scope=scope, kinds=kinds, limit=limit))
+        return {"hits": [h.model_dump(mode="json") for h in hits]}
+
+    @tool(description="A markdown block for an agent's prompt: the gotchas, patterns, files and "
+                      "past-session lessons most relevant to a task, within a token budget.")
+    async def get_context(
+            task: Annotated[str, Field(description="the task about to be done")],
+            max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 1500,
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> str:
+        return await use(spec_dir, project_dir, lambda m: m.context(task, max_tokens=max_tokens))
+
+    @tool(description="Append one conversation turn to an episodic session. Without session_id a "
+                      "new session is started (workspace = the project) and its id returned: pass "
+                      "it back on the next turns.")
+    async def record_turn(
+            role: Annotated[str, Field(description="user, assistant, tool or system")],
+            content: Annotated[str, Field(description="what was said")],
+            session_id: Annotated[str | None, Field(description="from a previous record_turn")] = None,
+            model: str | None = None,
+            tokens: Annotated[int | None, Field(ge=0)] = None,
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        async def op(m: AsyncMemory) -> dict[str, Any]:
+            sid = session_id or await m.start_session(str(m.project_dir), model=model)
+            turn_id = await m.record_turn(sid, role, content, model=model, tokens=tokens)
+            return {"session_id": sid, "turn_id": turn_id}
+        return await use(spec_dir, project_dir, op)
+
+    @tool(description="The most recent episodic sessions of this project (or of every workspace "
+                      "with all_workspaces), each with its first user prompt.")
+    async def list_sessions(limit: Annotated[int, Field(ge=1, le=500)] = 10,
+                            all_workspaces: bool = False,
+                            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        async def op(m: AsyncMemory) -> list[Any]:
+            workspace = None if all_workspaces else str(m.project_dir)
+            return await m.list_recent_sessions(workspace, limit=limit)
+        return {"sessions": [_plain(s) for s in await use(spec_dir, project_dir, op)]}
+
+    @tool(description="Counts of sessions, mapped files, patterns and gotchas for a spec, with the "
+                      "last three sessions' insights.")
+    async def memory_summary(spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return await use(spec_dir, project_dir, lambda m: m.summary())
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(value)
+    return value
+
+
+def parse_http(address: str, allow_remote: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); non-loopback needs ``allow_remote``."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"--http {address!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(f"--http {address!r}: port {port_text!r} is not a number") from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"--http {address!r}: port must be 1-65535")
+    if not allow_remote and not _is_loopback(host):
+        raise ConfigError(f"--http {address!r}: {host} is not a loopback address; the server has no "
+                          "authentication, so pass --allow-remote to expose it on purpose")
+    return host, port
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
