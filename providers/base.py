@@ -52,6 +52,15 @@ class Reranker(Protocol):
         ...
 
 
+async def embed_query(embedder: Embedder, text: str) -> list[float]:
+    """The vector for a search query: ``embedder.embed_query`` when it has one (Voyage's
+    ``input_type: query``, a query prefix), else ``embed([text])[0]``."""
+    own = getattr(embedder, "embed_query", None)
+    if own is not None:
+        return await own(text)
+    return (await embedder.embed([text]))[0]
+
+
 def describe(obj: Any) -> str:
     """A short name for logs and reports."""
     return getattr(obj, "name", type(obj).__name__)

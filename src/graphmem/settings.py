@@ -34,6 +34,7 @@ class GraphSettings(_Section):
     timeout: float = 10.0  # seconds for one graph write before it is queued
     search_deadline: float = 2.0  # seconds before search falls back to the local index
     start_timeout: float = 15.0
+    retry_after: float = 30.0  # seconds before a failed graph server is tried again
 
 
 class OpenAISettings(_Section):
@@ -83,9 +84,11 @@ class ProviderSettings(_Section):
 
     llm: str | None = None  # None: no LLM (structured writes and deterministic summaries only)
     embedder: str = "local"
+    reranker: str | None = None  # "local": the bundled cross-encoder; None: no re-ranking
     timeout: float = 30.0
     max_retries: int = 4
     max_retry_seconds: float = 60.0
+    retry_backoff: float = 0.5  # first back-off in seconds; doubles per try, with jitter
     concurrency: int = 4
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
@@ -188,6 +191,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "VOYAGE_API_KEY": ("providers", "voyage", "api_key"),
     "VOYAGE_BASE_URL": ("providers", "voyage", "base_url"),
     "VOYAGE_EMBEDDING_MODEL": ("providers", "voyage", "embedding_model"),
+    "VOYAGE_EMBEDDING_DIM": ("providers", "voyage", "embedding_dim"),
     "AZURE_OPENAI_API_KEY": ("providers", "azure_openai", "api_key"),
     "AZURE_OPENAI_BASE_URL": ("providers", "azure_openai", "base_url"),
     "AZURE_OPENAI_API_VERSION": ("providers", "azure_openai", "api_version"),
@@ -199,4 +203,6 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "OLLAMA_EMBEDDING_MODEL": ("providers", "ollama", "embedding_model"),
     "OLLAMA_EMBEDDING_DIM": ("providers", "ollama", "embedding_dim"),
     "GRAPHMEM_LOCAL_EMBEDDING_MODEL": ("providers", "local", "embedding_model"),
+    "GRAPHMEM_RERANKER": ("providers", "reranker"),
+    "GRAPHMEM_LOCAL_RERANKER": ("providers", "local", "reranker"),
 }

