@@ -183,3 +183,21 @@ def test_session_file_keys_match_reference(spec_dir):
     assert list(data) == ["session_number", "timestamp", "subtasks_completed", "discoveries",
                           "what_worked", "what_failed", "recommendations_for_next_session"]
     assert data["discoveries"] == {"files_understood": {}, "patterns_found": [], "gotchas_encountered": []}
+
+
+def test_bullet_cache_sees_rewrites_and_other_writers(spec_dir):
+    m = Memory(spec_dir)
+    m.append_gotcha("alpha")
+    m.append_gotcha("beta")
+    m.clear()
+    m.append_gotcha("gamma")
+    assert Memory(spec_dir).load_gotchas() == ["gamma"]
+    path = spec_dir / "memory" / "gotchas.md"
+    # another program rewrites the file in place with the same length
+    text = path.read_text()
+    path.write_text(text.replace("gamma", "delta"))
+    assert m.load_gotchas() == ["delta"]
+    with open(path, "a") as f:  # and another appends by hand
+        f.write("- epsilon\n")
+    assert m.load_gotchas() == ["delta", "epsilon"]
+    assert m.append_gotcha("Epsilon").files == "unchanged"

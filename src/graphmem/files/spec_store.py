@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -54,12 +55,23 @@ def quarantine(path: Path, reason: str) -> Path:
 
 @dataclass
 class _BulletCache:
-    """What we know of a bullet file without rereading it: its identity, length and contents."""
+    """What we know of a bullet file without rereading it: identity, length, tail and contents."""
 
-    ino: int
+    ident: tuple[int, int]  # (device, inode)
     size: int
+    mtime_ns: int
+    tail: bytes  # the last bytes we read, to tell an append from a rewrite
     bullets: list[str]
     seen: set[str]
+
+
+_EMPTY = _BulletCache((0, 0), 0, 0, b"", [], set())
+
+
+# Shared by every SpecStore of the process, so short-lived façades (the compat functions) do not
+# reread a whole bullet file per append. Validated against the file's inode and size each time.
+_BULLETS: dict[Path, _BulletCache] = {}
+_BULLETS_LOCK = threading.Lock()
 
 
 class SpecStore:
@@ -71,7 +83,6 @@ class SpecStore:
         self.memory_dir = self.spec_dir / "memory"
         self.insights_dir = self.memory_dir / "session_insights"
         self.map_file = self.memory_dir / "codebase_map.json"
-        self._bullets: dict[str, _BulletCache] = {}
 
     # ---- helpers -------------------------------------------------------------------------
     def lock(self):
@@ -156,29 +167,37 @@ class SpecStore:
     def _refresh_bullets(self, kind: str) -> _BulletCache:
         """Bring the cache up to date, reading only bytes appended since the last look."""
         path = self.bullet_file(kind)
+        with _BULLETS_LOCK:
+            return self._refresh_locked(path)
+
+    def _refresh_locked(self, path: Path) -> _BulletCache:
         try:
             st = path.stat()
         except FileNotFoundError:
-            cache = _BulletCache(0, 0, [], set())
-            self._bullets[kind] = cache
+            _BULLETS.pop(path, None)
+            return _EMPTY
+        ident = (st.st_dev, st.st_ino)
+        cache = _BULLETS.get(path)
+        if cache and cache.ident == ident and cache.size == st.st_size and cache.mtime_ns == st.st_mtime_ns:
             return cache
-        cache = self._bullets.get(kind)
-        if cache and cache.ino == st.st_ino and cache.size == st.st_size:
-            return cache
-        start = cache.size if cache and cache.ino == st.st_ino and cache.size < st.st_size else 0
-        if start == 0:
-            cache = _BulletCache(st.st_ino, 0, [], set())
         with open(path, "rb") as f:
+            start = 0
+            if cache and cache.ident == ident and 0 < cache.size < st.st_size:
+                f.seek(cache.size - len(cache.tail))
+                if f.read(len(cache.tail)) == cache.tail:
+                    start = cache.size  # an append: read only the new bytes
+            if start == 0:
+                cache = _BulletCache(ident, 0, 0, b"", [], set())
             f.seek(start)
             raw = f.read()
-        if not raw.endswith(b"\n") and raw:
+        if raw and not raw.endswith(b"\n"):
             raw = raw[: raw.rfind(b"\n") + 1]  # a torn last line is not an item
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             quarantine(path, "invalid UTF-8")
-            self._bullets.pop(kind, None)
-            return _BulletCache(0, 0, [], set())
+            _BULLETS.pop(path, None)
+            return _EMPTY
         for line in text.split("\n"):
             line = line.strip()
             if line.startswith("- "):
@@ -186,7 +205,9 @@ class SpecStore:
                 cache.bullets.append(item)
                 cache.seen.add(normalise(item))
         cache.size = start + len(raw)
-        self._bullets[kind] = cache
+        cache.mtime_ns = st.st_mtime_ns if cache.size == st.st_size else 0
+        cache.tail = (cache.tail + raw)[-64:]
+        _BULLETS[path] = cache
         return cache
 
     def append_bullet(self, kind: str, text: str) -> bool:
@@ -195,7 +216,8 @@ class SpecStore:
         path = self.bullet_file(kind)
         with self.lock():
             if repair_tail(path):
-                self._bullets.pop(kind, None)
+                with _BULLETS_LOCK:
+                    _BULLETS.pop(path, None)
             cache = self._refresh_bullets(kind)
             if normalise(text) in cache.seen:
                 return False
@@ -208,7 +230,9 @@ class SpecStore:
 
     def load_bullets(self, kind: str) -> list[str]:
         """Every bullet of ``gotchas.md`` or ``patterns.md``, in file order."""
-        return list(self._refresh_bullets(kind).bullets)
+        path = self.bullet_file(kind)
+        with _BULLETS_LOCK:
+            return list(self._refresh_locked(path).bullets)
 
     # ---- whole folder --------------------------------------------------------------------
     def clear(self) -> None:
@@ -218,7 +242,6 @@ class SpecStore:
                 if child.name == ".graphmem.lock":
                     continue
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
-        self._bullets.clear()
 
     def corrupt_files(self) -> list[Path]:
         """Files moved aside as corrupt, for ``graphmem doctor``."""
