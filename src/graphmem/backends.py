@@ -31,6 +31,16 @@ class Backends:
 
     def __init__(self, settings: Settings):
         self.settings = settings
+        self._local = None
+
+    @property
+    def local(self):
+        """The local index side (``graphmem.index.backend.LocalBackend``), opened on first use."""
+        if self._local is None:
+            from .index.backend import LocalBackend
+
+            self._local = LocalBackend(self.settings)
+        return self._local
 
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
@@ -39,7 +49,15 @@ class Backends:
 
     async def write_index(self, items: list[MemoryItem]) -> str:
         """Upsert into the local index -> "indexed" | "failed" | "off"."""
-        return "off"
+        return await self.local.write(items)
+
+    async def search_local(self, query: str, **kw) -> list:
+        """Search the local index (see ``LocalBackend.search``)."""
+        return await self.local.search(query, **kw)
+
+    async def reindex_local(self, project: str, items: list[MemoryItem]) -> dict:
+        """Make the local index hold exactly ``items`` for ``project``."""
+        return await self.local.reindex(project, items)
 
     async def write_graph(self, mem: "AsyncMemory", items: list[MemoryItem]) -> str:
         """Write to the graph, or queue in the outbox -> "written" | "queued" | "off"."""
@@ -47,6 +65,9 @@ class Backends:
 
     async def forget_spec(self, mem: "AsyncMemory") -> None:
         """Drop a cleared spec's items from the derived stores."""
+        await self.local.forget_spec(str(mem.project_dir), str(mem.spec_dir))
 
     async def aclose(self) -> None:
         """Close connections."""
+        if self._local is not None:
+            self._local.close()

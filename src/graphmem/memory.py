@@ -34,8 +34,16 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     this module holds construction and the spec file-store operations.
     """
 
-    def __init__(self, spec_dir: str | Path, project_dir: str | Path | None = None, *,
+    def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
+        if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
+            # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
+            self.settings = settings or Settings.load()
+            self.files = _NoSpec()
+            self.spec_dir = None
+            self.project_dir = Path(project_dir).resolve()
+            self._backends = None
+            return
         if spec_dir is None or str(spec_dir) == "" or "\x00" in str(spec_dir):
             raise ValidationError("must be a folder path", field="spec_dir")
         self.settings = settings or Settings.load()
@@ -159,10 +167,18 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         await self.aclose()
 
 
+class _NoSpec:
+    """Stands in for the spec store of a project-only ``Memory``: every use names ``spec_dir``."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise ValidationError("this operation needs a spec folder; this Memory was opened with "
+                              "only a project folder", field="spec_dir")
+
+
 class Memory:
     """Synchronous ``Memory``: the same methods as ``AsyncMemory``, returning plain values."""
 
-    def __init__(self, spec_dir: str | Path, project_dir: str | Path | None = None, *,
+    def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
         self._async = AsyncMemory(spec_dir, project_dir, settings=settings)
 

@@ -1,7 +1,153 @@
-"""Search and prompt context on the façade (``Memory.search``, ``Memory.context``, ``reindex``)."""
+"""Search and prompt context on the façade (``Memory.search``, ``Memory.context``, ``reindex``).
+
+Routing: the local index always answers (it is fast and offline). When the graph is on and
+``Backends.search_graph`` answers within ``settings.graph.search_deadline``, its hits are fused
+with the local ones (weighted reciprocal ranks, local first) so the graph can add what the index
+lacks without pushing the index's best hits down; each hit says which backend found it.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from .errors import GraphError, ValidationError
+from .models import KINDS, Hit, MemoryItem
+
+log = logging.getLogger("graphmem.search")
+
+SCOPES = ("spec", "project", "all")
+MAX_LIMIT = 1000
+MAX_QUERY_CHARS = 10_000
+GRAPH_WEIGHT = 0.5  # a graph hit counts half a local hit at the same rank
+RRF_K = 60
+
+# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(project_dir) -> items.
+ITEM_SOURCES: list[Callable[[Path], Iterable[MemoryItem]]] = []
+
+_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
+              "dist", "build", ".pytest_cache"}
+_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
+
+
+def register_item_source(fn: Callable[[Path], Iterable[MemoryItem]]) -> None:
+    """Let another store (episodic sessions ...) feed ``reindex`` with its items."""
+    if fn not in ITEM_SOURCES:
+        ITEM_SOURCES.append(fn)
+
+
+def spec_folders(project_dir: Path) -> list[Path]:
+    """Every spec folder under ``project_dir``: the parent of a ``memory/`` in the reference layout."""
+    found = []
+    for root, dirs, _files in os.walk(project_dir):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".graphmem"))
+        if os.path.basename(root) == "memory" and any(
+                os.path.exists(os.path.join(root, name)) for name in _LAYOUT):
+            found.append(Path(root).parent)
+            dirs[:] = []
+    return found
+
+
+def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tuple[str, ...] | None]:
+    """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("must be a non-empty string", field="query")
+    if len(query) > MAX_QUERY_CHARS or "\x00" in query:
+        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters, without NUL",
+                              field="query")
+    if scope not in SCOPES:
+        raise ValidationError(f"must be one of {', '.join(SCOPES)}, got {scope!r}", field="scope")
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if kinds is not None:
+        if not isinstance(kinds, (list, tuple, set)) or not kinds:
+            raise ValidationError(f"must be a list of kinds from {', '.join(KINDS)}", field="kinds")
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise ValidationError(f"unknown kind {bad[0]!r}; known kinds: {', '.join(KINDS)}",
+                                  field="kinds")
+        kinds = tuple(sorted(set(kinds)))
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValidationError(f"must be an integer from 1 to {MAX_LIMIT}, got {limit!r}",
+                              field="limit")
+    return query.strip(), kinds
 
 
 class SearchMixin:
     """Search operations of ``AsyncMemory``."""
+
+    async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
+                     limit: int = 10, rerank: bool = False) -> list[Hit]:
+        """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
+        query, kinds = check_query(query, scope, kinds, limit)
+        if not isinstance(rerank, bool):
+            raise ValidationError("must be true or false", field="rerank")
+        if scope == "spec" and self.spec_dir is None:
+            raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
+                                  field="scope")
+        projects = None if scope == "all" else [str(self.project_dir)]
+        spec = str(self.spec_dir) if scope == "spec" else None
+        be = self.backends
+        local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
+                                      limit=limit, rerank=rerank)
+        graph = await self._search_graph(query, projects, spec, kinds, limit)
+        return fuse(local, graph, limit) if graph else local
+
+    async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
+                            kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
+        """The graph's hits, or None when it is off, failing or slower than the deadline."""
+        fn = getattr(self.backends, "search_graph", None)
+        if fn is None or self.settings.graph.mode == "off":
+            return None
+        try:
+            hits = await asyncio.wait_for(fn(query, projects, list(kinds) if kinds else None, limit),
+                                          self.settings.graph.search_deadline)
+        except asyncio.TimeoutError:
+            log.warning("graph search slower than %.1fs; the local index answered",
+                        self.settings.graph.search_deadline)
+            return None
+        except GraphError as exc:
+            log.warning("graph search failed (%s); the local index answered", exc)
+            return None
+        if hits is None:
+            return None
+        return [h for h in hits if spec is None or h.spec in (None, spec)]
+
+    async def context(self, task: str, max_tokens: int = 1500) -> str:
+        """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``."""
+        from .context import build_context, check_budget
+
+        check_budget(max_tokens)
+        query, _ = check_query(task, "project", None, 1)
+        hits = await self.search(query, scope="project", limit=40)
+        return build_context(query, hits, max_tokens, self.project_dir)
+
+    async def reindex(self) -> dict[str, Any]:
+        """Rebuild this project's part of the local index from its files."""
+        project = Path(self.project_dir)
+        items: list[MemoryItem] = []
+        specs = spec_folders(project)
+        from .files import SpecStore
+
+        for spec in specs:
+            items.extend(SpecStore(spec, project).items())
+        for source in ITEM_SOURCES:
+            items.extend(source(project))
+        counts = await self.backends.reindex_local(str(project), items)
+        counts["specs"] = len(specs)
+        return counts
+
+
+def fuse(local: list[Hit], graph: list[Hit], limit: int) -> list[Hit]:
+    """Weighted reciprocal-rank fusion of local and graph hits (local weighs more)."""
+    scores: dict[str, float] = {}
+    by_id: dict[str, Hit] = {}
+    for weight, hits in ((1.0, local), (GRAPH_WEIGHT, graph)):
+        for rank, hit in enumerate(hits):
+            scores[hit.id] = scores.get(hit.id, 0.0) + weight / (RRF_K + rank + 1)
+            by_id.setdefault(hit.id, hit)
+    ranked = sorted(by_id.values(), key=lambda h: -scores[h.id])[:limit]
+    return [h.model_copy(update={"score": round(scores[h.id] * RRF_K, 6)}) for h in ranked]

@@ -1,0 +1,114 @@
+"""``graphmem search``, ``graphmem context`` and ``graphmem reindex``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .cli import _console, _emit, command
+
+KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
+# literal here so that building the parser does not import pydantic
+
+
+def _where_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spec-dir", type=Path, default=None,
+                   help="spec folder (needed for --scope spec)")
+    p.add_argument("--project-dir", type=Path, default=None,
+                   help="project root (default: two levels above the spec folder, else the "
+                        "current folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _open(args: argparse.Namespace):
+    from .errors import NotFoundError
+    from .memory import Memory
+
+    if args.spec_dir is not None and not args.spec_dir.is_dir():
+        raise NotFoundError(f"spec folder not found: {args.spec_dir}")
+    project = args.project_dir
+    if project is not None and not project.is_dir():
+        raise NotFoundError(f"project folder not found: {project}")
+    if args.spec_dir is None and project is None:
+        project = Path.cwd()
+    return Memory(args.spec_dir, project)
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", help="what to look for, in words")
+    p.add_argument("--scope", default=None, choices=("spec", "project", "all"),
+                   help="this spec, this project, or every project (default: spec when "
+                        "--spec-dir is given, else project)")
+    p.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
+                   help=f"only these kinds (repeatable): {', '.join(KINDS)}")
+    p.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
+    p.add_argument("--rerank", action="store_true",
+                   help="re-rank the top hits with the cross-encoder (slower, better)")
+    _where_args(p)
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    scope = args.scope or ("spec" if args.spec_dir is not None else "project")
+    with _open(args) as m:
+        hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
+                        rerank=args.rerank)
+    data = [h.model_dump(mode="json") for h in hits]
+
+    def show(rows):
+        c = _console()
+        if not rows:
+            c.print("No matching memories.")
+        for i, h in enumerate(rows, 1):
+            c.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
+                    f"{h['backend']}[/]")
+            c.print(f"    {h['text']}", markup=False, highlight=False)
+            c.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False)
+    return _emit(args, data, show)
+
+
+command("search", "search memories by meaning across a spec, project or every project")(
+    _cmd_search)(_search_args)
+
+
+def _context_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="the task the agent is about to do")
+    p.add_argument("--max-tokens", type=int, default=1500,
+                   help="token budget of the block (estimated at 4 characters a token)")
+    _where_args(p)
+
+
+def _cmd_context(args: argparse.Namespace) -> int:
+    with _open(args) as m:
+        text = m.context(args.task, max_tokens=args.max_tokens)
+    if args.json:
+        return _emit(args, {"context": text}, print)
+    print(text if text else "No relevant memories.")
+    return 0
+
+
+command("context", "markdown of relevant memories for a task, ready for a prompt")(
+    _cmd_context)(_context_args)
+
+
+def _reindex_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--project", type=Path, default=None,
+                   help="project root to rebuild from its memory folders (default: current folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    from .errors import NotFoundError
+    from .memory import Memory
+
+    project = args.project or Path.cwd()
+    if not project.is_dir():
+        raise NotFoundError(f"project folder not found: {project}")
+    with Memory(None, project) as m:
+        counts = m.reindex()
+    return _emit(args, counts, lambda c: print(
+        f"Reindexed {c['items']} items from {c['specs']} spec folder(s) of {c['project']} "
+        f"({c['embedded']} embedded, {c['removed']} removed)."))
+
+
+command("reindex", "rebuild the local search index of a project from its files")(
+    _cmd_reindex)(_reindex_args)
