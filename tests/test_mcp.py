@@ -9,7 +9,8 @@ import anyio
 from mcp import Client
 
 from conftest import run_cli
-from graphmem.mcp_server import build_server, parse_http
+from graphmem.cli_mcp import parse_http
+from graphmem.mcp_server import build_server
 
 TOOLS = {"save_session_insights", "add_gotcha", "add_pattern", "update_codebase_map", "search_memory",
          "get_context", "record_turn", "list_sessions", "memory_summary"}
@@ -143,3 +144,28 @@ def test_http_address_is_loopback_unless_allowed():
         else:
             raise AssertionError(f"{bad} was accepted")
     assert parse_http("0.0.0.0:8765", allow_remote=True) == ("0.0.0.0", 8765)
+
+
+def test_turns_start_a_session_and_list_sessions_shows_it(spec_dir: Path):
+    async def steps(c):
+        first = _data(await c.call_tool("record_turn", {"role": "user",
+                                                        "content": "Why do the API tests fail on CI?"}))
+        sid = first["session_id"]
+        assert sid and first["turn_id"]
+        second = _data(await c.call_tool("record_turn", {"role": "assistant", "session_id": sid,
+                                                         "content": "The migration did not run.",
+                                                         "tokens": 12}))
+        assert second["session_id"] == sid and second["turn_id"] != first["turn_id"]
+        bad = await c.call_tool("record_turn", {"role": "user", "content": "x",
+                                                "session_id": "ses-doesnotexist"})
+        assert bad.is_error and "graphmem: error:" in _text(bad)
+        empty = await c.call_tool("record_turn", {"role": "", "content": "x", "session_id": sid})
+        assert empty.is_error and "role" in _text(empty)
+        sessions = _data(await c.call_tool("list_sessions", {"limit": 5}))["sessions"]
+        assert [s["session_id"] for s in sessions] == [sid]
+        assert "Why do the API tests fail on CI?" in json.dumps(sessions[0])
+    _session(build_server(spec_dir), steps)
+    turns = list((spec_dir / "memory").rglob("turns.jsonl"))
+    assert len(turns) == 1
+    lines = [json.loads(x) for x in turns[0].read_text().splitlines()]
+    assert [t["content"] for t in lines] == ["Why do the API tests fail on CI?", "The migration did not run."]

@@ -7,7 +7,6 @@ comes back as an MCP tool error (``isError``) carrying the CLI's message; the se
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import Field
 
-from .errors import ConfigError, GraphmemError, NotFoundError, ValidationError
+from .errors import GraphmemError, NotFoundError, ValidationError
 from .memory import AsyncMemory
 from .models import Kind
 from .settings import Settings
@@ -198,59 +197,22 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             tokens: Annotated[int | None, Field(ge=0)] = None,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         async def op(m: AsyncMemory) -> dict[str, Any]:
-            sid = session_id or await m.start_session(str(m.project_dir), model=model)
+            sid = session_id or await m.start_session(model=model, mode="mcp")
             turn_id = await m.record_turn(sid, role, content, model=model, tokens=tokens)
             return {"session_id": sid, "turn_id": turn_id}
         return await use(spec_dir, project_dir, op)
 
-    @tool(description="The most recent episodic sessions of this project (or of every workspace "
-                      "with all_workspaces), each with its first user prompt.")
+    @tool(description="The most recent episodic sessions of a workspace (default: the project), "
+                      "newest first, each with its first user prompt and token total.")
     async def list_sessions(limit: Annotated[int, Field(ge=1, le=500)] = 10,
-                            all_workspaces: bool = False,
+                            workspace: Annotated[str | None, Field(
+                                description="workspace folder; default: the project")] = None,
                             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
-        async def op(m: AsyncMemory) -> list[Any]:
-            workspace = None if all_workspaces else str(m.project_dir)
-            return await m.list_recent_sessions(workspace, limit=limit)
-        return {"sessions": [_plain(s) for s in await use(spec_dir, project_dir, op)]}
+        sessions = await use(spec_dir, project_dir,
+                             lambda m: m.list_recent_sessions(workspace, limit=limit))
+        return {"sessions": sessions}
 
     @tool(description="Counts of sessions, mapped files, patterns and gotchas for a spec, with the "
                       "last three sessions' insights.")
     async def memory_summary(spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return await use(spec_dir, project_dir, lambda m: m.summary())
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
-        return dataclasses.asdict(value)
-    return value
-
-
-def parse_http(address: str, allow_remote: bool = False) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); non-loopback needs ``allow_remote``."""
-    host, sep, port_text = address.rpartition(":")
-    if not sep or not host:
-        raise ConfigError(f"--http {address!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
-    host = host.strip("[]")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(f"--http {address!r}: port {port_text!r} is not a number") from None
-    if not 0 < port < 65536:
-        raise ConfigError(f"--http {address!r}: port must be 1-65535")
-    if not allow_remote and not _is_loopback(host):
-        raise ConfigError(f"--http {address!r}: {host} is not a loopback address; the server has no "
-                          "authentication, so pass --allow-remote to expose it on purpose")
-    return host, port
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
