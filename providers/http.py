@@ -177,6 +177,8 @@ class VendorHTTP:
             raise _Retryable(status, error_detail(response), retry_after_seconds(response.headers))
         if status >= 400:
             hint = _HINTS.get(status, "the request was refused; check this provider's settings")
+            if status in (401, 403) and self._secret is None:
+                hint = "the server refused access (is a proxy in front of it?); check {key}"
             raise ProviderError(f"{self.provider}: HTTP {status} ({self._clean(error_detail(response))}); "
                                 f"{hint.format(key=self.key_env)}", provider=self.provider, status=status)
         try:
