@@ -1,7 +1,509 @@
-"""Episodic sessions on the façade: turns, steps, summaries, consolidation."""
+"""Episodic sessions on the façade: sessions, conversation turns, execution steps, summaries.
+
+Write path: validate -> redact -> append to the session's JSONL file (fsynced, under the session
+lock) -> episodes index rows -> local search index and graph (``_propagate``). Concurrent calls on
+one session are group-committed: every turn or step submitted while a write is being prepared
+joins it, so they share one ``fdatasync`` and one index transaction, and each caller still returns
+only once its own record is durable. Reads of recent turns and sessions come from the episodes
+index, which is reconciled with the files the first time a ``Memory`` touches its sessions.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import uuid
+import weakref
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterator, Mapping
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .errors import StorageError, ValidationError
+from .files.episodes import (STEPS, TURNS, EpisodeStore, check_session_id, iso, step_item,
+                             summary_item, turn_item)
+from .models import MemoryItem, SaveReport, utcnow
+from .search import register_item_source
+
+log = logging.getLogger("graphmem.sessions")
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+def _text(v: str, what: str = "text") -> str:
+    if "\x00" in v:
+        raise ValueError(f"{what} contains a NUL byte")
+    if not v.strip():
+        raise ValueError("is empty")
+    return v
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class StartInput(_Input):
+    workspace: str | None = Field(default=None, max_length=4096)
+    model: str | None = Field(default=None, max_length=256)
+    mode: str | None = Field(default=None, max_length=256)
+
+    @field_validator("workspace", "model", "mode")
+    @classmethod
+    def _clean(cls, v: str | None) -> str | None:
+        return None if v is None else _text(v).strip()
+
+
+class TurnInput(_Input):
+    role: str = Field(max_length=64)
+    content: str
+    model: str | None = Field(default=None, max_length=256)
+    tokens: int | None = Field(default=None, ge=0, le=10**12)
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, v: str) -> str:
+        v = _text(v).strip()
+        if any(c in v for c in "\r\n"):
+            raise ValueError("must be a single line")
+        return v
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, v: str) -> str:
+        return _text(v)
+
+
+class StepInput(_Input):
+    name: str = Field(max_length=512)
+    status: str = Field(max_length=128)
+    payload: dict[str, Any] | list | str | int | float | bool | None = None
+
+    @field_validator("name", "status")
+    @classmethod
+    def _clean(cls, v: str) -> str:
+        return _text(v).strip()
+
+
+def _validate(model: type[BaseModel], data: dict) -> Any:
+    """Validate one call's arguments; the error names the argument."""
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err.get("loc", ())) or model.__name__
+        msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+        raise ValidationError(msg, field=field) from None
+
+
+def _json_value(value: Any, field: str) -> Any:
+    """Refuse what JSON cannot hold (NaN, sets, objects) before anything is written."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"must be JSON-serialisable: {exc}", field=field) from None
+    return value
+
+
+def to_time(value: Any, field: str = "at") -> datetime:
+    """``at`` as given by a caller (datetime, epoch seconds or ISO text) -> aware UTC datetime."""
+    if value is None:
+        return utcnow()
+    if isinstance(value, datetime):
+        t = value if value.tzinfo else value.astimezone()  # naive means local time, as in Python
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value) or not 0 <= value < 1e11:
+            raise ValidationError("must be epoch seconds between 1970 and year 5000", field=field)
+        t = datetime.fromtimestamp(value, timezone.utc)
+    elif isinstance(value, str):
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValidationError("must be a datetime, epoch seconds or ISO 8601 text",
+                                  field=field) from None
+        t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    else:
+        raise ValidationError(f"must be a datetime or epoch seconds, got {type(value).__name__}",
+                              field=field)
+    return t.astimezone(timezone.utc)
+
+
+def _limit(value: Any, field: str = "limit", top: int = 100_000) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+        raise ValidationError(f"must be an integer from 1 to {top}", field=field)
+    return value
+
+
+# ---- group commit ---------------------------------------------------------------------------
+class _Batcher:
+    """Per-session group commit inside one process (see the module docstring)."""
+
+    def __init__(self, mem: "SessionsMixin"):
+        self.mem = mem
+        self.pending: dict[str, list[tuple[str, dict, asyncio.Future]]] = {}
+        self.busy: set[str] = set()
+
+    async def submit(self, sid: str, kind: str, record: dict) -> dict:
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.setdefault(sid, []).append((kind, record, fut))
+        if sid in self.busy:
+            return await fut
+        self.busy.add(sid)
+        cancelled = False
+        try:
+            try:
+                await asyncio.sleep(0)  # let calls started together join this write
+            except asyncio.CancelledError:
+                cancelled = True
+            while self.pending.get(sid):
+                cancelled |= await self._drain(sid, self.pending.pop(sid))
+        finally:
+            self.busy.discard(sid)
+        if cancelled:
+            raise asyncio.CancelledError
+        return await fut
+
+    async def _drain(self, sid: str, batch: list[tuple[str, dict, asyncio.Future]]) -> bool:
+        """Write one batch; resolve its callers. Returns True when the leader was cancelled."""
+        try:
+            done = self.mem._ep_write(sid, [r for k, r, _ in batch if k == "turn"],
+                                      [r for k, r, _ in batch if k == "step"])
+        except Exception as exc:
+            for _, _, f in batch:
+                if not f.done():
+                    f.set_exception(exc)
+            return False
+        turns, steps = iter(done.turns), iter(done.steps)
+        results = [next(turns) if k == "turn" else next(steps) for k, _, _ in batch]
+        cancelled = False
+        try:
+            await self.mem._ep_propagate(sid, done.turns, done.steps)
+        except asyncio.CancelledError:
+            cancelled = True  # the records are durable; the index catches up on reindex
+        except Exception as exc:  # derived stores never fail a durable write
+            log.warning("session %s: indexing new records failed: %s", sid, exc)
+        for (_, _, f), rec in zip(batch, results):
+            if not f.done():
+                f.set_result(rec)
+        return cancelled
+
+
+class _EpisodeState:
+    """Lazily created per ``AsyncMemory``: the files, the index and one batcher per event loop."""
+
+    def __init__(self, mem: Any):
+        from .index.episodes import open_episode_index
+
+        self.mem = mem
+        self.store = EpisodeStore(mem.spec_dir)
+        self.index = open_episode_index(mem.settings.home)
+        self.spec = str(self.store.spec_dir)
+        self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
+            weakref.WeakKeyDictionary()
+        self.reconcile()
+
+    @property
+    def batcher(self) -> _Batcher:
+        """The running loop's batcher (futures must never cross event loops)."""
+        loop = asyncio.get_running_loop()
+        b = self._batchers.get(loop)
+        if b is None:
+            b = self._batchers[loop] = _Batcher(self.mem)
+        return b
+
+    def reconcile(self, force: bool = False) -> int:
+        """Bring the index in line with the files; returns how many sessions were re-read."""
+        known = self.index.states(self.spec)
+        redone = 0
+        ids = self.store.session_ids()
+        for sid in ids:
+            if force or known.get(sid) != self.store.sizes(sid):
+                self.resync(sid)
+                redone += 1
+        for sid in set(known) - set(ids):
+            self.index.delete_session(self.spec, sid)
+        return redone
+
+    def resync(self, sid: str) -> None:
+        meta = self.store.read_session(sid)
+        if meta is None:
+            self.index.delete_session(self.spec, sid)
+            return
+        sizes = self.store.sizes(sid)
+        self.index.replace_session(self.spec, meta, self.store.read_lines(sid, TURNS),
+                                   self.store.read_lines(sid, STEPS), sizes)
 
 
 class SessionsMixin:
     """Session operations of ``AsyncMemory``."""
+
+    # ---- plumbing -----------------------------------------------------------------------
+    @property
+    def _ep(self) -> _EpisodeState:
+        state = self.__dict__.get("_ep_state")
+        if state is None:
+            if self.spec_dir is None:
+                raise ValidationError("sessions live in a spec folder; this Memory was opened with "
+                                      "only a project folder", field="spec_dir")
+            state = self.__dict__["_ep_state"] = _EpisodeState(self)
+        return state
+
+    def _ep_write(self, sid: str, turns: list[dict], steps: list[dict]):
+        ep = self._ep
+
+        def refuse_ended(meta: dict) -> None:
+            if meta.get("ended_at"):
+                raise ValidationError(f"session {sid} has ended; start a new one", field="session_id")
+
+        def index_rows(done) -> None:
+            try:
+                ep.index.add(ep.spec, sid, done.turns, done.steps, (done.turns_size, done.steps_size))
+            except StorageError as exc:  # the files hold the record; reconcile repairs the index
+                log.warning("session %s: episodes index not updated: %s", sid, exc)
+
+        return ep.store.append(sid, turns, steps, then=index_rows, check=refuse_ended)
+
+    async def _ep_propagate(self, sid: str, turns: list[dict], steps: list[dict]) -> SaveReport:
+        ep, project = self._ep, str(self.project_dir)
+        folder = ep.store.session_dir(sid)
+        items: list[MemoryItem] = [turn_item(project, ep.spec, sid, t, folder / TURNS) for t in turns]
+        items += [step_item(project, ep.spec, sid, s, folder / STEPS) for s in steps]
+        return await self._propagate(items, SaveReport(path=str(folder)))
+
+    def _size_ok(self, value: Any, field: str) -> None:
+        if value is not None:
+            self._check_size(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
+                             field)
+
+    # ---- sessions -----------------------------------------------------------------------
+    async def start_session(self, workspace: str | None = None, model: str | None = None,
+                            mode: str | None = None, *, at: Any = None) -> str:
+        """Start an episodic session and return its id (workspace defaults to the project folder)."""
+        args = _validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
+        started = to_time(at)
+        sid = f"ses-{uuid.uuid4().hex[:16]}"
+        meta = {"session_id": sid, "workspace": args.workspace or str(self.project_dir),
+                "project": str(self.project_dir), "spec": str(self.spec_dir),
+                "model": self._clean(args.model), "mode": self._clean(args.mode),
+                "started_at": iso(started), "ended_at": None, "status": "active",
+                "total_tokens": 0, "summary": None}
+        ep = self._ep
+        ep.store.create_session(meta)
+        try:
+            ep.index.put_session(ep.spec, meta, ep.store.sizes(sid))
+        except StorageError as exc:
+            log.warning("session %s: episodes index not updated: %s", sid, exc)
+        return sid
+
+    async def record_turn(self, session_id: str, role: str, content: str, model: str | None = None,
+                          tokens: int | None = None, metadata: dict | None = None,
+                          at: Any = None) -> str:
+        """Append a conversation turn; returns its id once it is on disk."""
+        sid = check_session_id(session_id)
+        args = _validate(TurnInput, {"role": role, "content": content, "model": model,
+                                     "tokens": tokens, "metadata": metadata})
+        self._check_size(args.content, "content")
+        self._size_ok(_json_value(args.metadata, "metadata"), "metadata")
+        rec = {"id": f"trn-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)), "role": args.role,
+               "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
+        if args.metadata:
+            rec["metadata"] = self._clean(args.metadata)
+        self._ep.store.require(sid)
+        return (await self._ep.batcher.submit(sid, "turn", rec))["id"]
+
+    async def record_step(self, session_id: str, name: str, status: str, payload: Any = None,
+                          at: Any = None) -> str:
+        """Append an execution step (a tool call, a command, a check); returns its id."""
+        sid = check_session_id(session_id)
+        args = _validate(StepInput, {"name": name, "status": status})
+        self._size_ok(_json_value(payload, "payload"), "payload")
+        rec = {"id": f"stp-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)),
+               "name": self._clean(args.name), "status": self._clean(args.status),
+               "payload": self._clean(payload)}
+        self._ep.store.require(sid)
+        return (await self._ep.batcher.submit(sid, "step", rec))["id"]
+
+    async def end_session(self, session_id: str, *, at: Any = None) -> dict:
+        """Mark the session ended and store its token total (sum of its turns' tokens)."""
+        sid = check_session_id(session_id)
+        ended = to_time(at)
+        ep = self._ep
+
+        def close(meta: dict) -> dict:
+            if meta.get("ended_at"):
+                return meta  # ending twice keeps the first end
+            turns = ep.store.read_lines(sid, TURNS, locked=True)
+            meta["total_tokens"] = sum(t["tokens"] for t in turns
+                                       if isinstance(t.get("tokens"), int))
+            meta["ended_at"], meta["status"] = iso(ended), "ended"
+            return meta
+
+        meta = ep.store.update_session(sid, close)
+        ep.resync(sid)
+        return await self.get_session(sid) or meta
+
+    async def get_session(self, session_id: str) -> dict:
+        """One session: ids, workspace, times, status, token total, summary, first prompt, counts."""
+        sid = check_session_id(session_id)
+        ep = self._ep
+        ep.store.require(sid)
+        row = ep.index.session(ep.spec, sid)
+        if row is None or ep.index.states(ep.spec).get(sid) != ep.store.sizes(sid):
+            ep.resync(sid)
+            row = ep.index.session(ep.spec, sid)
+        return row or {}
+
+    async def set_session_summary(self, session_id: str, summary: str) -> SaveReport:
+        """Store a summary of the session (searchable; consolidation reads it)."""
+        sid = check_session_id(session_id)
+        if not isinstance(summary, str):
+            raise ValidationError(f"must be a string, got {type(summary).__name__}", field="summary")
+        try:
+            _text(summary)
+        except ValueError as exc:
+            raise ValidationError(str(exc), field="summary") from None
+        self._check_size(summary, "summary")
+        clean, ep = self._clean(summary.strip()), self._ep
+
+        def put(meta: dict) -> dict:
+            meta["summary"], meta["summary_updated_at"] = clean, iso(utcnow())
+            return meta
+
+        meta = ep.store.update_session(sid, put)
+        ep.resync(sid)
+        item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
+        return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))))
+
+    async def get_session_summary(self, session_id: str) -> str | None:
+        """The session's stored summary, or None."""
+        return self._ep.store.require(check_session_id(session_id)).get("summary")
+
+    async def get_session_history(self, session_id: str) -> list[dict]:
+        """Every turn of the session in recorded order, read from its file."""
+        sid = check_session_id(session_id)
+        ep = self._ep
+        ep.store.require(sid)
+        turns = ep.store.read_lines(sid, TURNS)
+        if ep.index.states(ep.spec).get(sid) != ep.store.sizes(sid):
+            ep.resync(sid)  # the file changed behind the index (e.g. a torn line was cut)
+        return [dict(t, session_id=sid, metadata=t.get("metadata") or {}) for t in turns]
+
+    async def get_session_steps(self, session_id: str) -> list[dict]:
+        """Every execution step of the session in recorded order."""
+        sid = check_session_id(session_id)
+        self._ep.store.require(sid)
+        return [dict(s, session_id=sid) for s in self._ep.store.read_lines(sid, STEPS)]
+
+    async def get_recent_turns(self, limit: int = 20, session_id: str | None = None) -> list[dict]:
+        """The latest ``limit`` turns (of one session, or of this spec's sessions), oldest first."""
+        limit = _limit(limit)
+        ep = self._ep
+        if session_id is None:
+            return ep.index.recent_turns(ep.spec, limit)
+        sid = check_session_id(session_id)
+        ep.store.require(sid)
+        return ep.index.turns(ep.spec, sid, limit)
+
+    async def list_recent_sessions(self, workspace: str | None = None, limit: int = 20) -> list[dict]:
+        """The latest sessions of a workspace (default: this project), each with its first prompt."""
+        limit = _limit(limit)
+        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()):
+            raise ValidationError("must be a non-empty string", field="workspace")
+        from .index.episodes import open_episode_index
+
+        if self.spec_dir is not None:
+            self._ep  # reconcile this spec's files first
+        return open_episode_index(self.settings.home).recent_sessions(
+            workspace=workspace or str(self.project_dir), spec=None, limit=limit)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session's files, its index rows and its searchable items."""
+        sid = check_session_id(session_id)
+        ep = self._ep
+        ids = [i.id for i in self._session_items(sid)]
+        ep.store.delete(sid)
+        ep.index.delete_session(ep.spec, sid)
+        forget = getattr(self.backends, "forget_items", None)
+        if forget is not None and ids:
+            await forget(self, ids)
+
+    def _session_items(self, sid: str) -> list[MemoryItem]:
+        ep, project = self._ep, str(self.project_dir)
+        meta = ep.store.require(sid)
+        folder = ep.store.session_dir(sid)
+        items = [turn_item(project, ep.spec, sid, t, folder / TURNS)
+                 for t in ep.store.read_lines(sid, TURNS)]
+        items += [step_item(project, ep.spec, sid, s, folder / STEPS)
+                  for s in ep.store.read_lines(sid, STEPS)]
+        if meta.get("summary"):
+            items.append(summary_item(project, ep.spec, meta, ep.store.session_file(sid)))
+        return items
+
+    async def rebuild_episode_index(self) -> int:
+        """Re-read every session file of this spec into the episodes index; returns the count."""
+        return self._ep.reconcile(force=True)
+
+    def episode_items(self):
+        """Every searchable item of this spec's sessions (for ``reindex``)."""
+        return EpisodeStore(self.spec_dir).items(self.project_dir)
+
+    # ---- event hook ---------------------------------------------------------------------
+    def make_turn_handler(self) -> Callable[[Any], Awaitable[str]]:
+        """An async handler for ``ConversationTurn`` events that records each turn.
+
+        The event is the turn's fields as a mapping, or an object whose ``data`` is one
+        (``session_id``, ``role``, ``content``, optional ``model``/``model_used``,
+        ``tokens``/``tokens_used``, ``metadata``, ``at``). The handler returns the turn id only once
+        the turn is durable, so a bus that acks after its handlers return never loses a turn; bad
+        events raise ``ValidationError`` for the bus to report.
+        """
+
+        async def handle(event: Any) -> str:
+            data = getattr(event, "data", event)
+            if not isinstance(data, Mapping):
+                raise ValidationError(f"must be a mapping of turn fields, got {type(data).__name__}",
+                                      field="event")
+            return await self.record_turn(
+                data.get("session_id"), data.get("role"), data.get("content"),
+                model=data.get("model", data.get("model_used")),
+                tokens=data.get("tokens", data.get("tokens_used")),
+                metadata=data.get("metadata"), at=data.get("at"))
+
+        return handle
+
+    async def subscribe(self, bus: Any, event: str = "ConversationTurn") -> Callable[[Any], Awaitable[str]]:
+        """Subscribe the turn handler to ``bus.subscribe(event, handler)``; returns the handler."""
+        handler = self.make_turn_handler()
+        result = bus.subscribe(event, handler)
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            await result
+        return handler
+
+
+# ---- reindex source -------------------------------------------------------------------------
+_SKIP = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", "dist",
+         "build", ".pytest_cache"}
+
+
+def episode_specs(project_dir: Path) -> list[Path]:
+    """Spec folders under ``project_dir`` that hold episodic sessions (``memory/episodes``)."""
+    found = []
+    for root, dirs, _ in os.walk(project_dir):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith(".graphmem"))
+        if os.path.basename(root) == "memory" and "episodes" in dirs:
+            found.append(Path(root).parent)
+            dirs[:] = []
+    return found
+
+
+def project_episode_items(project_dir: Path) -> Iterator[MemoryItem]:
+    """Every turn, step and session summary of a project, for ``reindex``."""
+    for spec in episode_specs(Path(project_dir)):
+        yield from EpisodeStore(spec).items(Path(project_dir).resolve())
+
+
+register_item_source(project_episode_items)

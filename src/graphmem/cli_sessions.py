@@ -1,0 +1,90 @@
+"""``graphmem sessions``, ``graphmem session`` and ``graphmem consolidate``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .cli import _console, _emit, command
+
+
+def _where(p: argparse.ArgumentParser, spec_required: bool = True) -> None:
+    p.add_argument("--spec-dir", type=Path, required=spec_required,
+                   help="spec folder (e.g. auto-claude/specs/001-feature)")
+    p.add_argument("--project-dir", type=Path, default=None,
+                   help="project root (default: two levels above the spec folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _open(args: argparse.Namespace):
+    from .errors import NotFoundError
+    from .memory import Memory
+
+    if args.spec_dir is not None and not args.spec_dir.is_dir():
+        raise NotFoundError(f"spec folder not found: {args.spec_dir}")
+    if args.project_dir is not None and not args.project_dir.is_dir():
+        raise NotFoundError(f"project folder not found: {args.project_dir}")
+    return Memory(args.spec_dir, args.project_dir or (None if args.spec_dir else Path.cwd()))
+
+
+def _when(iso: str | None) -> str:
+    return (iso or "")[:19].replace("T", " ")
+
+
+def _sessions_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workspace", default=None,
+                   help="workspace folder the sessions ran in (default: the project folder)")
+    p.add_argument("--limit", type=int, default=20, help="how many sessions (default 20)")
+    p.add_argument("--rebuild", action="store_true",
+                   help="re-read every session file of the spec into the index first")
+    _where(p, spec_required=False)
+
+
+def _cmd_sessions(args: argparse.Namespace) -> int:
+    with _open(args) as m:
+        if args.rebuild:
+            m.rebuild_episode_index()
+        rows = m.list_recent_sessions(args.workspace, limit=args.limit)
+
+    def show(rows):
+        from rich.table import Table
+
+        t = Table("session", "started", "status", "turns", "tokens", "first prompt")
+        for r in rows:
+            prompt = (r["first_prompt"] or "").replace("\n", " ")
+            t.add_row(r["session_id"], _when(r["started_at"]), r["status"], str(r["turns"]),
+                      str(r["total_tokens"]), prompt[:80] + ("…" if len(prompt) > 80 else ""))
+        _console().print(t if rows else "No sessions.")
+    return _emit(args, rows, show)
+
+
+command("sessions", "recent episodic sessions, each with its first prompt")(_cmd_sessions)(
+    _sessions_args)
+
+
+def _session_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session_id", help="the id start_session returned (see `graphmem sessions`)")
+    _where(p)
+
+
+def _cmd_session(args: argparse.Namespace) -> int:
+    with _open(args) as m:
+        data = {"session": m.get_session(args.session_id),
+                "turns": m.get_session_history(args.session_id),
+                "steps": m.get_session_steps(args.session_id)}
+
+    def show(d):
+        c = _console()
+        s = d["session"]
+        c.rule(f"[bold]{s['session_id']}[/] {s['status']}, {s['total_tokens']} tokens")
+        if s.get("summary"):
+            c.print(s["summary"], markup=False, highlight=False)
+        events = [(t["at"], f"{t['role']}: {t['content']}") for t in d["turns"]]
+        events += [(x["at"], f"[step] {x['name']}: {x['status']}") for x in d["steps"]]
+        for at, text in sorted(events, key=lambda e: e[0] or ""):
+            c.print(f"{_when(at)}  {text}", markup=False, highlight=False)
+    return _emit(args, data, show)
+
+
+command("session", "one session's turns and steps")(_cmd_session)(_session_args)

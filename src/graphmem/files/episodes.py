@@ -1,0 +1,395 @@
+"""Episodic sessions as human-readable, append-only files: the truth the episodes index derives from.
+
+    <spec>/memory/episodes/<session_id>/session.json   id, workspace, model, mode, times, tokens, summary
+    <spec>/memory/episodes/<session_id>/turns.jsonl    one conversation turn per line, in order
+    <spec>/memory/episodes/<session_id>/steps.jsonl    one execution step per line, in order
+    <spec>/memory/episodes/.locks/<session_id>.lock    the per-session cross-process lock
+
+``session.json`` is replaced atomically; the JSON Lines files only ever grow, one fsynced
+``write`` per batch of whole lines, under the session's lock. A torn final line (power cut in the
+middle of an append) is cut off on the next read or write and its bytes kept beside the file as
+``<name>.torn-<time>``; every line before it survives. Lock files live outside the session folder
+so that deleting a session never removes a lock another process may be waiting on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import NotFoundError, StorageError, ValidationError
+from ..models import MemoryItem, stable_id
+from .atomic import atomic_write_json, fsync_dir
+from .lock import folder_lock
+from .spec_store import CorruptFileWarning, quarantine
+
+log = logging.getLogger("graphmem.files.episodes")
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+TURNS, STEPS = "turns.jsonl", "steps.jsonl"
+
+
+def check_session_id(value: Any) -> str:
+    """A session id is a short, path-safe token; anything else is a ValidationError."""
+    if not isinstance(value, str):
+        raise ValidationError(f"must be a string, got {type(value).__name__}", field="session_id")
+    if not SESSION_ID.match(value) or value in (".", ".."):
+        raise ValidationError("must be 1-128 letters, digits, '.', '_' or '-' (as returned by "
+                              "start_session)", field="session_id")
+    return value
+
+
+def iso(t: datetime) -> str:
+    """The one time format of the episode files: ISO 8601 in UTC."""
+    return t.astimezone(timezone.utc).isoformat()
+
+
+def parse_iso(value: Any) -> datetime | None:
+    """Read back a time written by ``iso`` (or any ISO string); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+@dataclass
+class _Tail:
+    """How far we have counted a JSONL file: its identity, size and number of lines."""
+
+    ino: int
+    size: int
+    lines: int
+
+
+@dataclass
+class Appended:
+    """What one locked append wrote: the session, the new records and the files' new sizes."""
+
+    session: dict
+    turns: list[dict]
+    steps: list[dict]
+    turns_size: int
+    steps_size: int
+
+
+class EpisodeStore:
+    """Reads and writes one spec's episodic session files. Inputs are validated upstream."""
+
+    def __init__(self, spec_dir: Path):
+        self.spec_dir = Path(spec_dir).resolve()
+        self.root = self.spec_dir / "memory" / "episodes"
+        self._tails: dict[Path, _Tail] = {}
+        self._meta: dict[str, tuple[int, int, dict]] = {}
+
+    # ---- paths and locks ------------------------------------------------------------------
+    def session_dir(self, sid: str) -> Path:
+        return self.root / sid
+
+    def session_file(self, sid: str) -> Path:
+        return self.root / sid / "session.json"
+
+    def lock(self, sid: str):
+        """The cross-process lock of one session."""
+        return folder_lock(self.root / ".locks", name=f"{sid}.lock")
+
+    def session_ids(self) -> list[str]:
+        """Every session folder that holds a ``session.json``."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir()
+                      if not p.name.startswith(".") and (p / "session.json").is_file())
+
+    # ---- session metadata -----------------------------------------------------------------
+    def create_session(self, meta: dict) -> None:
+        """Create the session folder and its ``session.json``; an existing id is refused."""
+        sid = meta["session_id"]
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.lock(sid):
+            try:
+                self.session_dir(sid).mkdir()
+            except FileExistsError:
+                raise ValidationError(f"session {sid} already exists", field="session_id") from None
+            try:
+                atomic_write_json(self.session_file(sid), meta)
+            except BaseException:
+                shutil.rmtree(self.session_dir(sid), ignore_errors=True)
+                raise
+            fsync_dir(self.root)
+
+    def read_session(self, sid: str) -> dict | None:
+        """The session's metadata, or None when there is no such session (cached by mtime)."""
+        path = self.session_file(sid)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._meta.pop(sid, None)
+            return None
+        cached = self._meta.get(sid)
+        if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
+            return dict(cached[2])
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+        except FileNotFoundError:
+            return None
+        except (UnicodeDecodeError, ValueError) as exc:
+            quarantine(path, type(exc).__name__)
+            return None
+        self._meta[sid] = (st.st_mtime_ns, st.st_ino, data)
+        return dict(data)
+
+    def require(self, sid: str) -> dict:
+        """The session's metadata; NotFoundError when it does not exist."""
+        meta = self.read_session(sid)
+        if meta is None:
+            raise NotFoundError(f"no session {sid} in {self.root}")
+        return meta
+
+    def update_session(self, sid: str, change: Callable[[dict], dict]) -> dict:
+        """Apply ``change`` to the metadata under the session lock and replace the file atomically."""
+        self.require(sid)
+        with self.lock(sid):
+            meta = self.require(sid)
+            new = change(dict(meta))
+            atomic_write_json(self.session_file(sid), new)
+        return new
+
+    # ---- append ---------------------------------------------------------------------------
+    def append(self, sid: str, turns: list[dict], steps: list[dict],
+               then: Callable[[Appended], None] | None = None,
+               check: Callable[[dict], None] | None = None) -> Appended:
+        """Append turns and steps under the session lock; numbers them and fsyncs once per file.
+
+        ``check(meta)`` may refuse the write (e.g. an ended session). ``then`` runs while the lock
+        is still held, so derived rows are written in the same order as the lines.
+        """
+        self.require(sid)
+        with self.lock(sid):
+            meta = self.require(sid)
+            if check:
+                check(meta)
+            folder = self.session_dir(sid)
+            out_t = self._append_file(folder / TURNS, turns)
+            out_s = self._append_file(folder / STEPS, steps)
+            done = Appended(meta, out_t, out_s, _size(folder / TURNS), _size(folder / STEPS))
+            if then:
+                then(done)
+        return done
+
+    def _append_file(self, path: Path, records: list[dict]) -> list[dict]:
+        if not records:
+            return []
+        self._repair(path)
+        start = self._count(path)
+        out = [{"index": start + i, **r} for i, r in enumerate(records)]
+        data = "".join(_line(r) for r in out).encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            before = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fdatasync(fd)
+            except OSError as exc:
+                os.ftruncate(fd, before)  # a failed write leaves no partial lines behind
+                raise StorageError(f"cannot append to {path}: {exc}") from None
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if before == 0:
+            fsync_dir(path.parent)
+        self._tails[path] = _Tail(st.st_ino, st.st_size, start + len(out))
+        return out
+
+    def _count(self, path: Path) -> int:
+        """Lines in ``path``, reading only what was appended since the last count."""
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return 0
+        tail = self._tails.get(path)
+        if tail and tail.ino == st.st_ino and tail.size == st.st_size:
+            return tail.lines
+        start, lines = (tail.size, tail.lines) if tail and tail.ino == st.st_ino \
+            and tail.size < st.st_size else (0, 0)
+        with open(path, "rb") as f:
+            f.seek(start)
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                lines += chunk.count(b"\n")
+        self._tails[path] = _Tail(st.st_ino, st.st_size, lines)
+        return lines
+
+    def _repair(self, path: Path) -> bool:
+        """Cut a torn last line (caller holds the lock), keeping its bytes in a side file."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return False
+        if size == 0:
+            return False
+        with open(path, "rb+") as f:
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return False
+            f.seek(max(0, size - (1 << 20)))
+            block = f.read()
+            cut = size - len(block) + block.rfind(b"\n") + 1 if b"\n" in block else 0
+            if cut == 0 and size > len(block):  # a torn line longer than 1 MiB: search the rest
+                f.seek(0)
+                cut = f.read(size).rfind(b"\n") + 1
+            f.seek(cut)
+            torn = f.read()
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+            path.with_name(f"{path.name}.torn-{stamp}").write_bytes(torn)
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
+        self._tails.pop(path, None)
+        msg = f"graphmem: torn last line of {path} ({len(torn)} bytes) cut off and kept aside"
+        log.warning(msg)
+        warnings.warn(msg, CorruptFileWarning, stacklevel=3)
+        return True
+
+    # ---- read -----------------------------------------------------------------------------
+    def read_lines(self, sid: str, name: str, *, locked: bool = False) -> list[dict]:
+        """Every record of ``turns.jsonl`` or ``steps.jsonl``, in file order.
+
+        ``locked``: the caller already holds the session lock.
+        """
+        path = self.session_dir(sid) / name
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        if raw and not raw.endswith(b"\n"):
+            if locked:
+                self._repair(path)
+            else:
+                with self.lock(sid):  # a writer may be mid-append: decide only under the lock
+                    self._repair(path)
+            raw = path.read_bytes()
+            raw = raw[: raw.rfind(b"\n") + 1]
+        out = []
+        for n, line in enumerate(raw.split(b"\n")[:-1], 1):
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:  # includes UnicodeDecodeError
+                msg = f"graphmem: skipping unreadable line {n} of {path}: {exc}"
+                log.warning(msg)
+                warnings.warn(msg, CorruptFileWarning, stacklevel=2)
+                continue
+            out.append(rec)
+        return out
+
+    def sizes(self, sid: str) -> tuple[int, int, int]:
+        """(turns bytes, steps bytes, session.json mtime ns): what the index compares to notice changes."""
+        folder = self.session_dir(sid)
+        try:
+            mtime = (folder / "session.json").stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = 0
+        return _size(folder / TURNS), _size(folder / STEPS), mtime
+
+    def delete(self, sid: str) -> None:
+        """Remove a session's folder (its lock file stays: a waiter may hold it open)."""
+        self.require(sid)
+        with self.lock(sid):
+            folder = self.session_dir(sid)
+            # Rename first so no reader ever sees half a session.
+            trash = self.root / f".deleted-{sid}-{os.getpid()}"
+            os.replace(folder, trash)
+            fsync_dir(self.root)
+            shutil.rmtree(trash, ignore_errors=True)
+        for key in [p for p in self._tails if p.parent == folder]:
+            self._tails.pop(key, None)
+        self._meta.pop(sid, None)
+
+    def records(self) -> Iterator[tuple[dict, list[dict], list[dict]]]:
+        """(session, turns, steps) for every session in this spec."""
+        for sid in self.session_ids():
+            meta = self.read_session(sid)
+            if meta is not None:
+                yield meta, self.read_lines(sid, TURNS), self.read_lines(sid, STEPS)
+
+    def items(self, project: str | Path) -> Iterator[MemoryItem]:
+        """Every searchable item of this spec's sessions (used to rebuild indexes and the graph)."""
+        for meta, turns, steps in self.records():
+            sid = meta["session_id"]
+            for t in turns:
+                yield turn_item(str(project), str(self.spec_dir), sid, t, self.session_dir(sid) / TURNS)
+            for s in steps:
+                yield step_item(str(project), str(self.spec_dir), sid, s, self.session_dir(sid) / STEPS)
+            if meta.get("summary"):
+                yield summary_item(str(project), str(self.spec_dir), meta, self.session_file(sid))
+
+
+# ---- memory items ---------------------------------------------------------------------------
+def _when(rec: dict) -> datetime:
+    return parse_iso(rec.get("at")) or datetime.now(timezone.utc)
+
+
+def turn_item(project: str, spec: str, sid: str, t: dict, source: Path) -> MemoryItem:
+    """A conversation turn as a searchable item (kind "turn")."""
+    user = t.get("metadata") if isinstance(t.get("metadata"), dict) else {}
+    meta = {**user, "role": t.get("role"), "speaker": user.get("speaker") or t.get("role"),
+            "turn_index": t.get("index"), "turn_id": t.get("id")}
+    for key in ("model", "tokens"):
+        if t.get(key) is not None:
+            meta[key] = t[key]
+    return MemoryItem(id=stable_id(project, spec, "turn", sid, str(t.get("id"))), kind="turn",
+                      text=str(t.get("content", "")), project=project, spec=spec, session=sid,
+                      time=_when(t), metadata=meta, source=str(source))
+
+
+def step_text(name: str, status: str, payload: Any) -> str:
+    """How a step reads when searched: ``name: status`` and its payload as compact JSON."""
+    text = f"{name}: {status}"
+    if payload not in (None, {}, []):
+        text += " " + json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return text
+
+
+def step_item(project: str, spec: str, sid: str, s: dict, source: Path) -> MemoryItem:
+    """An execution step as a searchable item (kind "step")."""
+    meta = {"step": s.get("name"), "status": s.get("status"), "step_index": s.get("index"),
+            "step_id": s.get("id")}
+    return MemoryItem(id=stable_id(project, spec, "step", sid, str(s.get("id"))), kind="step",
+                      text=step_text(str(s.get("name")), str(s.get("status")), s.get("payload")),
+                      project=project, spec=spec, session=sid, time=_when(s), metadata=meta,
+                      source=str(source))
+
+
+def summary_item(project: str, spec: str, meta: dict, source: Path) -> MemoryItem:
+    """A session's summary as a searchable fact; one id per session, so a new summary replaces it."""
+    sid = meta["session_id"]
+    when = parse_iso(meta.get("summary_updated_at")) or parse_iso(meta.get("started_at"))
+    return MemoryItem(id=stable_id(project, spec, "session-summary", sid), kind="fact",
+                      text=str(meta["summary"]), project=project, spec=spec, session=sid,
+                      time=when or datetime.now(timezone.utc),
+                      metadata={"field": "session_summary"}, source=str(source))
+
+
+def _line(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
