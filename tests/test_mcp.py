@@ -169,3 +169,17 @@ def test_turns_start_a_session_and_list_sessions_shows_it(spec_dir: Path):
     assert len(turns) == 1
     lines = [json.loads(x) for x in turns[0].read_text().splitlines()]
     assert [t["content"] for t in lines] == ["Why do the API tests fail on CI?", "The migration did not run."]
+
+
+def test_project_only_reads_work_and_spec_writes_name_spec_dir(spec_dir: Path):
+    project = spec_dir.parent.parent  # the reference's default project folder
+
+    async def steps(c):
+        _data(await c.call_tool("add_gotcha", {"text": "Feature flags live in config/flags.yaml",
+                                               "spec_dir": str(spec_dir)}))
+        hits = _data(await c.call_tool("search_memory", {"query": "feature flags",
+                                                         "project_dir": str(project)}))["hits"]
+        assert any("config/flags.yaml" in h["text"] for h in hits)
+        write = await c.call_tool("add_gotcha", {"text": "x", "project_dir": str(project)})
+        assert write.is_error and "spec_dir" in _text(write)
+    _session(build_server(), steps)

@@ -31,9 +31,11 @@ INSTRUCTIONS = (
     "update_codebase_map, record_turn; at the end of a session, save_session_insights.")
 
 SpecArg = Annotated[str | None, Field(
-    description="spec folder (e.g. auto-claude/specs/001-feature); default: the server's --spec-dir")]
+    description="spec folder (e.g. auto-claude/specs/001-feature); when neither spec_dir nor "
+                "project_dir is given, the server's --spec-dir/--project-dir are used")]
 ProjectArg = Annotated[str | None, Field(
-    description="project root; default: the server's --project-dir, else two levels above the spec")]
+    description="project root (default: two levels above spec_dir); alone, it allows "
+                "project-wide reads (search_memory, get_context)")]
 
 
 class MemoryPool:
@@ -43,22 +45,31 @@ class MemoryPool:
         self.settings = settings
         self.spec_dir = spec_dir
         self.project_dir = project_dir
-        self._memories: dict[tuple[str, str | None], AsyncMemory] = {}
+        self._memories: dict[tuple[str | None, str | None], AsyncMemory] = {}
 
     def get(self, spec_dir: str | None, project_dir: str | None) -> AsyncMemory:
-        """The memory for these folders (arguments win over the server's start-up options)."""
-        spec = Path(spec_dir).expanduser() if spec_dir else self.spec_dir
-        if spec is None:
-            raise ValidationError("no spec folder: pass spec_dir, or start the server with --spec-dir",
-                                  field="spec_dir")
-        if "\x00" in str(spec) or (project_dir and "\x00" in project_dir):
-            raise ValidationError("contains a NUL byte", field="spec_dir")
-        if not spec.is_dir():
+        """The memory for these folders; when a tool is given neither, the server's start-up options.
+
+        Arguments replace the start-up folders as a pair, so a spec of another project is never
+        joined to the server's project. With only a project folder the memory serves
+        project-wide reads (search, context); spec writes then fail naming ``spec_dir``.
+        """
+        for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
+            if value is not None and (not value.strip() or "\x00" in value):
+                raise ValidationError("must be a folder path", field=name)
+        if spec_dir or project_dir:
+            spec = Path(spec_dir).expanduser() if spec_dir else None
+            project = Path(project_dir).expanduser() if project_dir else None
+        else:
+            spec, project = self.spec_dir, self.project_dir
+        if spec is None and project is None:
+            raise ValidationError("no spec folder: pass spec_dir (or project_dir for project-wide "
+                                  "reads), or start the server with --spec-dir", field="spec_dir")
+        if spec is not None and not spec.is_dir():
             raise NotFoundError(f"spec folder not found: {spec}")
-        project = Path(project_dir).expanduser() if project_dir else self.project_dir
         if project is not None and not project.is_dir():
             raise NotFoundError(f"project folder not found: {project}")
-        key = (str(spec.resolve()), str(project.resolve()) if project else None)
+        key = (str(spec.resolve()) if spec else None, str(project.resolve()) if project else None)
         mem = self._memories.get(key)
         if mem is None:
             mem = self._memories[key] = AsyncMemory(spec, project, settings=self.settings)
