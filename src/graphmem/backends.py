@@ -15,6 +15,7 @@ Wiring (each side implemented in its own package):
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .models import MemoryItem, SaveReport
@@ -46,6 +47,8 @@ class Backends:
         """Send freshly written items to the index and the graph, recording the outcome."""
         report.index = await self.write_index(items)
         report.graph = await self.write_graph(mem, items)
+        if self.graph_note:
+            report.detail = self.graph_note
 
     async def write_index(self, items: list[MemoryItem]) -> str:
         """Upsert into the local index -> "indexed" | "failed" | "off"."""
@@ -59,15 +62,128 @@ class Backends:
         """Make the local index hold exactly ``items`` for ``project``."""
         return await self.local.reindex(project, items)
 
+    # ---- graph (graphmem.graph; outbox in graphmem.files.outbox) ------------------------------
+    _graph = None  # the GraphStore, once opened; None while the graph is off
+    _graph_opened = False
+    graph_note: str | None = None  # why the last graph write was queued, or an extraction note
+
+    async def graph_store(self):
+        """The graph store, opened on first use; None when the graph is off (or ``auto`` and no
+        server). Nothing graph-related is imported while the graph is off."""
+        if not self._graph_opened and self.settings.graph.mode != "off":
+            from .graph.store import open_graph
+            from .providers import get_embedder, get_llm, get_reranker
+
+            self._graph = await open_graph(self.settings, get_embedder(self.settings),
+                                           get_llm(self.settings), get_reranker(self.settings))
+        self._graph_opened = True
+        return self._graph
+
     async def write_graph(self, mem: "AsyncMemory", items: list[MemoryItem]) -> str:
         """Write to the graph, or queue in the outbox -> "written" | "queued" | "off"."""
-        return "off"
+        from .errors import GraphmemError
+
+        self.graph_note = None
+        if self.settings.graph.mode == "off":
+            return "off"
+        from .files.outbox import Outbox
+
+        outbox = Outbox(mem.files.memory_dir)
+        try:
+            graph = await self.graph_store()
+            if graph is None:
+                return "off"
+            if not graph.available:
+                raise GraphmemError(f"graph unavailable: {graph.last_error}")
+            if outbox.path.exists():  # the server is back: older queued writes go first
+                await self.replay_outbox(outbox)
+            self.graph_note = await graph.save(items)
+            return "written"
+        except GraphmemError as exc:  # server down, timeout, provider error, embedder mismatch
+            outbox.add(items, str(exc))
+            self.graph_note = f"graph: queued ({exc})"
+            return "queued"
+
+    async def replay_outbox(self, outbox, force: bool = False) -> dict:
+        """Write an outbox's entries to the graph, dropping each one that went through."""
+        graph = await self.graph_store()
+        if graph is None:
+            return {"replayed": 0, "remaining": outbox.size(), "graph": "off"}
+        if force:
+            await graph.connect(force=True)
+        done = replayed = 0
+        try:
+            for entry in outbox.entries():
+                await graph.save(entry["items"])
+                outbox.remove([entry["entry"]])
+                done += 1
+                replayed += len(entry["items"])
+        finally:
+            remaining = outbox.size()
+        return {"replayed": replayed, "entries": done, "remaining": remaining, "graph": "written"}
+
+    async def search_graph(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
+                           limit: int = 10, spec: str | None = None) -> list | None:
+        """Graph hits (``backend="graph"``, ids = MemoryItem ids); None when the graph is off.
+        ``projects`` None = every project graph. Raises GraphError when the graph is on but
+        cannot answer (the caller falls back to the local index)."""
+        from .errors import GraphError, GraphmemError
+
+        if self.settings.graph.mode == "off":
+            return None
+        try:
+            graph = await self.graph_store()
+            if graph is None:
+                return None
+            return await graph.search(query, projects, kinds, limit, spec=spec)
+        except GraphError:
+            raise
+        except GraphmemError as exc:  # embedder failure or mismatch: still "the graph failed"
+            raise GraphError(str(exc)) from exc
+
+    async def rebuild_graph(self, project: str, items: list[MemoryItem],
+                            specs: list | None = None) -> str:
+        """Make a project's graph hold exactly ``items`` (``graphmem reindex``) -> status.
+        The outboxes of ``specs`` are emptied: the rebuild covers what they held."""
+        from .errors import GraphmemError
+
+        if self.settings.graph.mode == "off":
+            return "off"
+        try:
+            graph = await self.graph_store()
+            if graph is None:
+                return "off"
+            await graph.connect(force=True)
+            await graph.drop_project(project)
+            for start in range(0, len(items), 1000):  # each chunk gets the write timeout
+                await graph.save(items[start:start + 1000], extract=False)
+        except GraphmemError as exc:
+            log.warning("graph rebuild of %s failed: %s", project, exc)
+            return f"failed: {exc}"
+        from .files.outbox import Outbox
+
+        for spec in specs or []:
+            box = Outbox(Path(spec) / "memory")
+            box.remove(e["entry"] for e in box.entries())
+        return "written"
 
     async def forget_spec(self, mem: "AsyncMemory") -> None:
         """Drop a cleared spec's items from the derived stores."""
         await self.local.forget_spec(str(mem.project_dir), str(mem.spec_dir))
+        if self.settings.graph.mode != "off":
+            from .errors import GraphmemError
+
+            try:
+                graph = await self.graph_store()
+                if graph is not None:
+                    await graph.delete_spec(str(mem.project_dir), str(mem.spec_dir))
+            except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
+                log.warning("could not remove the cleared spec from the graph: %s", exc)
 
     async def aclose(self) -> None:
         """Close connections."""
         if self._local is not None:
             self._local.close()
+        if self._graph is not None:
+            await self._graph.aclose()
+            self._graph, self._graph_opened = None, False

@@ -79,3 +79,13 @@ def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = Fa
     flat = [r for rows in sections.values() for r in rows]
     return {"sections": sections, "errors": sum(r["status"] == "error" for r in flat),
             "warnings": sum(r["status"] == "warn" for r in flat)}
+
+
+def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """Graph server health, outbox size and drift (``graphmem.graph.health``)."""
+    from .graph.health import check
+
+    check(sections, settings, ctx)
+
+
+CHECKS.append(_graph)

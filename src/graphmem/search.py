@@ -103,7 +103,8 @@ class SearchMixin:
         if fn is None or self.settings.graph.mode == "off":
             return None
         try:
-            hits = await asyncio.wait_for(fn(query, projects, list(kinds) if kinds else None, limit),
+            hits = await asyncio.wait_for(fn(query, projects, list(kinds) if kinds else None, limit,
+                                             spec=spec),
                                           self.settings.graph.search_deadline)
         except asyncio.TimeoutError:
             log.warning("graph search slower than %.1fs; the local index answered",
@@ -138,6 +139,7 @@ class SearchMixin:
             items.extend(source(project))
         counts = await self.backends.reindex_local(str(project), items)
         counts["specs"] = len(specs)
+        counts["graph"] = await self.backends.rebuild_graph(str(project), items, specs)
         return counts
 
 

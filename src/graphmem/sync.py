@@ -2,6 +2,43 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class GraphSyncMixin:
     """Graph operations of ``AsyncMemory``."""
+
+    def _outbox(self):
+        from .files.outbox import Outbox
+
+        return Outbox(self.files.memory_dir)
+
+    async def sync(self) -> dict[str, Any]:
+        """Replay this spec's graph outbox now (reconnecting at once, without the usual pause).
+
+        Returns ``{"replayed": items, "entries": n, "remaining": items, "graph": status}``; when
+        the graph is still unreachable the entries stay queued and ``graph`` says why.
+        """
+        from .errors import GraphmemError
+
+        outbox = self._outbox()
+        if self.settings.graph.mode == "off":
+            return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
+        try:
+            return await self.backends.replay_outbox(outbox, force=True)
+        except GraphmemError as exc:
+            return {"replayed": 0, "entries": 0, "remaining": outbox.size(),
+                    "graph": f"unavailable: {exc}"}
+
+    async def drift(self) -> dict[str, Any]:
+        """Items in this spec's files but not in the graph, and graph items no file holds."""
+        items = {i.id for i in await self.items()}
+        queued = self._outbox().size()
+        if self.settings.graph.mode == "off":
+            return {"graph": "off", "files": len(items), "queued": queued}
+        graph = await self.backends.graph_store()
+        if graph is None:
+            return {"graph": "off", "files": len(items), "queued": queued}
+        in_graph = await graph.item_ids(str(self.project_dir), str(self.spec_dir))
+        return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
+                "missing": sorted(items - in_graph), "extra": sorted(in_graph - items)}

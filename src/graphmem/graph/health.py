@@ -1,0 +1,58 @@
+"""The graph's rows in ``graphmem doctor``: server health, outbox size, drift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def check(sections: dict, settings: Any, ctx: Any) -> None:
+    """Append the graph section: server, outbox and drift (files vs graph) for the given spec."""
+    from ..doctor import row
+    from . import server
+
+    rows = sections.setdefault("graph", [])
+    mode = settings.graph.mode
+    running = False
+    if mode == "off":
+        rows.append(row("graph", "ok", "off (set GRAPHMEM_GRAPH=on or auto to enable)"))
+    else:
+        ext = server.external_endpoint(settings)
+        if ext is not None:
+            reason = server.ping(ext)
+            running = reason is None
+            rows.append(row("server", "ok" if running else "error",
+                            f"external {ext.describe()}: " + ("answering" if running else reason)))
+        else:
+            st = server.EmbeddedServer(settings).status()
+            running = st["running"]
+            rows.append(row("server", "ok" if running else "warn",
+                            f"embedded pid {st['pid']}, {st['socket']}, FalkorDB "
+                            f"{st.get('falkordb_version')}, {len(st.get('graphs', []))} graph(s), "
+                            f"{st['data_bytes']} bytes" if running else
+                            "embedded server not running (starts on first use, or `graphmem db start`)"))
+    if ctx.spec_dir is None:
+        return
+    from ..files.outbox import Outbox
+    from ..files.spec_store import SpecStore
+
+    store = SpecStore(ctx.spec_dir, ctx.project_dir)
+    queued = Outbox(store.memory_dir).size()
+    rows.append(row("outbox", "ok" if queued == 0 else "warn",
+                    "empty" if queued == 0 else f"{queued} item(s) waiting for the graph; "
+                    "run `graphmem sync`"))
+    if mode == "off" or not running:
+        return
+    from ..memory import Memory
+
+    with Memory(ctx.spec_dir, ctx.project_dir, settings=settings) as mem:
+        d = mem.drift()
+    if d["graph"] != "on":
+        return
+    missing, extra = len(d["missing"]), len(d["extra"])
+    status = "ok" if missing == extra == 0 else "warn"
+    detail = f"{d['files']} item(s) in files, {d['in_graph']} in the graph"
+    if missing:
+        detail += f", {missing} missing ({d['queued']} queued: `graphmem sync`; else `graphmem reindex`)"
+    if extra:
+        detail += f", {extra} in the graph but no longer in files (`graphmem reindex`)"
+    rows.append(row("drift", status, detail))

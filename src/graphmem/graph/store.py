@@ -1,0 +1,391 @@
+"""``GraphStore``: graphmem's memories in Graphiti's schema on FalkorDB, one graph per project.
+
+Structured writes need no LLM: items are embedded with the configured embedder and written in
+Graphiti's schema by batched Cypher (``schema.py``), idempotent on ``MemoryItem.id``. With an LLM
+configured, the free-text parts also go through ``Graphiti.add_episode`` (one at a time per graph,
+with a timeout; a failure there never fails the write). Search runs brute-force cosine and the
+full-text index per project graph, fuses them by RRF, and returns ``Hit`` s without vectors.
+
+This is the only module (with ``clients.py``, which it loads lazily) that touches graphiti_core;
+importing it stays cheap so a search does not pay for graphiti's import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from datetime import datetime
+from typing import Any, Iterable
+
+from ..errors import GraphError, GraphmemError, IndexMismatchError, ServerError
+from ..models import Hit, MemoryItem
+from ..settings import Settings
+from . import schema
+from .schema import rrf
+
+log = logging.getLogger("graphmem.graph")
+
+BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
+EXTRACT_FIELDS = {"what_worked", "what_failed", "recommendations_for_next_session"}
+_STOP = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
+         "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
+         "these", "they", "this", "to", "was", "will", "with", "what", "how", "why", "when"}
+
+
+def _connection_error(exc: BaseException) -> bool:
+    import redis
+
+    return isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                            OSError, asyncio.TimeoutError))
+
+
+def fulltext_query(text: str) -> str:
+    """Words of ``text`` OR-ed for RediSearch; punctuation never reaches the query syntax."""
+    words = [w for w in re.findall(r"\w+", text.casefold()) if w not in _STOP and len(w) > 1]
+    return " | ".join(list(dict.fromkeys(words))[:32])
+
+
+class GraphStore:
+    """Every project graph of one FalkorDB server, reached through one async client."""
+
+    def __init__(self, settings: Settings, embedder: Any, llm: Any | None = None,
+                 reranker: Any | None = None):
+        self.settings = settings
+        self.embedder = embedder
+        self.llm = llm
+        self.reranker = reranker
+        self.endpoint = None
+        self._client = None
+        self._down_until = 0.0
+        self.last_error: str | None = None
+        self._ready: set[str] = set()  # graphs whose meta and indexes were checked this process
+        self._graphitis: dict[str, Any] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._connect_lock = asyncio.Lock()
+
+    # ---- connection ------------------------------------------------------------------------
+    @property
+    def available(self) -> bool:
+        """Connected, or allowed to try again (a failed server is retried after a pause)."""
+        return self._client is not None or time.monotonic() >= self._down_until
+
+    async def connect(self, force: bool = False) -> None:
+        """Reach the server (starting the embedded one if needed); raises ServerError."""
+        async with self._connect_lock:
+            if self._client is not None:
+                return
+            if not force and time.monotonic() < self._down_until:
+                raise ServerError(f"graph unavailable ({self.last_error}); retrying in "
+                                  f"{self._down_until - time.monotonic():.0f}s")
+            from . import server
+
+            try:
+                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings)
+            except ServerError as exc:
+                self._mark_down(str(exc))
+                raise
+            except OSError as exc:  # e.g. the home is not writable
+                self._mark_down(str(exc))
+                raise ServerError(f"cannot start FalkorDB: {exc}") from None
+            from falkordb.asyncio import FalkorDB
+
+            t = self.settings.graph.timeout
+            if ep.url:
+                self._client = FalkorDB.from_url(ep.url, socket_timeout=t, socket_connect_timeout=t)
+            else:
+                self._client = FalkorDB(**ep.client_kwargs(), socket_timeout=t, socket_connect_timeout=t)
+            self.endpoint = ep
+            self.last_error = None
+
+    def _mark_down(self, reason: str) -> None:
+        self.last_error = reason.splitlines()[0][:300] if reason else "unknown error"
+        self._down_until = time.monotonic() + self.settings.graph.retry_after
+
+    async def _drop_client(self, reason: str) -> None:
+        client, self._client = self._client, None
+        self._ready.clear()
+        self._graphitis.clear()
+        self._mark_down(reason)
+        if client is not None:
+            try:
+                await client.connection.aclose()
+            except Exception:  # the connection is already broken; closing is best effort
+                pass
+
+    async def _query(self, gid: str, cypher: str, params: dict | None = None, ro: bool = False):
+        if self._client is None:
+            await self.connect()
+        graph = self._client.select_graph(gid)
+        text = schema.with_params(cypher, params)  # our serialiser: much faster on vectors
+        try:
+            if ro:
+                return await graph.ro_query(text)
+            return await graph.query(text)
+        except Exception as exc:
+            if _connection_error(exc):
+                await self._drop_client(f"{type(exc).__name__}: {exc}")
+                raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+            if "empty key" in str(exc):  # read of a graph that does not exist yet
+                return None
+            raise GraphError(f"FalkorDB query failed on graph {gid}: {exc}") from None
+
+    # ---- graphs ----------------------------------------------------------------------------
+    async def _prepare(self, gid: str, project: str) -> None:
+        """Check the graph's recorded embedder; on a new graph create indexes and the record."""
+        if gid in self._ready:
+            return
+        res = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension", ro=True)
+        rows = res.result_set if res is not None else []
+        name, dim = self.embedder.name, int(self.embedder.dimension)
+        if rows:
+            got_name, got_dim = rows[0]
+            if got_name != name or int(got_dim) != dim:
+                raise IndexMismatchError(
+                    f"the graph of {project} holds vectors from embedder {got_name} ({got_dim} "
+                    f"dimensions), but {name} ({dim}) is configured: run `graphmem reindex`")
+        else:
+            await self._create_indexes(gid)
+            await self._query(gid, "MERGE (m:GraphmemMeta {key: 'graph'}) SET m.embedder = $name, "
+                              "m.dimension = $dim, m.project = $project, m.schema = 1",
+                              {"name": name, "dim": dim, "project": project})
+        self._ready.add(gid)
+
+    async def _create_indexes(self, gid: str) -> None:
+        from graphiti_core.driver.driver import GraphProvider
+        from graphiti_core.graph_queries import get_fulltext_indices, get_range_indices
+
+        # No HNSW vector index: measured here it makes every write 2-3x slower, is rebuilt on
+        # each server start, and brute-force cosine over one project's graph is a few ms.
+        queries = [*get_range_indices(GraphProvider.FALKORDB), *get_fulltext_indices(GraphProvider.FALKORDB)]
+        for q in queries:
+            try:
+                await self._query(gid, q)
+            except GraphError as exc:
+                if "already indexed" not in str(exc) and "already exists" not in str(exc):
+                    raise
+
+    def graphiti(self, project: str):
+        """Graphiti on this project's graph, with every client seat filled by graphmem."""
+        gid = schema.group_id(project)
+        if gid not in self._graphitis:
+            if self._client is None:
+                raise ServerError("not connected to FalkorDB")
+            from graphiti_core.driver.falkordb_driver import FalkorDriver
+
+            from .clients import make_graphiti
+
+            # One driver per graph: every clone() would fire index creation again.
+            driver = FalkorDriver(falkor_db=self._client, database=gid)
+            self._graphitis[gid] = make_graphiti(driver, self.embedder, self.llm, self.reranker)
+        return self._graphitis[gid]
+
+    async def _settle(self, g: Any) -> None:
+        task = getattr(g.driver, "_init_task", None)  # index creation the driver fired itself
+        if task is not None and not task.done():
+            try:
+                await task
+            except Exception as exc:
+                log.info("graphiti index creation: %s", exc)
+
+    # ---- writes ----------------------------------------------------------------------------
+    async def save(self, items: Iterable[MemoryItem], extract: bool = True) -> str | None:
+        """Write items to their project graphs; raises a GraphmemError when any could not be written.
+
+        Returns a note when LLM extraction (the optional second step) failed, else None.
+        ``extract=False`` skips that step (rebuilds: it would re-run every LLM call).
+        """
+        items = list(items)
+        if not items:
+            return None
+        try:
+            await asyncio.wait_for(self._save(items), timeout=self.settings.graph.timeout)
+        except asyncio.TimeoutError:
+            await self._drop_client("timed out")
+            raise GraphError(f"graph write timed out after {self.settings.graph.timeout:.0f}s") from None
+        if self.llm is not None and extract:
+            return await self._extract(items)
+        return None
+
+    async def _save(self, items: list[MemoryItem]) -> None:
+        by_project: dict[str, list[MemoryItem]] = {}
+        for item in items:
+            by_project.setdefault(item.project, []).append(item)
+        for project, group in by_project.items():
+            gid = schema.group_id(project)
+            await self._prepare(gid, project)
+            for start in range(0, len(group), BATCH):
+                await self._write_batch(gid, group[start:start + BATCH])
+
+    async def _write_batch(self, gid: str, items: list[MemoryItem]) -> None:
+        texts = schema.texts_to_embed(items)
+        vectors = await self.embedder.embed(texts)
+        try:
+            vectors = schema.as_vectors(vectors)
+        except ValueError as exc:
+            raise GraphError(f"embedder {self.embedder.name}: {exc}") from None
+        if len(vectors) != len(texts) or any(len(v) != self.embedder.dimension for v in vectors):
+            raise GraphError(f"embedder {self.embedder.name} returned vectors of the wrong shape")
+        rows = schema.build_batch(gid, items, dict(zip(texts, vectors)))
+        anchors: dict[str, list[dict]] = {}
+        for a in rows["anchors"]:
+            anchors.setdefault(a["label"], []).append(a)
+        # Order matters for readers: nodes first, then the episode, the fact edges last.
+        for label, group in [*anchors.items(), *rows["nodes"].items()]:
+            await self._query(gid, schema.nodes_query(label), {"rows": group})
+        await self._query(gid, schema.EPISODE, {"episode": rows["episode"], "mentions": rows["mentions"]})
+        await self._query(gid, schema.EDGES, {"rows": rows["edges"]})
+
+    async def _extract(self, items: list[MemoryItem]) -> str | None:
+        """Free text through Graphiti's own extraction; failures are reported, never raised."""
+        free = [i for i in items if i.kind == "turn"
+                or (i.kind == "insight" and i.metadata.get("field") in EXTRACT_FIELDS)]
+        if not free:
+            return None
+        from graphiti_core.nodes import EpisodeType
+
+        notes = []
+        for project in dict.fromkeys(i.project for i in free):
+            part = [i for i in free if i.project == project]
+            gid = schema.group_id(project)
+            try:
+                g = self.graphiti(project)
+                async with self._locks.setdefault(gid, asyncio.Lock()):
+                    await self._settle(g)
+                    body = "\n".join(f"{i.metadata.get('field', i.kind)}: {i.text}" for i in part)
+                    await asyncio.wait_for(g.add_episode(
+                        name=f"graphmem session {part[0].session or ''}".strip(), episode_body=body,
+                        source_description="graphmem session insights",
+                        reference_time=max(i.time for i in part), source=EpisodeType.text,
+                        group_id=gid), timeout=self.settings.graph.timeout)
+            except (Exception, asyncio.TimeoutError) as exc:
+                log.warning("graph extraction for %s failed: %s", project, exc)
+                notes.append(f"extraction failed: {type(exc).__name__}: {exc}"[:300])
+        return "; ".join(notes) or None
+
+    async def delete_spec(self, project: str, spec: str) -> None:
+        """Remove one spec's items, anchors and episodes from its project graph."""
+        await self._query(schema.group_id(project), "MATCH (n) WHERE n.gm_spec = $spec DETACH DELETE n",
+                          {"spec": spec})
+
+    async def drop_project(self, project: str) -> None:
+        """Delete a project's whole graph (before a rebuild with another embedder)."""
+        gid = schema.group_id(project)
+        if self._client is None:
+            await self.connect()
+        try:
+            await self._client.select_graph(gid).delete()
+        except Exception as exc:
+            if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
+                raise GraphError(f"cannot delete graph {gid}: {exc}") from None
+        self._ready.discard(gid)
+        self._graphitis.pop(gid, None)
+
+    # ---- reads -----------------------------------------------------------------------------
+    async def item_ids(self, project: str, spec: str | None = None) -> set[str]:
+        """Ids of the items a project graph holds (optionally of one spec)."""
+        where = "n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
+        res = await self._query(schema.group_id(project), f"MATCH (n:Entity) WHERE {where} RETURN n.uuid",
+                                {"spec": spec or ""}, ro=True)
+        return {r[0] for r in res.result_set} if res is not None else set()
+
+    async def graphs(self) -> list[str]:
+        """Names of every graphmem project graph on the server."""
+        if self._client is None:
+            await self.connect()
+        try:
+            names = await self._client.list_graphs()
+        except Exception as exc:
+            if _connection_error(exc):
+                await self._drop_client(f"{type(exc).__name__}: {exc}")
+                raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+            raise GraphError(f"cannot list graphs: {exc}") from None
+        return sorted(n for n in names if n.startswith(schema.GROUP_PREFIX))
+
+    async def search(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
+                     limit: int = 10, spec: str | None = None) -> list[Hit]:
+        """Hybrid search (cosine + full text, fused by RRF) over each project's graph
+        (every graphmem graph when ``projects`` is None), optionally within one spec."""
+        if not query.strip():
+            return []
+        gids = [schema.group_id(p) for p in projects] if projects is not None else await self.graphs()
+        if not gids:
+            return []
+        vec = schema.as_vectors(await self.embedder.embed([query]))[0]
+        ft = fulltext_query(query)
+        per_graph = await asyncio.gather(*(self._search_one(g, vec, ft, kinds, limit, spec)
+                                           for g in gids))
+        hits = [h for hs in per_graph for h in hs]
+        hits.sort(key=lambda h: -h.score)
+        return hits[:limit]
+
+    async def _search_one(self, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
+                          limit: int, spec: str | None) -> list[Hit]:
+        k = limit * (4 if kinds or spec else 2)
+        where = ("WHERE n.gm_kind IS NOT NULL" + (" AND n.gm_kind IN $kinds" if kinds else "")
+                 + (" AND n.gm_spec = $spec" if spec else ""))
+        params = {"vec": vec, "k": k, "kinds": kinds or [], "q": ft, "spec": spec or ""}
+        vq = (f"MATCH (n:Entity) {where} WITH n, vec.cosineDistance(n.name_embedding, vecf32($vec)) "
+              f"AS d ORDER BY d ASC LIMIT $k RETURN {schema.HIT_FIELDS}, 1 - d")
+        tq = (f"CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS n, score {where} "
+              f"RETURN {schema.HIT_FIELDS}, score ORDER BY score DESC LIMIT $k")
+        runs = [self._query(gid, vq, params, ro=True)]
+        if ft:
+            runs.append(self._query(gid, tq, params, ro=True))
+        results = await asyncio.gather(*runs)
+        rows: dict[str, list] = {}
+        rankings: list[list[str]] = []
+        for res in results:
+            ranking = []
+            for row in (res.result_set if res is not None else []):
+                rows.setdefault(row[0], row)
+                ranking.append(row[0])
+            rankings.append(ranking)
+        ids = list(rows)
+        pos = {u: i for i, u in enumerate(ids)}
+        fused = rrf([[pos[u] for u in r] for r in rankings], len(ids))
+        best = 2.0 / 61  # first in both rankings: scores are scaled into 0..1
+        order = sorted(range(len(ids)), key=lambda i: -fused[i])[:limit]
+        return [_hit(rows[ids[i]], fused[i] / best) for i in order]
+
+    async def aclose(self) -> None:
+        """Close the connection (the embedded server keeps running for other processes)."""
+        for g in self._graphitis.values():
+            await self._settle(g)
+        self._graphitis.clear()
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.connection.aclose()
+            except Exception as exc:
+                log.debug("closing the FalkorDB connection: %s", exc)
+
+
+def _hit(row: list, score: float) -> Hit:
+    uuid, kind, text, project, spec, session, when, meta, source = row[:9]
+    try:
+        metadata = json.loads(meta) if meta else {}
+    except ValueError:
+        metadata = {}
+    return Hit(id=uuid, kind=kind, text=text or "", score=score, project=project or "",
+               spec=spec or None, session=session or None,
+               time=datetime.fromisoformat(when) if when else None, metadata=metadata,
+               source=source or "", backend="graph")
+
+
+async def open_graph(settings: Settings, embedder: Any, llm: Any | None = None,
+                     reranker: Any | None = None) -> GraphStore | None:
+    """The graph store per ``settings.graph.mode``: None when off, or ``auto`` with no server."""
+    mode = settings.graph.mode
+    if mode == "off":
+        return None
+    store = GraphStore(settings, embedder, llm, reranker)
+    try:
+        await store.connect()
+    except GraphmemError:
+        if mode == "auto":
+            return None
+        # mode "on": the store exists but is down; writes go to the outbox until it is back
+    return store
