@@ -229,13 +229,15 @@ class _EpisodeState:
         return redone
 
     def resync(self, sid: str) -> None:
-        meta = self.store.read_session(sid)
-        if meta is None:
-            self.index.delete_session(self.spec, sid)
-            return
-        sizes = self.store.sizes(sid)
-        self.index.replace_session(self.spec, meta, self.store.read_lines(sid, TURNS),
-                                   self.store.read_lines(sid, STEPS), sizes)
+        """Rebuild one session's rows; under its lock, so the sizes match the lines read."""
+        with self.store.lock(sid):
+            meta = self.store.read_session(sid)
+            if meta is None:
+                self.index.delete_session(self.spec, sid)
+                return
+            turns = self.store.read_lines(sid, TURNS, locked=True)
+            steps = self.store.read_lines(sid, STEPS, locked=True)
+            self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
 
 
 class SessionsMixin:

@@ -3,13 +3,14 @@
     <spec>/memory/episodes/<session_id>/session.json   id, workspace, model, mode, times, tokens, summary
     <spec>/memory/episodes/<session_id>/turns.jsonl    one conversation turn per line, in order
     <spec>/memory/episodes/<session_id>/steps.jsonl    one execution step per line, in order
-    <spec>/memory/episodes/.locks/<session_id>.lock    the per-session cross-process lock
+    <spec>/memory/episodes/.locks/<nn>.lock            cross-process locks, one per bucket of sessions
 
 ``session.json`` is replaced atomically; the JSON Lines files only ever grow, one fsynced
 ``write`` per batch of whole lines, under the session's lock. A torn final line (power cut in the
 middle of an append) is cut off on the next read or write and its bytes kept beside the file as
 ``<name>.torn-<time>``; every line before it survives. Lock files live outside the session folder
-so that deleting a session never removes a lock another process may be waiting on.
+so that deleting a session never removes a lock another process may be waiting on; sessions share
+16 of them by hash, because every lock keeps a descriptor open for the life of the process.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import re
 import shutil
 import warnings
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +37,7 @@ log = logging.getLogger("graphmem.files.episodes")
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 TURNS, STEPS = "turns.jsonl", "steps.jsonl"
+LOCK_BUCKETS = 16
 
 
 def check_session_id(value: Any) -> str:
@@ -100,8 +103,9 @@ class EpisodeStore:
         return self.root / sid / "session.json"
 
     def lock(self, sid: str):
-        """The cross-process lock of one session."""
-        return folder_lock(self.root / ".locks", name=f"{sid}.lock")
+        """The cross-process lock of one session (shared with the sessions of its hash bucket)."""
+        bucket = zlib.crc32(sid.encode("utf-8")) % LOCK_BUCKETS
+        return folder_lock(self.root / ".locks", name=f"{bucket:02d}.lock")
 
     def session_ids(self) -> list[str]:
         """Every session folder that holds a ``session.json``."""
@@ -285,7 +289,7 @@ class EpisodeStore:
         out = []
         for n, line in enumerate(raw.split(b"\n")[:-1], 1):
             try:
-                rec = json.loads(line)
+                rec = json.loads(line.decode("utf-8"))
                 if not isinstance(rec, dict):
                     raise ValueError("not a JSON object")
             except ValueError as exc:  # includes UnicodeDecodeError
