@@ -137,6 +137,8 @@ class WordLlamaEmbedder:
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors computed in the calling thread."""
+        if not texts:
+            return []
         return self.model.embed(list(texts), norm=True).tolist()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:

@@ -52,6 +52,16 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
 CHECKS.append(_files)
 
 
+def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """Configured providers, masked keys, validate() problems (``graphmem.providers.doctor_check``)."""
+    from .providers.doctor_check import check
+
+    check(sections, settings, ctx)
+
+
+CHECKS.append(_providers)
+
+
 def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = False) -> dict:
     """Run every registered check and return ``{"sections": {...}, "errors": n, "warnings": n}``."""
     from .settings import Settings

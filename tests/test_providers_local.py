@@ -1,0 +1,124 @@
+"""The offline local models: they load with networking disabled and their vectors carry meaning."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+
+import pytest
+
+from graphmem import providers
+from graphmem.errors import ConfigError, ValidationError
+from graphmem.providers import local
+from graphmem.providers.base import Embedder, Reranker, embed_query
+from graphmem.settings import Settings
+
+TRIPLES = [  # (text, paraphrase, unrelated)
+    ("The database connection pool ran out of connections under load.",
+     "Under heavy traffic the DB pool was exhausted.",
+     "My grandmother grows tomatoes in her garden."),
+    ("Run the migrations before starting the server.",
+     "Apply the schema migrations first, then launch the server.",
+     "The concert was cancelled because of the rain."),
+    ("Caroline went to a support group for transgender people.",
+     "Caroline attended an LGBTQ support meeting.",
+     "Melanie painted a sunrise over the lake."),
+]
+
+
+@pytest.fixture(scope="module")
+def offline():
+    """No network in this process while the models load and run; fresh loads, not cached ones."""
+    mp = pytest.MonkeyPatch()
+
+    def refuse(*args, **kwargs):
+        raise OSError("network disabled in this test")
+
+    mp.setattr(socket.socket, "connect", refuse)
+    mp.setattr(socket.socket, "connect_ex", refuse)
+    mp.setattr(socket, "create_connection", refuse)
+    mp.setattr(socket, "getaddrinfo", refuse)
+    local._models.clear()
+    providers.clear_cache()
+    yield
+    mp.undo()
+    providers.clear_cache()
+
+
+def _cos(a, b):
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+@pytest.mark.parametrize("model,name,dim", [("default", "local/bge-small-en-v1.5", 384),
+                                            ("bge-small-en-v1.5", "local/bge-small-en-v1.5", 384),
+                                            ("wordllama", "local/wordllama-l2-supercat-256", 256)])
+def test_local_embedder_offline_ranks_paraphrase_first(offline, model, name, dim):
+    settings = Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": model})
+    assert providers.validate(settings) == []
+    emb = providers.get_embedder(settings)
+    assert isinstance(emb, Embedder) and (emb.name, emb.dimension) == (name, dim)
+    for text, para, other in TRIPLES:
+        a, b, c = asyncio.run(emb.embed([text, para, other]))
+        assert len(a) == dim and abs(_cos(a, a) - 1) < 1e-4 and abs(sum(x * x for x in a) - 1) < 1e-3
+        assert _cos(a, b) > _cos(a, c) + 0.05, (text, _cos(a, b), _cos(a, c))
+
+
+def test_default_is_the_one_line_constant(offline):
+    emb = providers.get_embedder(Settings.load(env={}))
+    assert emb.name == f"local/{local.DEFAULT_EMBEDDING_MODEL}"
+
+
+def test_bge_batch_order_and_padding_do_not_change_vectors(offline):
+    emb = providers.get_embedder(Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "bge-small-en-v1.5"}))
+    short, long_ = "cache invalidation", "a much longer sentence about " * 20 + "cache invalidation"
+    texts = [long_] + [f"note {i} about {short}" for i in range(40)] + [short]
+    batch = asyncio.run(emb.embed(texts))  # > INLINE: runs in a worker thread, sorted by length
+    alone = asyncio.run(emb.embed([short]))[0]
+    # int8 dynamic quantization scales activations per batch, so batch-mates move a vector a
+    # little (cos ~0.995); each vector must still land at its own text's position.
+    assert _cos(batch[-1], alone) > 0.99
+    assert max(range(len(batch)), key=lambda i: _cos(batch[i], alone)) == len(batch) - 1
+    assert _cos(batch[0], asyncio.run(emb.embed([long_]))[0]) > 0.99
+    assert asyncio.run(embed_query(emb, short)) == pytest.approx(alone, abs=1e-5)
+    assert asyncio.run(emb.embed([])) == []
+
+
+def test_models_load_once_per_process(offline):
+    a = providers.get_embedder(Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama"}))
+    b = providers.get_embedder(Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama"},
+                                             providers__timeout=5.0))  # other settings, same model
+    assert a is b
+
+
+def test_local_reranker_offline_prefers_the_answer(offline):
+    settings = Settings.load(env={"GRAPHMEM_RERANKER": "local"})
+    rr = providers.get_reranker(settings)
+    assert isinstance(rr, Reranker) and rr.name == "local/ms-marco-MiniLM-L-12-v2"
+    passages = ["Paris is the capital and largest city of France.",
+                "The Eiffel Tower was painted brown in 1968.",
+                "Bananas are rich in potassium."]
+    scores = asyncio.run(rr.score("What is the capital of France?", passages))
+    assert len(scores) == 3 and all(0.0 < s < 1.0 for s in scores)
+    assert scores[0] > scores[1] > scores[2]
+    many = asyncio.run(rr.score("capital of France", passages * 4))  # worker-thread path
+    assert many[:3] == pytest.approx(asyncio.run(rr.score("capital of France", passages)), abs=1e-4)
+
+
+def test_garbage_input_is_refused(offline):
+    emb = providers.get_embedder(Settings.load(env={}))
+    with pytest.raises(ValidationError, match="texts"):
+        asyncio.run(emb.embed("not a list"))
+    with pytest.raises(ValidationError, match="texts: item 1"):
+        asyncio.run(emb.embed(["ok", 42]))
+    rr = providers.get_reranker(Settings.load(env={"GRAPHMEM_RERANKER": "local"}))
+    with pytest.raises(ValidationError, match="query"):
+        asyncio.run(rr.score(None, ["x"]))
+
+
+def test_unknown_local_model_lists_known_ones():
+    with pytest.raises(ConfigError, match="known: default, bge-small-en-v1.5, wordllama"):
+        providers.get_embedder(Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "minilm"}))
+    with pytest.raises(ConfigError, match="known: default, ms-marco-MiniLM-L-12-v2"):
+        providers.get_reranker(Settings.load(env={"GRAPHMEM_RERANKER": "local",
+                                                  "GRAPHMEM_LOCAL_RERANKER": "bge-reranker"}))
