@@ -88,3 +88,55 @@ def _cmd_session(args: argparse.Namespace) -> int:
 
 
 command("session", "one session's turns and steps")(_cmd_session)(_session_args)
+
+
+def _consolidate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--project", action="store_true",
+                   help="every spec folder of the project, into <project>/.graphmem/memory_summary.md")
+    p.add_argument("--sessions", type=int, default=50,
+                   help="how many of the most recent sessions to read (default 50)")
+    p.add_argument("--concurrency", type=int, default=8,
+                   help="session files read at once (default 8)")
+    _where(p, spec_required=False)
+
+
+def _cmd_consolidate(args: argparse.Namespace) -> int:
+    progress = None
+    bar = None
+    if sys.stderr.isatty() and not args.json:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True, console=_console_err())
+        task = bar.add_task("reading sessions", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+    with _open(args) as m:
+        if bar is not None:
+            with bar:
+                report = m.consolidate(args.sessions, args.concurrency, args.project,
+                                       progress=progress)
+        else:
+            report = m.consolidate(args.sessions, args.concurrency, args.project)
+
+    def show(r):
+        c = _console()
+        c.print(f"sessions scanned: {r['sessions_scanned']}  with facts: {r['sessions_with_facts']}  "
+                f"active skipped: {r['active_sessions_skipped']}")
+        c.print(f"candidate facts: {r['candidate_facts']}  near-duplicates merged: "
+                f"{r['near_duplicates_dropped']}  facts written: {r['facts_written']} ({r['mode']})")
+        if r["path"]:
+            c.print(f"wrote {r['path']}", markup=False, highlight=False)
+        if r["detail"]:
+            c.print(r["detail"], markup=False, highlight=False)
+    return _emit(args, report, show)
+
+
+def _console_err():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+command("consolidate", "summarise the recent sessions' lessons into memory_summary.md")(
+    _cmd_consolidate)(_consolidate_args)

@@ -453,6 +453,39 @@ class SessionsMixin:
         """Every searchable item of this spec's sessions (for ``reindex``)."""
         return EpisodeStore(self.spec_dir).items(self.project_dir)
 
+    # ---- consolidation ------------------------------------------------------------------
+    async def consolidate(self, sessions: int = 50, concurrency: int = 8, project: bool = False,
+                          progress: Callable[[int, int], None] | None = None) -> dict:
+        """Summarise what the recent sessions taught into ``memory_summary.md`` (see consolidate.py)."""
+        from . import consolidate as cons
+        from .errors import GraphmemError
+        from .providers import get_embedder, get_llm
+        from .search import spec_folders
+
+        sessions = _limit(sessions, "sessions", 10_000)
+        concurrency = _limit(concurrency, "concurrency", 64)
+        if not isinstance(project, bool):
+            raise ValidationError("must be true or false", field="project")
+        whole = project or self.spec_dir is None
+        if whole:
+            root = Path(self.project_dir)
+            specs = sorted(set(spec_folders(root)) | set(episode_specs(root)))
+        else:
+            specs = [Path(self.spec_dir)]
+        llm = get_llm(self.settings)
+        note = None
+        try:
+            embedder = get_embedder(self.settings)
+        except GraphmemError as exc:
+            embedder, note = None, f"near-duplicate pass skipped: {exc}"
+        report = await cons.consolidate(
+            specs=specs, target=cons.summary_path(self.spec_dir, self.project_dir, whole),
+            home=self.settings.home, sessions=sessions, concurrency=concurrency, label_spec=whole,
+            scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress)
+        if note and not report.detail:
+            report.detail = note
+        return report.model_dump()
+
     # ---- event hook ---------------------------------------------------------------------
     def make_turn_handler(self) -> Callable[[Any], Awaitable[str]]:
         """An async handler for ``ConversationTurn`` events that records each turn.
