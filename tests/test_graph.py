@@ -86,6 +86,7 @@ def test_round_trip_survives_restart(graph_on, spec_dir):
 
 
 def _run(mem, coro):
+    """Run a backend coroutine on graphmem's loop, where ``mem``'s connections live."""
     from graphmem import _sync
 
     return _sync.run(coro)

@@ -78,15 +78,23 @@ def _tokens(text: str) -> set[str]:
     return {w.casefold() for w in _WORD.findall(text) if len(w) > 1}
 
 
+def _trigrams(text: str) -> set[str]:
+    t = " ".join(text.casefold().split())
+    return {t[i:i + 3] for i in range(max(len(t) - 2, 0))}
+
+
 class RRFCrossEncoder(CrossEncoderClient):
-    """A model-free reranker: fuses the candidates' incoming order with word overlap by RRF."""
+    """A model-free reranker: RRF of two rankings, query-word coverage and character-trigram
+    overlap (the second catches inflections and partial words); ties keep the incoming order."""
 
     async def rank(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
-        q = _tokens(query)
-        overlap = [len(q & _tokens(p)) / (len(q) or 1) for p in passages]
-        by_overlap = sorted(range(len(passages)), key=lambda i: -overlap[i])
-        scores = rrf([list(range(len(passages))), by_overlap], len(passages))
-        return sorted(zip(passages, scores), key=lambda ps: -ps[1])
+        q, q3 = _tokens(query), _trigrams(query)
+        words = [len(q & _tokens(p)) / (len(q) or 1) for p in passages]
+        grams = [len(q3 & _trigrams(p)) / (len(q3) or 1) for p in passages]
+        rankings = [sorted(range(len(passages)), key=lambda i: -sig[i]) for sig in (words, grams)]
+        scores = rrf(rankings, len(passages))
+        order = sorted(range(len(passages)), key=lambda i: -scores[i])
+        return [(passages[i], scores[i]) for i in order]
 
 
 class RerankerCrossEncoder(CrossEncoderClient):

@@ -75,12 +75,15 @@ def external_endpoint(settings: Settings) -> Endpoint | None:
 def sync_client(ep: Endpoint, timeout: float = 2.0):
     """A plain synchronous redis client for management commands (ping, info, shutdown)."""
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
+    # No retries: redis-py's default (10 tries with back-off) turns "server down" into seconds.
+    opts = dict(socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True,
+                retry=Retry(NoBackoff(), 0))
     if ep.url:
-        return redis.from_url(ep.url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                              decode_responses=True)
-    return redis.Redis(**ep.client_kwargs(), socket_timeout=timeout,
-                       socket_connect_timeout=timeout, decode_responses=True)
+        return redis.from_url(ep.url, **opts)
+    return redis.Redis(**ep.client_kwargs(), **opts)
 
 
 def ping(ep: Endpoint, timeout: float = 2.0) -> str | None:

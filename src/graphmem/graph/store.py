@@ -91,12 +91,19 @@ class GraphStore:
                 self._mark_down(str(exc))
                 raise ServerError(f"cannot start FalkorDB: {exc}") from None
             from falkordb.asyncio import FalkorDB
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
 
+            # One try per query: a failure queues the write in the outbox instead of stalling.
             t = self.settings.graph.timeout
+            opts = dict(socket_timeout=t, socket_connect_timeout=t)
             if ep.url:
-                self._client = FalkorDB.from_url(ep.url, socket_timeout=t, socket_connect_timeout=t)
+                client = FalkorDB.from_url(ep.url, **opts)
             else:
-                self._client = FalkorDB(**ep.client_kwargs(), socket_timeout=t, socket_connect_timeout=t)
+                client = FalkorDB(**ep.client_kwargs(), **opts)
+            # set afterwards: falkordb's constructor copies these options into a sync client
+            client.connection.set_retry(Retry(NoBackoff(), 0))
+            self._client = client
             self.endpoint = ep
             self.last_error = None
 
