@@ -13,129 +13,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import uuid
 import weakref
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping
-
-import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import StorageError, ValidationError
 from .files.episodes import (STEPS, TURNS, EpisodeStore, check_session_id, iso, step_item,
                              summary_item, turn_item)
 from .models import MemoryItem, SaveReport, utcnow
 from .search import register_item_source
+from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
+                             to_time, validate)
 
 log = logging.getLogger("graphmem.sessions")
-
-
-# ---- inputs ---------------------------------------------------------------------------------
-def _text(v: str, what: str = "text") -> str:
-    if "\x00" in v:
-        raise ValueError(f"{what} contains a NUL byte")
-    if not v.strip():
-        raise ValueError("is empty")
-    return v
-
-
-class _Input(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-
-class StartInput(_Input):
-    workspace: str | None = Field(default=None, max_length=4096)
-    model: str | None = Field(default=None, max_length=256)
-    mode: str | None = Field(default=None, max_length=256)
-
-    @field_validator("workspace", "model", "mode")
-    @classmethod
-    def _clean(cls, v: str | None) -> str | None:
-        return None if v is None else _text(v).strip()
-
-
-class TurnInput(_Input):
-    role: str = Field(max_length=64)
-    content: str
-    model: str | None = Field(default=None, max_length=256)
-    tokens: int | None = Field(default=None, ge=0, le=10**12)
-    metadata: dict[str, Any] | None = None
-
-    @field_validator("role")
-    @classmethod
-    def _role(cls, v: str) -> str:
-        v = _text(v).strip()
-        if any(c in v for c in "\r\n"):
-            raise ValueError("must be a single line")
-        return v
-
-    @field_validator("content")
-    @classmethod
-    def _content(cls, v: str) -> str:
-        return _text(v)
-
-
-class StepInput(_Input):
-    name: str = Field(max_length=512)
-    status: str = Field(max_length=128)
-    payload: dict[str, Any] | list | str | int | float | bool | None = None
-
-    @field_validator("name", "status")
-    @classmethod
-    def _clean(cls, v: str) -> str:
-        return _text(v).strip()
-
-
-def _validate(model: type[BaseModel], data: dict) -> Any:
-    """Validate one call's arguments; the error names the argument."""
-    try:
-        return model.model_validate(data)
-    except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err.get("loc", ())) or model.__name__
-        msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
-        raise ValidationError(msg, field=field) from None
-
-
-def _json_value(value: Any, field: str) -> Any:
-    """Refuse what JSON cannot hold (NaN, sets, objects) before anything is written."""
-    try:
-        json.dumps(value, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"must be JSON-serialisable: {exc}", field=field) from None
-    return value
-
-
-def to_time(value: Any, field: str = "at") -> datetime:
-    """``at`` as given by a caller (datetime, epoch seconds or ISO text) -> aware UTC datetime."""
-    if value is None:
-        return utcnow()
-    if isinstance(value, datetime):
-        t = value if value.tzinfo else value.astimezone()  # naive means local time, as in Python
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value) or not 0 <= value < 1e11:
-            raise ValidationError("must be epoch seconds between 1970 and year 5000", field=field)
-        t = datetime.fromtimestamp(value, timezone.utc)
-    elif isinstance(value, str):
-        try:
-            t = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValidationError("must be a datetime, epoch seconds or ISO 8601 text",
-                                  field=field) from None
-        t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-    else:
-        raise ValidationError(f"must be a datetime or epoch seconds, got {type(value).__name__}",
-                              field=field)
-    return t.astimezone(timezone.utc)
-
-
-def _limit(value: Any, field: str = "limit", top: int = 100_000) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
-        raise ValidationError(f"must be an integer from 1 to {top}", field=field)
-    return value
 
 
 # ---- group commit ---------------------------------------------------------------------------
@@ -285,7 +177,7 @@ class SessionsMixin:
     async def start_session(self, workspace: str | None = None, model: str | None = None,
                             mode: str | None = None, *, at: Any = None) -> str:
         """Start an episodic session and return its id (workspace defaults to the project folder)."""
-        args = _validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
+        args = validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
         started = to_time(at)
         sid = f"ses-{uuid.uuid4().hex[:16]}"
         meta = {"session_id": sid, "workspace": args.workspace or str(self.project_dir),
@@ -306,10 +198,10 @@ class SessionsMixin:
                           at: Any = None) -> str:
         """Append a conversation turn; returns its id once it is on disk."""
         sid = check_session_id(session_id)
-        args = _validate(TurnInput, {"role": role, "content": content, "model": model,
+        args = validate(TurnInput, {"role": role, "content": content, "model": model,
                                      "tokens": tokens, "metadata": metadata})
         self._check_size(args.content, "content")
-        self._size_ok(_json_value(args.metadata, "metadata"), "metadata")
+        self._size_ok(json_value(args.metadata, "metadata"), "metadata")
         rec = {"id": f"trn-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)), "role": args.role,
                "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
         if args.metadata:
@@ -321,8 +213,8 @@ class SessionsMixin:
                           at: Any = None) -> str:
         """Append an execution step (a tool call, a command, a check); returns its id."""
         sid = check_session_id(session_id)
-        args = _validate(StepInput, {"name": name, "status": status})
-        self._size_ok(_json_value(payload, "payload"), "payload")
+        args = validate(StepInput, {"name": name, "status": status})
+        self._size_ok(json_value(payload, "payload"), "payload")
         rec = {"id": f"stp-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)),
                "name": self._clean(args.name), "status": self._clean(args.status),
                "payload": self._clean(payload)}
@@ -365,7 +257,7 @@ class SessionsMixin:
         if not isinstance(summary, str):
             raise ValidationError(f"must be a string, got {type(summary).__name__}", field="summary")
         try:
-            _text(summary)
+            text_ok(summary)
         except ValueError as exc:
             raise ValidationError(str(exc), field="summary") from None
         self._check_size(summary, "summary")
@@ -402,7 +294,7 @@ class SessionsMixin:
 
     async def get_recent_turns(self, limit: int = 20, session_id: str | None = None) -> list[dict]:
         """The latest ``limit`` turns (of one session, or of this spec's sessions), oldest first."""
-        limit = _limit(limit)
+        limit = check_limit(limit)
         ep = self._ep
         if session_id is None:
             return ep.index.recent_turns(ep.spec, limit)
@@ -412,7 +304,7 @@ class SessionsMixin:
 
     async def list_recent_sessions(self, workspace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest sessions of a workspace (default: this project), each with its first prompt."""
-        limit = _limit(limit)
+        limit = check_limit(limit)
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()):
             raise ValidationError("must be a non-empty string", field="workspace")
         from .index.episodes import open_episode_index
@@ -462,8 +354,8 @@ class SessionsMixin:
         from .providers import get_embedder, get_llm
         from .search import spec_folders
 
-        sessions = _limit(sessions, "sessions", 10_000)
-        concurrency = _limit(concurrency, "concurrency", 64)
+        sessions = check_limit(sessions, "sessions", 10_000)
+        concurrency = check_limit(concurrency, "concurrency", 64)
         if not isinstance(project, bool):
             raise ValidationError("must be true or false", field="project")
         whole = project or self.spec_dir is None
