@@ -78,3 +78,24 @@ def test_cli_refuses_a_public_address_without_allow_remote(spec_dir: Path):
     r = run_cli("mcp", "--spec-dir", str(spec_dir), "--http", "0.0.0.0:8765")
     assert r.returncode != 0
     assert "not a loopback address" in r.stderr and "--allow-remote" in r.stderr
+
+
+def test_stdio_server_with_the_graph_on_writes_to_the_embedded_falkordb(spec_dir: Path):
+    from graphmem.doctor import run_doctor
+    from graphmem.graph.server import EmbeddedServer
+    from graphmem.settings import Settings
+
+    os.environ["GRAPHMEM_GRAPH"] = "on"  # the isolated_env fixture restores the environment
+    try:
+        async def main():
+            async with Client(_stdio("--spec-dir", str(spec_dir)), read_timeout_seconds=60) as c:
+                rep = _data(await c.call_tool("add_gotcha", {"text": "Celery beat must run once"}))
+                assert rep["graph"] == "written", rep
+                hits = _data(await c.call_tool("search_memory", {"query": "celery beat"}))["hits"]
+                assert hits and hits[0]["text"] == "Celery beat must run once"
+        anyio.run(main)
+        graph = {r["name"]: r for r in run_doctor(spec_dir, None)["sections"]["graph"]}
+        assert graph["server"]["status"] == "ok" and "embedded" in graph["server"]["detail"]
+        assert graph["drift"]["detail"] == "1 item(s) in files, 1 in the graph", graph
+    finally:
+        EmbeddedServer(Settings.load()).stop()
