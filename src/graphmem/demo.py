@@ -30,7 +30,7 @@ MARKER = ".graphmem-demo"  # marks a folder the demo created, so only such folde
 PROJECT_FILES = ("shopfront.json", "telemetry.json")
 # The demo's graph is its own embedded one: a user's external server is never written to.
 _EXTERNAL_GRAPH_VARS = ("GRAPHMEM_FALKORDB_URL", "GRAPHITI_FALKORDB_HOST", "GRAPHITI_FALKORDB_PORT",
-                        "GRAPHITI_FALKORDB_PASSWORD", "GRAPHMEM_CONFIG", "GRAPHMEM_ENV_FILE")
+                        "GRAPHITI_FALKORDB_PASSWORD")
 
 
 def load_data(name: str) -> dict[str, Any]:
@@ -98,6 +98,10 @@ class Demo:
             (self.root / MARKER).write_text("made by python -m graphmem.demo; safe to delete\n")
             for var in _EXTERNAL_GRAPH_VARS:
                 os.environ.pop(var, None)
+            for var in ("GRAPHMEM_CONFIG", "GRAPHMEM_ENV_FILE"):  # files the user named: keep them
+                if os.environ.get(var):
+                    os.environ[var] = str(Path(os.environ[var]).resolve())
+            os.chdir(self.root)  # so a graphmem.toml in the user's folder is not read
             os.environ["GRAPHMEM_HOME"] = str(self.root / "home")
             os.environ["GRAPHMEM_GRAPH"] = "on" if self.graph else "off"
             for name in PROJECT_FILES:
@@ -112,10 +116,14 @@ class Demo:
         if not self.graph:
             return
         with self.step("start embedded FalkorDB") as st:
-            from .graph.server import EmbeddedServer
+            from .graph.server import EmbeddedServer, external_endpoint
             from .settings import Settings
 
-            self.server = EmbeddedServer(Settings.load())
+            settings = Settings.load()
+            if external_endpoint(settings) is not None:
+                raise RuntimeError("the config file you named sets a FalkorDB server; the demo only "
+                                   "writes to its own embedded one (unset it, or use --no-graph)")
+            self.server = EmbeddedServer(settings)
             endpoint = self.server.ensure()
             st.result = f"{endpoint.describe()}, pid {self.server.running()}"
 
@@ -229,8 +237,10 @@ class Demo:
     # ---- the whole run --------------------------------------------------------------------
     def run(self) -> bool:
         queries = load_data("queries.json")
+        cwd = os.getcwd()
         self.prepare()
         if not self.steps[-1].ok:
+            os.chdir(cwd)
             return False
         try:
             self.start_graph()
@@ -244,6 +254,7 @@ class Demo:
                 self.doctor()
         finally:
             self.finish()
+            os.chdir(cwd)
         ok = all(s.ok for s in self.steps)
         (self.root / "demo-report.json").write_text(json.dumps(
             {"ok": ok, "root": str(self.root), "steps": [s.__dict__ for s in self.steps]},
