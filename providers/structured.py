@@ -86,25 +86,36 @@ def extract_json(text: str) -> Any:
     raise ValueError("no JSON object in the reply")
 
 
-def _drop_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
+def _drop_null_at(data: Any, loc: tuple) -> bool:
+    """Remove the key at ``loc`` when its value is null; True when something was removed."""
+    node = data
+    for part in loc[:-1]:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(node, dict) and loc and loc[-1] in node and node[loc[-1]] is None:
+        del node[loc[-1]]
+        return True
+    return False
 
 
 def parse_model(data: Any, schema: type[T]) -> T:
-    """Validate ``data`` (text or decoded JSON) into ``schema``; nulls fall back to defaults."""
+    """Validate ``data`` (text or decoded JSON) into ``schema``.
+
+    A null where the field is not nullable is dropped so the field's default applies: strict
+    schemas make every optional field nullable, and models send null for "not given".
+    """
     if isinstance(data, str):
         data = extract_json(data)
-    try:
-        return schema.model_validate(data)
-    except pydantic.ValidationError:
-        cleaned = _drop_nulls(data)
-        if cleaned == data:
-            raise
-        return schema.model_validate(cleaned)
+    data = copy.deepcopy(data)
+    for _ in range(20):  # each round removes at least one null; bounded for safety
+        try:
+            return schema.model_validate(data)
+        except pydantic.ValidationError as exc:
+            if not any(_drop_null_at(data, tuple(e["loc"])) for e in exc.errors()):
+                raise
+    return schema.model_validate(data)
 
 
 async def generate_validated(provider: str, messages: list[dict[str, str]], schema: type[T],

@@ -1,0 +1,193 @@
+"""Local provider speed (and a dense-only quality check) for the offline models.
+
+For each local embedder: load time, ms per single short query (p50/p95), batched throughput in
+texts/s over LoCoMo turns, and dense-only recall@5/@10 and MRR on LoCoMo questions (each
+conversation its own index; categories 1-4). For the cross-encoder: ms to score 20 pairs.
+Also the overhead of one cloud call through the retry layer against a loopback server.
+
+Target (issue 3): one short query with bge-small in < ~5 ms on 2 cores.
+
+    .venv/bin/python bench/providers.py [--convs 0,1] [--texts 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import pct, table, write_json  # noqa: E402
+
+DATA = Path("/work/shared/data/locomo-dev.json")
+for cand in (Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json",):
+    if cand.exists():
+        DATA = cand
+
+
+def turns_and_questions(sample: dict) -> tuple[list[str], list[str], list[tuple[str, set[str]]]]:
+    conv = sample["conversation"]
+    ids, texts = [], []
+    n = 1
+    while f"session_{n}" in conv:
+        for t in conv[f"session_{n}"]:
+            ids.append(t["dia_id"])
+            texts.append(f"{t['speaker']}: {t['text']}")
+        n += 1
+    qs = [(q["question"], set(q["evidence"])) for q in sample["qa"]
+          if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
+    return ids, texts, qs
+
+
+def quality(emb, samples: list[dict], prefix: str = "") -> dict:
+    r5 = r10 = mrr = 0.0
+    count = 0
+    for sample in samples:
+        ids, texts, qs = turns_and_questions(sample)
+        docs = np.array(emb.embed_sync(texts), dtype=np.float32)
+        for question, evidence in qs:
+            q = np.array(emb.embed_sync([prefix + question])[0], dtype=np.float32)
+            order = np.argsort(-(docs @ q))
+            ranked = [ids[i] for i in order[:50]]
+            r5 += len(evidence & set(ranked[:5])) / len(evidence)
+            r10 += len(evidence & set(ranked[:10])) / len(evidence)
+            first = next((k for k, d in enumerate(ranked) if d in evidence), None)
+            mrr += 0.0 if first is None else 1.0 / (first + 1)
+            count += 1
+    return {"r5": r5 / count, "r10": r10 / count, "mrr": mrr / count, "questions": count}
+
+
+def speed(emb, texts: list[str], query: str) -> dict:
+    for _ in range(10):
+        emb.embed_sync([query])
+    single = []
+    for _ in range(200):
+        t = time.perf_counter()
+        emb.embed_sync([query])
+        single.append((time.perf_counter() - t) * 1000)
+    t = time.perf_counter()
+    emb.embed_sync(texts)
+    batch_s = time.perf_counter() - t
+    via_async = []
+    for _ in range(50):
+        t = time.perf_counter()
+        asyncio.run(emb.embed([query]))
+        via_async.append((time.perf_counter() - t) * 1000)
+    return {"single_p50_ms": pct(single, 50), "single_p95_ms": pct(single, 95),
+            "batched_texts_per_s": len(texts) / batch_s, "async_call_p50_ms": pct(via_async, 50)}
+
+
+def loopback_overhead() -> dict:
+    """ms per OpenAI-shaped embedding call through VendorHTTP against 127.0.0.1 (1 text, 8 dims)."""
+    from graphmem import providers
+    from graphmem.settings import Settings
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the vendors' APIs do
+
+        def setup(self):
+            super().setup()
+            # Without this, headers and body go out in two packets and delayed ACK adds 40 ms.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            out = json.dumps({"object": "list", "data": [
+                {"object": "embedding", "index": i, "embedding": [0.1] * 8}
+                for i in range(len(body["input"]))]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    settings = Settings.load(env={"GRAPHITI_EMBEDDER_PROVIDER": "openai", "OPENAI_API_KEY": "sk-" + "x" * 20,
+                                  "OPENAI_BASE_URL": f"http://127.0.0.1:{srv.server_address[1]}/v1",
+                                  "OPENAI_EMBEDDING_DIM": "8"})
+    emb = providers.get_embedder(settings)
+
+    async def run() -> list[float]:
+        out = []
+        for _ in range(200):
+            t = time.perf_counter()
+            await emb.embed(["hello"])
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+    times = asyncio.run(run())
+    srv.shutdown()
+    return {"p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--convs", default="0,1")
+    ap.add_argument("--texts", type=int, default=1000)
+    args = ap.parse_args()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    load_before = os.getloadavg()[0]
+    from graphmem.providers import local
+
+    samples = json.loads(DATA.read_text())
+    chosen = [samples[int(i)] for i in args.convs.split(",")]
+    all_texts = [t for s in samples for t in turns_and_questions(s)[1]][:args.texts]
+    query = "When did Caroline go to the LGBTQ support group?"
+    results: dict = {"models": {}}
+    rows = []
+    bge_instruction = "Represent this sentence for searching relevant passages: "
+    for key, factory, prefixes in (("bge-small-en-v1.5", local.BgeEmbedder, ("", bge_instruction)),
+                                   ("wordllama", local.WordLlamaEmbedder, ("",))):
+        t = time.perf_counter()
+        emb = factory()
+        load_s = time.perf_counter() - t
+        sp = speed(emb, all_texts, query)
+        for prefix in prefixes:
+            q = quality(emb, chosen, prefix)
+            label = key + (" +instruction" if prefix else "")
+            results["models"][label] = {"name": emb.name, "dimension": emb.dimension,
+                                        "load_s": load_s, **sp, **q}
+            rows.append([label, emb.dimension, load_s, sp["single_p50_ms"], sp["single_p95_ms"],
+                         sp["async_call_p50_ms"], round(sp["batched_texts_per_s"]), q["r5"], q["r10"],
+                         q["mrr"]])
+    table(f"local embedders ({len(all_texts)} LoCoMo turns batched; quality = dense alone, convs "
+          f"{args.convs}, {rows and results['models']['wordllama']['questions']} questions)",
+          ["model", "dim", "load s", "1 query p50 ms", "p95 ms", "async p50 ms", "texts/s",
+           "R@5", "R@10", "MRR"], rows)
+
+    rr = local.CrossEncoderReranker()
+    passages = all_texts[:20]
+    rr.score_sync([(query, p) for p in passages])
+    times = []
+    for _ in range(10):
+        t = time.perf_counter()
+        rr.score_sync([(query, p) for p in passages])
+        times.append((time.perf_counter() - t) * 1000)
+    results["reranker"] = {"name": rr.name, "pairs": 20, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+    results["loopback_http"] = loopback_overhead()
+    table("other", ["what", "p50 ms", "p95 ms"], [
+        ["cross-encoder, 20 pairs", results["reranker"]["p50_ms"], results["reranker"]["p95_ms"]],
+        ["cloud call overhead (loopback)", results["loopback_http"]["p50_ms"],
+         results["loopback_http"]["p95_ms"]]])
+    results["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
+    print(f"\n1-minute load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
+          f"(2 cores; other processes share them)")
+    write_json("providers", results)
+
+
+if __name__ == "__main__":
+    main()
