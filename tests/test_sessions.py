@@ -200,3 +200,19 @@ def test_cli_lists_sessions_and_shows_one(spec_dir: Path):
     missing = run_cli("session", "ses-doesnotexist", "--spec-dir", str(spec_dir))
     assert missing.returncode == 4 and "ses-doesnotexist" in missing.stderr
     assert os.path.isdir(spec_dir / "memory" / "episodes")
+
+
+def test_unsynced_mode_still_writes_whole_lines(spec_dir: Path, monkeypatch):
+    monkeypatch.setenv("GRAPHMEM_EPISODES_FSYNC", "false")
+    with Memory(spec_dir) as m:
+        assert m.settings.episodes.fsync is False
+        sid = m.start_session()
+        ids = [m.record_turn(sid, "user", f"quick {i}") for i in range(3)]
+    monkeypatch.setenv("GRAPHMEM_EPISODES_FSYNC", "yes-please")
+    from graphmem import ConfigError
+
+    with pytest.raises(ConfigError, match="episodes.fsync"):
+        Memory(spec_dir)
+    monkeypatch.delenv("GRAPHMEM_EPISODES_FSYNC")
+    with Memory(spec_dir) as m:
+        assert [t["id"] for t in m.get_session_history(sid)] == ids

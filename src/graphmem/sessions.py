@@ -91,7 +91,7 @@ class _EpisodeState:
         from .index.episodes import open_episode_index
 
         self.mem = mem
-        self.store = EpisodeStore(mem.spec_dir)
+        self.store = EpisodeStore(mem.spec_dir, fsync=mem.settings.episodes.fsync)
         self.index = open_episode_index(mem.settings.home)
         self.spec = str(self.store.spec_dir)
         self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \

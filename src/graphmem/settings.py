@@ -105,6 +105,15 @@ def default_home() -> Path:
     return Path(user_data_dir("graphmem", appauthor=False))
 
 
+class EpisodeSettings(_Section):
+    """Episodic session files."""
+
+    # True: every turn is fdatasync'ed before record_turn returns (survives a power cut).
+    # False: written with one write(2) but not synced (survives a crash of the process, as
+    # SQLite's WAL with synchronous=NORMAL does); much faster on slow disks.
+    fsync: bool = True
+
+
 class Settings(_Section):
     """The settings root."""
 
@@ -113,6 +122,7 @@ class Settings(_Section):
     max_item_bytes: int = Field(default=1_000_000, ge=1)
     graph: GraphSettings = Field(default_factory=GraphSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
+    episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
@@ -170,6 +180,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_HOME": ("home",),
     "GRAPHMEM_REDACT": ("redact",),
     "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
+    "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
     "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),
     "GRAPHITI_FALKORDB_HOST": ("graph", "falkordb_host"),
     "GRAPHITI_FALKORDB_PORT": ("graph", "falkordb_port"),

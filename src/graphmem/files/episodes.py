@@ -89,8 +89,9 @@ class Appended:
 class EpisodeStore:
     """Reads and writes one spec's episodic session files. Inputs are validated upstream."""
 
-    def __init__(self, spec_dir: Path):
+    def __init__(self, spec_dir: Path, fsync: bool = True):
         self.spec_dir = Path(spec_dir).resolve()
+        self.fsync = fsync  # False: one write(2) per batch, no fdatasync (settings.episodes.fsync)
         self.root = self.spec_dir / "memory" / "episodes"
         self._tails: dict[Path, _Tail] = {}
         self._meta: dict[str, tuple[int, int, dict]] = {}
@@ -206,14 +207,15 @@ class EpisodeStore:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
-                os.fdatasync(fd)
+                if self.fsync:
+                    os.fdatasync(fd)
             except OSError as exc:
                 os.ftruncate(fd, before)  # a failed write leaves no partial lines behind
                 raise StorageError(f"cannot append to {path}: {exc}") from None
             st = os.fstat(fd)
         finally:
             os.close(fd)
-        if before == 0:
+        if before == 0 and self.fsync:
             fsync_dir(path.parent)
         self._tails[path] = _Tail(st.st_ino, st.st_size, start + len(out))
         return out

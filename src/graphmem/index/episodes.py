@@ -143,18 +143,20 @@ class EpisodeIndex:
 
     @staticmethod
     def _insert(c: sqlite3.Connection, spec: str, sid: str, turns: list[dict], steps: list[dict]) -> None:
-        c.executemany(
-            "INSERT OR REPLACE INTO ep_turns (spec, session_id, id, turn_index, role, content, model,"
-            " tokens, at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            [(spec, sid, t["id"], t["index"], t["role"], t["content"], t.get("model"), t.get("tokens"),
-              _epoch(t.get("at")) or 0.0, json.dumps(t["metadata"]) if t.get("metadata") else None)
-             for t in turns])
-        c.executemany(
-            "INSERT OR REPLACE INTO ep_steps (spec, session_id, id, step_index, name, status, payload,"
-            " at) VALUES (?,?,?,?,?,?,?,?)",
-            [(spec, sid, s["id"], s["index"], s["name"], s["status"],
-              json.dumps(s["payload"]) if s.get("payload") is not None else None,
-              _epoch(s.get("at")) or 0.0) for s in steps])
+        if turns:
+            c.executemany(
+                "INSERT OR REPLACE INTO ep_turns (spec, session_id, id, turn_index, role, content,"
+                " model, tokens, at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [(spec, sid, t["id"], t["index"], t["role"], t["content"], t.get("model"),
+                  t.get("tokens"), _epoch(t.get("at")) or 0.0,
+                  json.dumps(t["metadata"]) if t.get("metadata") else None) for t in turns])
+        if steps:
+            c.executemany(
+                "INSERT OR REPLACE INTO ep_steps (spec, session_id, id, step_index, name, status,"
+                " payload, at) VALUES (?,?,?,?,?,?,?,?)",
+                [(spec, sid, s["id"], s["index"], s["name"], s["status"],
+                  json.dumps(s["payload"]) if s.get("payload") is not None else None,
+                  _epoch(s.get("at")) or 0.0) for s in steps])
 
     def replace_session(self, spec: str, meta: dict, turns: list[dict], steps: list[dict],
                         sizes: tuple[int, int, int]) -> None:
