@@ -148,6 +148,10 @@ def test_turns_are_searchable_and_redacted(spec_dir: Path):
         counts = m.reindex()
         assert counts["items"] >= 3
         assert m.search("database password rotation", kinds=["turn"])[0].session == sid
+        m.delete_session(sid)
+        assert not [h for h in m.search("database password rotation") if h.session == sid]
+        m.reindex()
+        assert not [h for h in m.search("database password rotation") if h.session == sid]
 
 
 def test_event_hook_acks_only_durable_turns(spec_dir: Path):

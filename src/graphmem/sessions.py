@@ -246,7 +246,7 @@ class SessionsMixin:
         ep = self._ep
         ep.store.require(sid)
         row = ep.index.session(ep.spec, sid)
-        if row is None or ep.index.states(ep.spec).get(sid) != ep.store.sizes(sid):
+        if row is None or ep.index.state(ep.spec, sid) != ep.store.sizes(sid):
             ep.resync(sid)
             row = ep.index.session(ep.spec, sid)
         return row or {}
@@ -282,7 +282,7 @@ class SessionsMixin:
         ep = self._ep
         ep.store.require(sid)
         turns = ep.store.read_lines(sid, TURNS)
-        if ep.index.states(ep.spec).get(sid) != ep.store.sizes(sid):
+        if ep.index.state(ep.spec, sid) != ep.store.sizes(sid):
             ep.resync(sid)  # the file changed behind the index (e.g. a torn line was cut)
         return [dict(t, session_id=sid, metadata=t.get("metadata") or {}) for t in turns]
 
@@ -321,9 +321,21 @@ class SessionsMixin:
         ids = [i.id for i in self._session_items(sid)]
         ep.store.delete(sid)
         ep.index.delete_session(ep.spec, sid)
+        if ids:
+            await self._forget_items(ids)
+
+    async def _forget_items(self, ids: list[str]) -> None:
+        """Drop a deleted session's items from the local search index."""
         forget = getattr(self.backends, "forget_items", None)
-        if forget is not None and ids:
+        if forget is not None:
             await forget(self, ids)
+            return
+        local = getattr(self.backends, "local", None)  # until Backends grows forget_items
+        try:
+            local.index.delete(project=str(self.project_dir), ids=ids)
+        except (AttributeError, StorageError) as exc:
+            log.warning("deleted session's items may stay searchable until `graphmem reindex`: %s",
+                        exc)
 
     def _session_items(self, sid: str) -> list[MemoryItem]:
         ep, project = self._ep, str(self.project_dir)

@@ -184,6 +184,12 @@ class EpisodeIndex:
                            (spec,))
         return {r["id"]: (r["turns_size"], r["steps_size"], r["meta_mtime"]) for r in rows}
 
+    def state(self, spec: str, sid: str) -> tuple[int, int, int] | None:
+        """The (turns size, steps size, metadata mtime) one session's rows were built from."""
+        rows = self._query("SELECT turns_size, steps_size, meta_mtime FROM ep_sessions"
+                           " WHERE spec=? AND id=?", (spec, sid))
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
     def session(self, spec: str, sid: str) -> dict | None:
         rows = self._query(f"SELECT {SESSION_COLS} FROM ep_sessions WHERE spec=? AND id=?", (spec, sid))
         return _session(rows[0]) if rows else None
