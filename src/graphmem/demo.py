@@ -292,6 +292,12 @@ def show(demo: Demo, ok: bool) -> None:
     if not demo.projects:  # nothing was written: the folder could not be prepared
         console.print(Text(f"graphmem demo: {demo.steps[0].result}", style="red"))
         return
+    context = demo.root / "context.md"
+    if context.is_file():
+        from rich.panel import Panel
+
+        console.print(Panel(Text(context.read_text(encoding="utf-8").strip()),
+                            title="prompt context for the new task (get_context)", expand=False))
     console.print(f"[bold]Files[/] under {demo.root}:")
     for name, p in demo.projects.items():
         console.print(f"  {name}: {p['spec'] / 'memory'}  (gotchas.md, patterns.md, "
