@@ -41,12 +41,15 @@ def test_torn_last_line_is_cut_on_read_and_earlier_lines_survive(spec_dir: Path)
             history = m.get_session_history(sid)
         assert [t["id"] for t in history] == ids
         assert path.read_bytes().endswith(b"\n")
-        [kept] = list(path.parent.glob("turns.jsonl.torn-*"))
+        [kept] = list(path.parent.glob("turns.jsonl.corrupt-torn-*"))
         assert kept.read_bytes().startswith(b'{"index": 3, "id": "trn-torn"')
         new = m.record_turn(sid, "assistant", "after the crash", tokens=1)
         assert [t["index"] for t in lines(path)] == [0, 1, 2, 3] and lines(path)[3]["id"] == new
         assert m.get_session(sid)["turns"] == 4
         assert m.end_session(sid)["total_tokens"] == 4
+    from graphmem.files import SpecStore
+
+    assert SpecStore(spec_dir).corrupt_files() == [kept]  # graphmem doctor reports it
 
 
 def test_torn_line_is_repaired_by_the_next_append(spec_dir: Path):

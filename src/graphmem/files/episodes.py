@@ -8,9 +8,10 @@
 ``session.json`` is replaced atomically; the JSON Lines files only ever grow, one fsynced
 ``write`` per batch of whole lines, under the session's lock. A torn final line (power cut in the
 middle of an append) is cut off on the next read or write and its bytes kept beside the file as
-``<name>.torn-<time>``; every line before it survives. Lock files live outside the session folder
-so that deleting a session never removes a lock another process may be waiting on; sessions share
-16 of them by hash, because every lock keeps a descriptor open for the life of the process.
+``<name>.corrupt-torn-<time>`` (which ``graphmem doctor`` lists); every line before it survives.
+Lock files live outside the session folder so that deleting a session never removes a lock another
+process may be waiting on; sessions share 16 of them by hash, because every lock keeps a
+descriptor open for the life of the process.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ class EpisodeStore:
             f.seek(cut)
             torn = f.read()
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-            path.with_name(f"{path.name}.torn-{stamp}").write_bytes(torn)
+            path.with_name(f"{path.name}.corrupt-torn-{stamp}").write_bytes(torn)
             f.truncate(cut)
             f.flush()
             os.fsync(f.fileno())
