@@ -152,5 +152,10 @@ def validate(settings: Any) -> list[str]:
 
 def clear_cache() -> None:
     """Forget constructed providers (local models stay loaded in their own module)."""
+    import sys
+
     with _lock:
         _cache.clear()
+        http = sys.modules.get("graphmem.providers.http")  # only if loaded: keep httpx lazy
+        if http is not None:
+            http._shared.clear()

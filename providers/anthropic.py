@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import VendorHTTP, malformed
+from .http import HTTPProvider, malformed, vendor_http
 from .structured import generate_validated, normalise_messages, schema_name
 
 T = TypeVar("T", bound=BaseModel)
@@ -36,7 +36,7 @@ def split_messages(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, 
     return system, turns
 
 
-class AnthropicLLM:
+class AnthropicLLM(HTTPProvider):
     """A Claude model on the Messages API."""
 
     def __init__(self, model: str, http: VendorHTTP):
@@ -93,7 +93,7 @@ def make_llm(settings: Any) -> AnthropicLLM:
     """The configured Claude model."""
     cfg = settings.providers.anthropic
     key = cfg.api_key.get_secret_value() if cfg.api_key else ""
-    http = VendorHTTP("anthropic", cfg.base_url, {"x-api-key": key, "anthropic-version": API_VERSION},
+    http = vendor_http("anthropic", cfg.base_url, {"x-api-key": key, "anthropic-version": API_VERSION},
                       settings, key_env="ANTHROPIC_API_KEY", secret=key)
     return AnthropicLLM(cfg.model, http)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from .http import VendorHTTP
+from .http import VendorHTTP, vendor_http
 from .openai import OpenAIChat, OpenAIEmbedder
 
 DEFAULT_DIM = 1536  # text-embedding-3-small and ada-002; set AZURE_OPENAI_EMBEDDING_DIM otherwise
@@ -26,7 +26,7 @@ def resource_root(base_url: str) -> str:
 def _http(settings: Any) -> VendorHTTP:
     cfg = settings.providers.azure_openai
     key = cfg.api_key.get_secret_value() if cfg.api_key else ""
-    return VendorHTTP("azure_openai", resource_root(cfg.base_url or ""), {"api-key": key}, settings,
+    return vendor_http("azure_openai", resource_root(cfg.base_url or ""), {"api-key": key}, settings,
                       key_env="AZURE_OPENAI_API_KEY", secret=key)
 
 

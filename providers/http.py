@@ -189,6 +189,34 @@ class VendorHTTP:
                                 provider=self.provider, status=status) from None
 
 
+_shared: dict[str, VendorHTTP] = {}
+
+
+def vendor_http(provider: str, base_url: str, headers: dict[str, str], settings: Any,
+                key_env: str | None = None, secret: str | None = None) -> VendorHTTP:
+    """One ``VendorHTTP`` per vendor endpoint and options, so an LLM and an embedder of the same
+    vendor share one connection pool and one concurrency limit."""
+    import hashlib
+
+    ps = settings.providers
+    raw = json.dumps([provider, base_url, sorted(headers.items()), ps.timeout, ps.max_retries,
+                      ps.max_retry_seconds, ps.retry_backoff, ps.concurrency])
+    key = hashlib.sha256(raw.encode()).hexdigest()  # the key is in headers: keep only a hash
+    if key not in _shared:
+        _shared[key] = VendorHTTP(provider, base_url, headers, settings, key_env, secret)
+    return _shared[key]
+
+
+class HTTPProvider:
+    """Base of the cloud providers: ``aclose()`` releases the connections of the running loop."""
+
+    http: VendorHTTP
+
+    async def aclose(self) -> None:
+        """Close this provider's connections for the running event loop."""
+        await self.http.aclose()
+
+
 def malformed(provider: str, what: str, data: Any) -> ProviderError:
     """The error for an answer that is JSON but not in the documented shape."""
     shown = json.dumps(data)[:200] if not isinstance(data, str) else data[:200]

@@ -12,7 +12,8 @@ from typing import Any, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import VendorHTTP, batches, check_texts, check_vectors, malformed
+from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, malformed,
+                   vendor_http)
 from .structured import generate_validated, normalise_messages
 
 T = TypeVar("T", bound=BaseModel)
@@ -21,11 +22,11 @@ MAX_INPUTS, MAX_CHARS = 64, 100_000
 
 
 def _http(settings: Any) -> VendorHTTP:
-    return VendorHTTP("ollama", settings.providers.ollama.base_url, {}, settings,
+    return vendor_http("ollama", settings.providers.ollama.base_url, {}, settings,
                       key_env="OLLAMA_BASE_URL")
 
 
-class OllamaLLM:
+class OllamaLLM(HTTPProvider):
     """A chat model served by Ollama."""
 
     def __init__(self, model: str, http: VendorHTTP):
@@ -67,7 +68,7 @@ class OllamaLLM:
         return await generate_validated(self.name, normalise_messages(messages), schema, call)
 
 
-class OllamaEmbedder:
+class OllamaEmbedder(HTTPProvider):
     """An embedding model served by Ollama."""
 
     def __init__(self, model: str, dimension: int, http: VendorHTTP):

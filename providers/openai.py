@@ -13,7 +13,8 @@ from typing import Any, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import VendorHTTP, batches, check_texts, check_vectors, malformed
+from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, malformed,
+                   vendor_http)
 from .structured import generate_validated, normalise_messages, schema_name, strict_schema
 
 T = TypeVar("T", bound=BaseModel)
@@ -29,7 +30,7 @@ def _reasoning(model: str | None) -> bool:
     return bool(model) and model.startswith(("o1", "o3", "o4", "gpt-5"))
 
 
-class OpenAIChat:
+class OpenAIChat(HTTPProvider):
     """An LLM on the chat-completions API (OpenAI or Azure OpenAI)."""
 
     def __init__(self, name: str, http: VendorHTTP, path: str, model: str | None,
@@ -99,7 +100,7 @@ class OpenAIChat:
         return await generate_validated(self.name, messages, schema, call)
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(HTTPProvider):
     """An embedder on the embeddings API (OpenAI or Azure OpenAI)."""
 
     def __init__(self, name: str, dimension: int, http: VendorHTTP, path: str, model: str | None,
@@ -137,7 +138,7 @@ class OpenAIEmbedder:
 def _http(settings: Any) -> VendorHTTP:
     cfg = settings.providers.openai
     key = cfg.api_key.get_secret_value() if cfg.api_key else ""
-    return VendorHTTP("openai", cfg.base_url, {"Authorization": f"Bearer {key}"}, settings,
+    return vendor_http("openai", cfg.base_url, {"Authorization": f"Bearer {key}"}, settings,
                       key_env="OPENAI_API_KEY", secret=key)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from .http import VendorHTTP, batches, check_texts, check_vectors, malformed
+from .http import HTTPProvider, batches, check_texts, check_vectors, malformed, vendor_http
 
 EMBEDDING_DIMS = {"voyage-3": 1024, "voyage-3-lite": 512, "voyage-3-large": 1024,
                   "voyage-3.5": 1024, "voyage-3.5-lite": 1024, "voyage-code-3": 1024,
@@ -19,7 +19,7 @@ EMBEDDING_DIMS = {"voyage-3": 1024, "voyage-3-lite": 512, "voyage-3-large": 1024
 MAX_INPUTS, MAX_CHARS = 1000, 200_000
 
 
-class VoyageEmbedder:
+class VoyageEmbedder(HTTPProvider):
     """A Voyage embedding model."""
 
     def __init__(self, model: str, dimension: int, http: VendorHTTP, send_dimension: bool):
@@ -59,7 +59,7 @@ def make_embedder(settings: Any) -> VoyageEmbedder:
     """The configured Voyage model."""
     cfg = settings.providers.voyage
     key = cfg.api_key.get_secret_value() if cfg.api_key else ""
-    http = VendorHTTP("voyage", cfg.base_url, {"Authorization": f"Bearer {key}"}, settings,
+    http = vendor_http("voyage", cfg.base_url, {"Authorization": f"Bearer {key}"}, settings,
                       key_env="VOYAGE_API_KEY", secret=key)
     dim = cfg.embedding_dim or EMBEDDING_DIMS[cfg.embedding_model]
     return VoyageEmbedder(cfg.embedding_model, dim, http, send_dimension=cfg.embedding_dim is not None)

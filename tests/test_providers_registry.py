@@ -155,6 +155,9 @@ def test_providers_are_cached_per_settings():
     assert providers.get_llm(Settings.load(env=env)) is first
     other = providers.get_llm(Settings.load(env={**env, "OPENAI_API_KEY": "sk-" + "b" * 30}))
     assert other is not first
+    # The LLM and the embedder of one vendor share one connection pool and concurrency limit.
+    emb = providers.get_embedder(Settings.load(env={**env, "GRAPHITI_EMBEDDER_PROVIDER": "openai"}))
+    assert emb.http is first.http and other.http is not first.http
     providers.clear_cache()
     assert providers.get_llm(Settings.load(env=env)) is not first
     providers.clear_cache()
