@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -48,9 +49,37 @@ def _vectrix_dir(sub: str) -> Path:
     return path
 
 
-def _session(path: Path) -> Any:
+def _session(path: Path, cache_dir: Path | None = None) -> Any:
+    """An ONNX session; the optimised graph is kept in ``cache_dir`` so later loads skip that step."""
     import onnxruntime as ort
 
+    source = path / "model.onnx"
+    cached = None
+    if cache_dir is not None:
+        stat = source.stat()
+        cached = cache_dir / f"{path.name}-ort{ort.__version__}-{stat.st_size}-{int(stat.st_mtime)}.onnx"
+    if cached is not None and cached.is_file():
+        try:
+            return ort.InferenceSession(str(cached), _options(ort, optimise=False),
+                                        providers=["CPUExecutionProvider"])
+        except Exception:  # a damaged cache file: rebuild it below
+            cached.unlink(missing_ok=True)
+    opts = _options(ort, optimise=True)
+    tmp = None
+    if cached is not None:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cache_dir / f".{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+            opts.optimized_model_filepath = str(tmp)
+        except OSError:
+            tmp = None  # read-only home: run without the cache
+    session = ort.InferenceSession(str(source), opts, providers=["CPUExecutionProvider"])
+    if tmp is not None and tmp.is_file():
+        os.replace(tmp, cached)  # atomic: concurrent processes never see half a file
+    return session
+
+
+def _options(ort: Any, optimise: bool) -> Any:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2  # this machine class has 2 cores; more threads only contend
     opts.inter_op_num_threads = 1
@@ -58,9 +87,11 @@ def _session(path: Path) -> Any:
     # measured on a busy 2-core box, spinning made single queries 5x slower.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # EXTENDED, not ALL: the saved graph then has no CPU-specific layout and stays portable.
+    opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED if optimise
+                                     else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     opts.log_severity_level = 3
-    return ort.InferenceSession(str(path / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+    return opts
 
 
 def _tokenizer(path: Path, max_length: int, pair: bool = False) -> Any:
@@ -96,9 +127,9 @@ class BgeEmbedder(_Onnx):
     dimension = 384
     query_prefix = ""  # bge's retrieval instruction is optional for v1.5; search may set it
 
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: Path | None = None) -> None:
         path = _vectrix_dir("bge_small_en")
-        self.session = _session(path)
+        self.session = _session(path, cache_dir)
         self.tokenizer = _tokenizer(path, 512)
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
@@ -154,9 +185,9 @@ class CrossEncoderReranker(_Onnx):
 
     name = "local/ms-marco-MiniLM-L-12-v2"
 
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: Path | None = None) -> None:
         path = _vectrix_dir("reranker_en")
-        self.session = _session(path)
+        self.session = _session(path, cache_dir)
         self.tokenizer = _tokenizer(path, 512, pair=True)
 
     def score_sync(self, pairs: list[tuple[str, str]]) -> list[float]:
@@ -191,6 +222,10 @@ def _texts(texts: Sequence[str]) -> list[str]:
     return out
 
 
+def _cache_dir(settings: Any) -> Path:
+    return Path(settings.home) / "models"
+
+
 def _load(key: str, factory: Any) -> Any:
     with _lock:  # one load per process, even when two threads ask at once
         if key not in _models:
@@ -202,13 +237,15 @@ def make_embedder(settings: Any) -> Any:
     """The local embedder named by ``providers.local.embedding_model`` ("default" picks one)."""
     name = _resolve(settings.providers.local.embedding_model, DEFAULT_EMBEDDING_MODEL,
                     list(EMBEDDING_MODELS), "embedding model")
-    return _load(name, BgeEmbedder if name == "bge-small-en-v1.5" else WordLlamaEmbedder)
+    if name == "wordllama":
+        return _load(name, WordLlamaEmbedder)
+    return _load(name, lambda: BgeEmbedder(_cache_dir(settings)))
 
 
 def make_reranker(settings: Any) -> CrossEncoderReranker:
     """The local cross-encoder named by ``providers.local.reranker``."""
     _resolve(settings.providers.local.reranker, DEFAULT_RERANKER, RERANKERS, "reranker")
-    return _load("reranker", CrossEncoderReranker)
+    return _load("reranker", lambda: CrossEncoderReranker(_cache_dir(settings)))
 
 
 def validate(settings: Any, role: str) -> list[str]:
