@@ -206,7 +206,6 @@ class SessionsMixin:
                "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
         if args.metadata:
             rec["metadata"] = self._clean(args.metadata)
-        self._ep.store.require(sid)
         return (await self._ep.batcher.submit(sid, "turn", rec))["id"]
 
     async def record_step(self, session_id: str, name: str, status: str, payload: Any = None,
@@ -218,7 +217,6 @@ class SessionsMixin:
         rec = {"id": f"stp-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)),
                "name": self._clean(args.name), "status": self._clean(args.status),
                "payload": self._clean(payload)}
-        self._ep.store.require(sid)
         return (await self._ep.batcher.submit(sid, "step", rec))["id"]
 
     async def end_session(self, session_id: str, *, at: Any = None) -> dict:

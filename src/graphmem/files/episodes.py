@@ -187,16 +187,17 @@ class EpisodeStore:
             if check:
                 check(meta)
             folder = self.session_dir(sid)
-            out_t = self._append_file(folder / TURNS, turns)
-            out_s = self._append_file(folder / STEPS, steps)
-            done = Appended(meta, out_t, out_s, _size(folder / TURNS), _size(folder / STEPS))
+            out_t, size_t = self._append_file(folder / TURNS, turns)
+            out_s, size_s = self._append_file(folder / STEPS, steps)
+            done = Appended(meta, out_t, out_s, size_t, size_s)
             if then:
                 then(done)
         return done
 
-    def _append_file(self, path: Path, records: list[dict]) -> list[dict]:
+    def _append_file(self, path: Path, records: list[dict]) -> tuple[list[dict], int]:
+        """Append ``records`` as numbered lines; returns them and the file's new size."""
         if not records:
-            return []
+            return [], _size(path)
         self._repair(path)
         start = self._count(path)
         out = [{"index": start + i, **r} for i, r in enumerate(records)]
@@ -219,7 +220,7 @@ class EpisodeStore:
         if before == 0 and self.fsync:
             fsync_dir(path.parent)
         self._tails[path] = _Tail(st.st_ino, st.st_size, start + len(out))
-        return out
+        return out, st.st_size
 
     def _count(self, path: Path) -> int:
         """Lines in ``path``, reading only what was appended since the last count."""
