@@ -239,3 +239,21 @@ def test_garbage_everywhere_else(spec_dir: Path, monkeypatch):
             m.list_recent_sessions(workspace=3)
         assert m.get_session_history(sid) == [] and m.get_session_steps(sid) == []
         assert len(m.list_recent_sessions()) == 1  # only the one good session was created
+
+
+def test_cancelling_the_batch_leader_loses_no_turn(spec_dir: Path):
+    async def run():
+        async with AsyncMemory(spec_dir) as m:
+            sid = await m.start_session()
+            tasks = [asyncio.create_task(m.record_turn(sid, "user", f"c{i}")) for i in range(10)]
+            await asyncio.sleep(0)  # every task has submitted; the first leads the batch
+            tasks[0].cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            return sid, results
+
+    sid, results = asyncio.run(run())
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert all(isinstance(r, str) for r in results[1:])
+    recs = lines(turns_file(spec_dir, sid))
+    assert [r["content"] for r in recs] == [f"c{i}" for i in range(10)]  # durable, in order
+    assert {r["id"] for r in recs} >= set(results[1:])

@@ -55,6 +55,9 @@ class _Batcher:
                 cancelled |= await self._drain(sid, self.pending.pop(sid))
         finally:
             self.busy.discard(sid)
+            for _, _, f in self.pending.pop(sid, []):  # only after an abnormal exit
+                if not f.done():
+                    f.set_exception(StorageError(f"session {sid}: the write was interrupted"))
         if cancelled:
             raise asyncio.CancelledError
         return await fut
@@ -64,10 +67,12 @@ class _Batcher:
         try:
             done = self.mem._ep_write(sid, [r for k, r, _ in batch if k == "turn"],
                                       [r for k, r, _ in batch if k == "step"])
-        except Exception as exc:
+        except BaseException as exc:  # every caller of the batch learns why; none waits forever
             for _, _, f in batch:
                 if not f.done():
                     f.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
             return False
         turns, steps = iter(done.turns), iter(done.steps)
         results = [next(turns) if k == "turn" else next(steps) for k, _, _ in batch]
