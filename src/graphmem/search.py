@@ -22,8 +22,10 @@ log = logging.getLogger("graphmem.search")
 SCOPES = ("spec", "project", "all")
 MAX_LIMIT = 1000
 MAX_QUERY_CHARS = 10_000
-GRAPH_WEIGHT = 0.5  # a graph hit counts half a local hit at the same rank
-RRF_K = 60
+# Reciprocal-rank fusion: a graph-only hit ranked 1st lands after the local top 3; a hit both
+# backends found rises. A small k keeps the top ranks apart (k=60 flattens them).
+GRAPH_WEIGHT = 0.8
+RRF_K = 10
 
 # Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(project_dir) -> items.
 ITEM_SOURCES: list[Callable[[Path], Iterable[MemoryItem]]] = []

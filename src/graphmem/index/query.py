@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Sequence
 
+from ..errors import ProviderError
 from ..models import Hit
 from .ranker import SEQUENCE_KINDS, Params
 from .store import LocalIndex, row_time
 from .text import tokenize
 
+log = logging.getLogger("graphmem.index")
 RERANK_POOL = 24  # candidates the cross-encoder sees; ~14 ms per pair on 2 cores
 RERANK_WEIGHT = 0.6  # share of the cross-encoder in the final score; the rest is first-stage
 
@@ -42,7 +45,12 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
             return []
     mask = snap.mask(pids, spec, tuple(sorted(kinds)) if kinds else None)
     term_ids = list(index.term_ids(tokenize(query)).values())
-    qvec = await query_vector(index.embedder, query) if snap.vectors is not None else None
+    qvec = None
+    if snap.vectors is not None:
+        try:
+            qvec = await query_vector(index.embedder, query)
+        except ProviderError as exc:  # the embedder is down: words alone still answer
+            log.warning("query not embedded (%s); ranking by words only", exc)
     pool = max(limit, RERANK_POOL) if reranker is not None else limit
     ranked = snap.rank(term_ids, qvec, mask, pool, p)
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])

@@ -28,11 +28,12 @@ class Params:
 
     k1: float = 0.6
     b: float = 0.3
-    session_weight: float = 0.8
-    neighbour_weights: tuple[float, ...] = (0.6, 0.3)  # ±1, ±2 items in the session
+    session_weight: float = 0.4  # share of the session's own BM25 (scaled to the best item)
+    neighbour_weights: tuple[float, ...] = (0.5, 0.25)  # ±1, ±2 items in the session
     name_boost: float = 1.5
-    dense_weight: float = 0.35
-    dense_neighbour_weights: tuple[float, ...] = (0.3,)
+    lex_floor: float = 1.0  # see ``rank``
+    dense_weight: float = 0.3
+    dense_neighbour_weights: tuple[float, ...] = ()  # smoothing vectors' scores only blurred them
 
 
 def _csr(docs: np.ndarray, terms: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -172,6 +173,7 @@ class Snapshot:
     def lexical(self, term_ids: list[int], p: Params) -> np.ndarray:
         """BM25 of items, plus their session's BM25, smoothed over neighbours, name-boosted."""
         scores = self._bm25(term_ids, self.ptr, self.doc, self.tf, self.length, self.n, p)
+        scores = self._smooth(scores, p.neighbour_weights)
         if p.session_weight and len(self.s_length):
             s = self._bm25(term_ids, self.s_ptr, self.s_doc, self.s_tf, self.s_length,
                            len(self.s_length), p)
@@ -180,12 +182,21 @@ class Snapshot:
                 item_top = float(scores.max()) or 1.0
                 has = self.session >= 0
                 scores[has] += p.session_weight * item_top * s[self.session[has]] / top
-        scores = self._smooth(scores, p.neighbour_weights)
         if p.name_boost != 1.0:
             hit = [self.names[t] for t in set(term_ids) if t in self.names]
             if hit:
                 scores[np.unique(np.concatenate(hit))] *= p.name_boost
         return scores
+
+    def full_match(self, term_ids: list[int], p: Params) -> float:
+        """BM25 of a document of average length holding each query term once."""
+        total = 0.0
+        for t in set(term_ids):
+            if t + 1 < len(self.ptr):
+                df = int(self.ptr[t + 1] - self.ptr[t])
+                if df:
+                    total += math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+        return total
 
     def dense(self, qvec: np.ndarray, p: Params) -> np.ndarray | None:
         if self.vectors is None or qvec is None:
@@ -199,10 +210,16 @@ class Snapshot:
         if not mask.any():
             return []
         lex = self.lexical(term_ids, p)
-        lex_top = float(lex[mask].max()) if mask.any() else 0.0
+        # Scale words by the best match in scope, but never by less than a share of what a full
+        # match of every query term would score: one rare shared word must not outrank meaning.
+        lex_top = max(float(lex[mask].max()), p.lex_floor * self.full_match(term_ids, p))
         final = lex / lex_top if lex_top > 0 else np.zeros(self.n, np.float32)
         sims = self.dense(qvec, p)
-        if sims is not None and p.dense_weight:
+        if sims is None or not p.dense_weight:
+            mask = mask & (final > 0)  # words alone: an item sharing none is no answer
+            if not mask.any():
+                return []
+        else:
             s = sims[mask]
             lo, hi = float(np.median(s)), float(s.max())
             if hi > lo:
