@@ -183,3 +183,19 @@ def test_project_only_reads_work_and_spec_writes_name_spec_dir(spec_dir: Path):
         write = await c.call_tool("add_gotcha", {"text": "x", "project_dir": str(project)})
         assert write.is_error and "spec_dir" in _text(write)
     _session(build_server(), steps)
+
+
+def test_memories_are_closed_after_the_last_session_and_reopened_by_the_next(spec_dir: Path):
+    server = build_server(spec_dir)
+
+    async def first(c):
+        _data(await c.call_tool("add_gotcha", {"text": "Pin the Stripe API version"}))
+        assert len(server.pool._memories) == 1
+
+    async def second(c):
+        assert len(server.pool._memories) == 0  # the first session's memory was closed
+        assert _data(await c.call_tool("memory_summary", {}))["total_gotchas"] == 1
+        hits = _data(await c.call_tool("search_memory", {"query": "stripe api version"}))["hits"]
+        assert hits[0]["text"] == "Pin the Stripe API version"
+    _session(server, first)
+    _session(server, second)

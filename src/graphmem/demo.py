@@ -142,9 +142,14 @@ class Demo:
                     counts["turns"] += 1
                 mem.end_session(sid)
                 rep = mem.save_session_insights(session["number"], session["insights"])
+                # As an agent does: what it discovered also goes to gotchas.md / patterns.md
+                # (same stable ids as the session file's copies, so nothing is indexed twice).
+                found = session["insights"].get("discoveries", {})
                 reports = [rep]
-                reports += [mem.append_gotcha(g) for g in session.get("gotchas", [])]
-                reports += [mem.append_pattern(x) for x in session.get("patterns", [])]
+                reports += [mem.append_gotcha(g) for g in
+                            found.get("gotchas_encountered", []) + session.get("gotchas", [])]
+                reports += [mem.append_pattern(x) for x in
+                            found.get("patterns_found", []) + session.get("patterns", [])]
                 for r in reports:
                     counts["items"] += r.items
                     counts["graph"].add(r.graph)

@@ -121,17 +121,24 @@ def build_server(spec_dir: str | Path | None = None, project_dir: str | Path | N
     pool = MemoryPool(settings or Settings.load(), Path(spec_dir) if spec_dir else None,
                       Path(project_dir) if project_dir else None)
 
+    sessions = 0
+
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[MemoryPool]:
+        # Entered once per client session (many at once over HTTP): close on the last one out.
+        nonlocal sessions
+        sessions += 1
         try:
             yield pool
         finally:
-            await pool.aclose()
+            sessions -= 1
+            if sessions == 0:
+                await pool.aclose()
 
     from . import __version__
 
     server = GraphmemMCPServer("graphmem", version=__version__, instructions=INSTRUCTIONS,
-                       lifespan=lifespan, log_level="WARNING")
+                               lifespan=lifespan, log_level="WARNING")
     server.pool = pool  # type: ignore[attr-defined]  # for tests and embedding
     _register_tools(server, pool)
     return server
