@@ -17,9 +17,11 @@ WRITER = Path(__file__).with_name("writer_proc.py")
 
 
 def _spawn(spec: Path, worker: int, count: int) -> subprocess.Popen:
+    # The subject is the file store; the derived index is written too, with the light static
+    # embedder so that eight model loads do not dominate the run.
+    env = dict(os.environ, GRAPHMEM_LOCAL_EMBEDDING_MODEL="wordllama")
     return subprocess.Popen([sys.executable, str(WRITER), str(spec), str(worker), str(count)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _check_all_files_parse(spec: Path) -> None:

@@ -6,6 +6,8 @@ Same names, signatures and return shapes; behind them, graphmem's atomic, locked
 
 from __future__ import annotations
 
+import atexit
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,45 @@ __all__ = [
 ]
 
 
-def _mem(spec_dir: Path) -> Memory:
-    return Memory(spec_dir)
+# The reference's functions take a folder per call; opening the index and models per call would
+# cost more than the write, so each (folder, settings) keeps one Memory for the process.
+_CACHE: dict[tuple[str, str], Memory] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+class _Borrowed:
+    """A cached ``Memory`` used as a context manager that does not close it."""
+
+    def __init__(self, memory: Memory):
+        self.memory = memory
+
+    def __enter__(self) -> Memory:
+        return self.memory
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _mem(spec_dir: Path) -> _Borrowed:
+    settings = Settings.load()
+    key = (str(Path(spec_dir).resolve()), settings.model_dump_json())
+    with _CACHE_LOCK:
+        memory = _CACHE.get(key)
+        if memory is None:
+            memory = _CACHE[key] = Memory(spec_dir, settings=settings)
+    return _Borrowed(memory)
+
+
+@atexit.register
+def _close_all() -> None:
+    with _CACHE_LOCK:
+        memories = list(_CACHE.values())
+        _CACHE.clear()
+    for memory in memories:
+        try:
+            memory.close()
+        except Exception:  # interpreter shutdown: nothing left to report to
+            pass
 
 
 def is_graphiti_memory_enabled() -> bool:
