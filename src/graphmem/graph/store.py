@@ -42,10 +42,16 @@ def _connection_error(exc: BaseException) -> bool:
                             OSError, asyncio.TimeoutError))
 
 
-def fulltext_query(text: str) -> str:
-    """Words of ``text`` OR-ed for RediSearch; punctuation never reaches the query syntax."""
+def query_words(text: str) -> list[str]:
+    """The words of ``text`` that go into full-text queries (punctuation never reaches the
+    RediSearch syntax; stop words and single letters are dropped)."""
     words = [w for w in re.findall(r"\w+", text.casefold()) if w not in _STOP and len(w) > 1]
-    return " | ".join(list(dict.fromkeys(words))[:32])
+    return list(dict.fromkeys(words))[:32]
+
+
+def fulltext_query(text: str, all_words: bool = False) -> str:
+    """RediSearch query: any of the words (OR), or every one of them (AND)."""
+    return (" " if all_words else " | ").join(query_words(text))
 
 
 class GraphStore:
@@ -322,40 +328,53 @@ class GraphStore:
             return []
         vec = schema.as_vectors(await self.embedder.embed([query]))[0]
         ft = fulltext_query(query)
-        per_graph = await asyncio.gather(*(self._search_one(g, vec, ft, kinds, limit, spec)
-                                           for g in gids))
-        hits = [h for hs in per_graph for h in hs]
-        hits.sort(key=lambda h: -h.score)
-        return hits[:limit]
-
-    async def _search_one(self, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
-                          limit: int, spec: str | None) -> list[Hit]:
         k = limit * (4 if kinds or spec else 2)
+        per_graph = await asyncio.gather(*(self._candidates(g, vec, ft, kinds, k, spec) for g in gids))
+        # Fuse across graphs, not per graph: cosines from one embedder compare across graphs, so
+        # one global vector ranking and one global text ranking go into RRF together.
+        rows: dict[str, list] = {}
+        rankings: list[list[list]] = [[], []]  # vector rows, text rows (score last)
+        for cands in per_graph:
+            for which, found in enumerate(cands):
+                for row in found:
+                    rows.setdefault(row[0], row)
+                    rankings[which].append(row)
+        ids = list(rows)
+        pos = {u: i for i, u in enumerate(ids)}
+        ranked = [[pos[r[0]] for r in sorted(found, key=lambda r: -float(r[-1]))] for found in rankings]
+        fused = rrf(ranked, len(ids))
+        best = 2.0 / 61  # first in both rankings: scores are scaled into 0..1
+        order = sorted(range(len(ids)), key=lambda i: -fused[i])[:limit]
+        return [_hit(rows[ids[i]], fused[i] / best) for i in order]
+
+    async def _candidates(self, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
+                          k: int, spec: str | None) -> tuple[list, list]:
+        """One graph's best ``k`` by cosine and best ``k`` by full text (rows end with the score)."""
         where = ("WHERE n.gm_kind IS NOT NULL" + (" AND n.gm_kind IN $kinds" if kinds else "")
                  + (" AND n.gm_spec = $spec" if spec else ""))
         params = {"vec": vec, "k": k, "kinds": kinds or [], "q": ft, "spec": spec or ""}
-        vq = (f"MATCH (n:Entity) {where} WITH n, vec.cosineDistance(n.name_embedding, vecf32($vec)) "
-              f"AS d ORDER BY d ASC LIMIT $k RETURN {schema.HIT_FIELDS}, 1 - d")
+        # No vectors in results: parsing them back dominated search time (see the notes).
+        vq = (f"WITH vecf32($vec) AS q MATCH (n:Entity) {where} WITH n, "
+              f"vec.cosineDistance(n.name_embedding, q) AS d ORDER BY d ASC LIMIT $k "
+              f"RETURN {schema.HIT_FIELDS}, 1 - d")
         tq = (f"CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS n, score {where} "
               f"RETURN {schema.HIT_FIELDS}, score ORDER BY score DESC LIMIT $k")
         runs = [self._query(gid, vq, params, ro=True)]
         if ft:
-            runs.append(self._query(gid, tq, params, ro=True))
+            # RediSearch's TF-IDF ranks a document with two frequent words above one with every
+            # word of the query, so documents holding all the words come first (AND, then OR).
+            runs.append(self._query(gid, tq, {**params, "q": ft.replace(" | ", " ")}, ro=True))
+            if " | " in ft:
+                runs.append(self._query(gid, tq, params, ro=True))
         results = await asyncio.gather(*runs)
-        rows: dict[str, list] = {}
-        rankings: list[list[str]] = []
-        for res in results:
-            ranking = []
-            for row in (res.result_set if res is not None else []):
-                rows.setdefault(row[0], row)
-                ranking.append(row[0])
-            rankings.append(ranking)
-        ids = list(rows)
-        pos = {u: i for i, u in enumerate(ids)}
-        fused = rrf([[pos[u] for u in r] for r in rankings], len(ids))
-        best = 2.0 / 61  # first in both rankings: scores are scaled into 0..1
-        order = sorted(range(len(ids)), key=lambda i: -fused[i])[:limit]
-        return [_hit(rows[ids[i]], fused[i] / best) for i in order]
+        found = [res.result_set if res is not None else [] for res in results]
+        text, seen = [], set()
+        for tier, rows in enumerate(found[1:]):
+            for row in rows:
+                if row[0] not in seen:
+                    seen.add(row[0])
+                    text.append([*row[:-1], float(row[-1]) + (1e6 if tier == 0 else 0.0)])
+        return found[0], text[:k]
 
     async def aclose(self) -> None:
         """Close the connection (the embedded server keeps running for other processes)."""
