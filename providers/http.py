@@ -107,8 +107,12 @@ class VendorHTTP:
         loop = asyncio.get_running_loop()
         pair = self._per_loop.get(loop)
         if pair is None:
+            # Proxy variables apply to remote vendors (corporate networks need them), never to a
+            # server on this machine (Ollama, a test server).
+            host = httpx.URL(self.base_url).host
             client = httpx.AsyncClient(base_url=self.base_url, headers=self.headers,
-                                       timeout=httpx.Timeout(self.timeout), trust_env=False)
+                                       timeout=httpx.Timeout(self.timeout),
+                                       trust_env=host not in ("127.0.0.1", "localhost", "::1"))
             pair = (client, asyncio.Semaphore(self.concurrency))
             self._per_loop[loop] = pair
         return pair
