@@ -69,6 +69,7 @@ class Demo:
     # ---- bookkeeping ----------------------------------------------------------------------
     @contextmanager
     def step(self, name: str) -> Iterator[Step]:
+        """Time the block; an exception marks the step failed instead of ending the demo."""
         st = Step(name)
         start = time.perf_counter()
         try:
@@ -82,6 +83,7 @@ class Demo:
         self.steps.append(st)
 
     def check(self, st: Step, condition: bool, failure: str) -> None:
+        """Mark ``st`` failed, saying why, unless ``condition`` holds."""
         if not condition:
             st.ok = False
             st.result = f"{st.result}  FAILED: {failure}".strip()
@@ -93,6 +95,7 @@ class Demo:
                 if not (self.root / MARKER).exists() and any(self.root.iterdir()):
                     raise RuntimeError(f"{self.root} exists and was not made by the demo; "
                                        "pick another --dir")
+                _stop_leftover_server(self.root / "home")
                 shutil.rmtree(self.root)
             (self.root / "home").mkdir(parents=True)
             (self.root / MARKER).write_text("made by python -m graphmem.demo; safe to delete\n")
@@ -241,6 +244,7 @@ class Demo:
 
     # ---- the whole run --------------------------------------------------------------------
     def run(self) -> bool:
+        """Every step in order; True when all of them worked."""
         queries = load_data("queries.json")
         cwd = os.getcwd()
         self.prepare()
@@ -265,6 +269,15 @@ class Demo:
             {"ok": ok, "root": str(self.root), "steps": [s.__dict__ for s in self.steps]},
             indent=2, default=str), encoding="utf-8")
         return ok
+
+
+def _stop_leftover_server(home: Path) -> None:
+    # A previous run that was killed may have left its embedded FalkorDB running on this data.
+    if (home / "falkordb" / "server.json").exists():
+        from .graph.server import EmbeddedServer
+        from .settings import Settings
+
+        EmbeddedServer(Settings.load(env={"GRAPHMEM_HOME": str(home)})).stop()
 
 
 def _short(text: str, n: int = 70) -> str:
