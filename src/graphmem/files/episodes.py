@@ -16,6 +16,7 @@ descriptor open for the life of the process.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -94,20 +95,31 @@ class EpisodeStore:
         self.spec_dir = Path(spec_dir).resolve()
         self.fsync = fsync  # False: one write(2) per batch, no fdatasync (settings.episodes.fsync)
         self.root = self.spec_dir / "memory" / "episodes"
+        self._locks = self.root / ".locks"
         self._tails: dict[Path, _Tail] = {}
         self._meta: dict[str, tuple[int, int, dict]] = {}
+        self._path_cache: dict[str, tuple[Path, Path, Path, Path, str]] = {}
 
     # ---- paths and locks ------------------------------------------------------------------
+    def _paths(self, sid: str) -> tuple[Path, Path, Path, Path, str]:
+        """(folder, session.json, turns.jsonl, steps.jsonl, lock name), built once per session."""
+        got = self._path_cache.get(sid)
+        if got is None:
+            folder = self.root / sid
+            bucket = zlib.crc32(sid.encode("utf-8")) % LOCK_BUCKETS
+            got = self._path_cache[sid] = (folder, folder / "session.json", folder / TURNS,
+                                           folder / STEPS, f"{bucket:02d}.lock")
+        return got
+
     def session_dir(self, sid: str) -> Path:
-        return self.root / sid
+        return self._paths(sid)[0]
 
     def session_file(self, sid: str) -> Path:
-        return self.root / sid / "session.json"
+        return self._paths(sid)[1]
 
     def lock(self, sid: str):
         """The cross-process lock of one session (shared with the sessions of its hash bucket)."""
-        bucket = zlib.crc32(sid.encode("utf-8")) % LOCK_BUCKETS
-        return folder_lock(self.root / ".locks", name=f"{bucket:02d}.lock")
+        return folder_lock(self._locks, name=self._paths(sid)[4])
 
     def session_ids(self) -> list[str]:
         """Every session folder that holds a ``session.json``."""
@@ -181,14 +193,14 @@ class EpisodeStore:
         ``check(meta)`` may refuse the write (e.g. an ended session). ``then`` runs while the lock
         is still held, so derived rows are written in the same order as the lines.
         """
-        self.require(sid)
+        check_session_id(sid)
+        _, _, turns_path, steps_path, _ = self._paths(sid)
         with self.lock(sid):
             meta = self.require(sid)
             if check:
                 check(meta)
-            folder = self.session_dir(sid)
-            out_t, size_t = self._append_file(folder / TURNS, turns)
-            out_s, size_s = self._append_file(folder / STEPS, steps)
+            out_t, size_t = self._append_file(turns_path, turns)
+            out_s, size_s = self._append_file(steps_path, steps)
             done = Appended(meta, out_t, out_s, size_t, size_s)
             if then:
                 then(done)
@@ -198,8 +210,16 @@ class EpisodeStore:
         """Append ``records`` as numbered lines; returns them and the file's new size."""
         if not records:
             return [], _size(path)
-        self._repair(path)
-        start = self._count(path)
+        tail = self._tails.get(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and tail and tail.ino == st.st_ino and tail.size == st.st_size:
+            start = tail.lines  # unchanged since our own last append, which ended with a newline
+        else:
+            self._repair(path)
+            start = self._count(path)
         out = [{"index": start + i, **r} for i, r in enumerate(records)]
         data = "".join(_line(r) for r in out).encode("utf-8")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -326,6 +346,7 @@ class EpisodeStore:
         for key in [p for p in self._tails if p.parent == folder]:
             self._tails.pop(key, None)
         self._meta.pop(sid, None)
+        self._path_cache.pop(sid, None)
 
     def records(self) -> Iterator[tuple[dict, list[dict], list[dict]]]:
         """(session, turns, steps) for every session in this spec."""
@@ -359,9 +380,16 @@ def turn_item(project: str, spec: str, sid: str, t: dict, source: Path) -> Memor
     for key in ("model", "tokens"):
         if t.get(key) is not None:
             meta[key] = t[key]
-    return MemoryItem(id=stable_id(project, spec, "turn", sid, str(t.get("id"))), kind="turn",
-                      text=str(t.get("content", "")), project=project, spec=spec, session=sid,
-                      time=_when(t), metadata=meta, source=str(source))
+    # Built without re-validation: every field comes from a record validated on its way in.
+    return MemoryItem.model_construct(
+        id=_item_id(project, spec, "turn", sid, str(t.get("id"))), kind="turn",
+        text=str(t.get("content", "")), project=project, spec=spec, session=sid, time=_when(t),
+        metadata=meta, source=str(source))
+
+
+def _item_id(*parts: str) -> str:
+    """Like ``models.stable_id`` without normalising: these parts are ids and paths, not prose."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
 
 
 def step_text(name: str, status: str, payload: Any) -> str:
@@ -376,10 +404,10 @@ def step_item(project: str, spec: str, sid: str, s: dict, source: Path) -> Memor
     """An execution step as a searchable item (kind "step")."""
     meta = {"step": s.get("name"), "status": s.get("status"), "step_index": s.get("index"),
             "step_id": s.get("id")}
-    return MemoryItem(id=stable_id(project, spec, "step", sid, str(s.get("id"))), kind="step",
-                      text=step_text(str(s.get("name")), str(s.get("status")), s.get("payload")),
-                      project=project, spec=spec, session=sid, time=_when(s), metadata=meta,
-                      source=str(source))
+    return MemoryItem.model_construct(
+        id=_item_id(project, spec, "step", sid, str(s.get("id"))), kind="step",
+        text=step_text(str(s.get("name")), str(s.get("status")), s.get("payload")),
+        project=project, spec=spec, session=sid, time=_when(s), metadata=meta, source=str(source))
 
 
 def summary_item(project: str, spec: str, meta: dict, source: Path) -> MemoryItem:
