@@ -10,24 +10,43 @@ import pytest
 
 os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
 
-_PROVIDER_VARS = [k for k in os.environ if k.startswith(("GRAPHMEM_", "GRAPHITI_", "OPENAI_",
-                                                         "ANTHROPIC_", "VOYAGE_", "AZURE_OPENAI_",
-                                                         "OLLAMA_"))]
+_PREFIXES = ("GRAPHMEM_", "GRAPHITI_", "OPENAI_", "ANTHROPIC_", "VOYAGE_", "AZURE_OPENAI_", "OLLAMA_",
+             "FALKORDB_")
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private GRAPHMEM_HOME, no stray provider keys, and a cwd with no graphmem.toml or .env."""
-    for key in _PROVIDER_VARS:
-        if key != "GRAPHITI_TELEMETRY_ENABLED":
-            monkeypatch.delenv(key, raising=False)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A private GRAPHMEM_HOME, no stray provider keys, and a cwd with no graphmem.toml or .env.
+
+    The variables are looked up at every test (not once at import), so a variable that an
+    earlier test set by hand is removed here and restored afterwards by monkeypatch. An embedded
+    FalkorDB left running in the test's home is stopped when the test ends.
+    """
+    for key in [k for k in os.environ if k.startswith(_PREFIXES)]:
+        monkeypatch.delenv(key, raising=False)
     home = tmp_path / "gm-home"
     monkeypatch.setenv("GRAPHMEM_HOME", str(home))
     monkeypatch.setenv("GRAPHITI_TELEMETRY_ENABLED", "false")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    return home
+    yield home
+    _stop_servers_under(tmp_path)
+
+
+def _stop_servers_under(root: Path) -> None:
+    """Stop every embedded FalkorDB whose data folder lies under ``root`` (tests own their homes)."""
+    pid_files = list(root.rglob("falkordb/server.json")) if root.exists() else []
+    if not pid_files:
+        return
+    from graphmem.graph.server import EmbeddedServer
+    from graphmem.settings import Settings
+
+    for pid_file in pid_files:
+        try:
+            EmbeddedServer(Settings.load(env={"GRAPHMEM_HOME": str(pid_file.parent.parent)})).stop()
+        except Exception:  # a server already gone is what we want
+            pass
 
 
 @pytest.fixture

@@ -80,12 +80,12 @@ def test_cli_refuses_a_public_address_without_allow_remote(spec_dir: Path):
     assert "not a loopback address" in r.stderr and "--allow-remote" in r.stderr
 
 
-def test_stdio_server_with_the_graph_on_writes_to_the_embedded_falkordb(spec_dir: Path):
+def test_stdio_server_with_the_graph_on_writes_to_the_embedded_falkordb(spec_dir: Path, monkeypatch):
     from graphmem.doctor import run_doctor
     from graphmem.graph.server import EmbeddedServer
     from graphmem.settings import Settings
 
-    os.environ["GRAPHMEM_GRAPH"] = "on"  # the isolated_env fixture restores the environment
+    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
     try:
         async def main():
             async with Client(_stdio("--spec-dir", str(spec_dir)), read_timeout_seconds=60) as c:
