@@ -488,3 +488,44 @@ def test_garbage_messages_are_refused(make):
         with pytest.raises(ValidationError, match="texts"):
             asyncio.run(emb.embed(bad))
     assert server.requests == [] and server2.requests == []
+
+
+def test_persistent_5xx_ends_in_a_provider_error_naming_status_and_tries(make, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # even debug logs of httpx/httpcore must not show the key
+    server, emb = make(CASES[5], providers__max_retries=2)  # voyage
+    server.script = [Reply(502, {"detail": "bad gateway"})] * 3
+    with pytest.raises(ProviderError) as err:
+        asyncio.run(emb.embed(["x"]))
+    msg = str(err.value)
+    assert err.value.status == 502 and "voyage" in msg and "3 tries" in msg and "bad gateway" in msg
+    assert len(server.requests) == 3
+    assert KEY not in caplog.text and KEY not in msg
+
+
+def test_retry_after_header_forms():
+    import email.utils
+
+    import httpx
+
+    from graphmem.providers.http import retry_after_seconds
+
+    assert retry_after_seconds(httpx.Headers({"retry-after": "7"})) == 7.0
+    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250", "retry-after": "9"})) == 0.25
+    date = email.utils.formatdate(time.time() + 20, usegmt=True)
+    assert 15 <= retry_after_seconds(httpx.Headers({"retry-after": date})) <= 21
+    assert retry_after_seconds(httpx.Headers({"retry-after": "soon"})) is None
+    assert retry_after_seconds(httpx.Headers({})) is None
+
+
+def test_anthropic_turns_are_merged_and_start_with_user():
+    from graphmem.providers.anthropic import split_messages
+
+    system, turns = split_messages([
+        {"role": "system", "content": "a"}, {"role": "assistant", "content": "b"},
+        {"role": "assistant", "content": "c"}, {"role": "system", "content": "d"},
+        {"role": "user", "content": "e"}, {"role": "user", "content": "f"}])
+    assert system == "a\n\nd"
+    assert turns == [{"role": "user", "content": "Continue."}, {"role": "assistant", "content": "b\n\nc"},
+                     {"role": "user", "content": "e\n\nf"}]
