@@ -75,7 +75,10 @@ def _session(path: Path, cache_dir: Path | None = None) -> Any:
             tmp = None  # read-only home: run without the cache
     session = ort.InferenceSession(str(source), opts, providers=["CPUExecutionProvider"])
     if tmp is not None and tmp.is_file():
-        os.replace(tmp, cached)  # atomic: concurrent processes never see half a file
+        try:
+            os.replace(tmp, cached)  # atomic: concurrent processes never see half a file
+        except OSError:
+            tmp.unlink(missing_ok=True)
     return session
 
 
@@ -84,7 +87,7 @@ def _options(ort: Any, optimise: bool) -> Any:
     opts.intra_op_num_threads = 2  # this machine class has 2 cores; more threads only contend
     opts.inter_op_num_threads = 1
     # Spinning workers burn the CPU the rest of graphmem (and FalkorDB, and the agent) needs;
-    # measured on a busy 2-core box, spinning made single queries 5x slower.
+    # measured on a busy 2-core box, spinning was never clearly faster and once 5x slower.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     # EXTENDED, not ALL: the saved graph then has no CPU-specific layout and stays portable.
