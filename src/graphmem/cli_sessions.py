@@ -50,11 +50,12 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     def show(rows):
         from rich.table import Table
 
-        t = Table("session", "started", "status", "turns", "tokens", "first prompt")
+        t = Table("started", "status", "turns", "tokens", "first prompt")
+        t.add_column("session", no_wrap=True)  # ids are copied from here
         for r in rows:
             prompt = (r["first_prompt"] or "").replace("\n", " ")
-            t.add_row(r["session_id"], _when(r["started_at"]), r["status"], str(r["turns"]),
-                      str(r["total_tokens"]), prompt[:80] + ("…" if len(prompt) > 80 else ""))
+            t.add_row(_when(r["started_at"]), r["status"], str(r["turns"]), str(r["total_tokens"]),
+                      prompt[:80] + ("…" if len(prompt) > 80 else ""), r["session_id"])
         _console().print(t if rows else "No sessions.")
     return _emit(args, rows, show)
 
