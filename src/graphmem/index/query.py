@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections import OrderedDict
 from typing import Any, Sequence
 
 from ..errors import ProviderError
@@ -17,17 +19,36 @@ RERANK_POOL = 24  # candidates the cross-encoder sees; ~14 ms per pair on 2 core
 RERANK_WEIGHT = 0.6  # share of the cross-encoder in the final score; the rest is first-stage
 
 
+_VECTORS: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (embedder, query) -> unit vector
+VECTOR_CACHE = 256  # agents repeat queries (context, then search); a hit skips the model
+
+
 async def query_vector(embedder: Any, query: str):
     """The query's unit vector, or None without an embedder."""
     if embedder is None:
         return None
     import numpy as np
 
-    embed = getattr(embedder, "embed_query", None)
-    vec = (await embed(query)) if embed else (await embedder.embed([query]))[0]
+    key = (embedder.name, query)
+    if key in _VECTORS:
+        _VECTORS.move_to_end(key)
+        return _VECTORS[key]
+    sync = getattr(embedder, "embed_sync", None)
+    if sync is not None:
+        # An in-process model: run it on a worker thread (onnxruntime releases the GIL) while
+        # the caller scores words on this one.
+        prefix = getattr(embedder, "query_prefix", "")
+        vec = (await asyncio.to_thread(sync, [prefix + query]))[0]
+    else:
+        embed = getattr(embedder, "embed_query", None)
+        vec = (await embed(query)) if embed else (await embedder.embed([query]))[0]
     v = np.asarray(vec, np.float32)
     norm = float(np.linalg.norm(v))
-    return v / norm if norm else v
+    v = v / norm if norm else v
+    _VECTORS[key] = v
+    if len(_VECTORS) > VECTOR_CACHE:
+        _VECTORS.popitem(last=False)
+    return v
 
 
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
@@ -43,16 +64,21 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
         pids = tuple(sorted(i for i in (index.project_id(x) for x in projects) if i is not None))
         if not pids:
             return []
-    mask = snap.mask(pids, spec, tuple(sorted(kinds)) if kinds else None)
+    scope = snap.mask(pids, spec, tuple(sorted(kinds)) if kinds else None)
     term_ids = list(index.term_ids(tokenize(query)).values())
     qvec = None
+    pending = None
     if snap.vectors is not None:
+        pending = asyncio.ensure_future(query_vector(index.embedder, query))
+        await asyncio.sleep(0)  # let the embedding start before the words are scored
+    words = snap.lexical(term_ids, p)
+    if pending is not None:
         try:
-            qvec = await query_vector(index.embedder, query)
+            qvec = await pending
         except ProviderError as exc:  # the embedder is down: words alone still answer
             log.warning("query not embedded (%s); ranking by words only", exc)
     pool = max(limit, RERANK_POOL) if reranker is not None else limit
-    ranked = snap.rank(term_ids, qvec, mask, pool, p)
+    ranked = snap.rank(words, qvec, scope, pool, p)
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
     hits = [_hit(rows[int(snap.rowid[i])], score) for i, score in ranked
             if int(snap.rowid[i]) in rows]

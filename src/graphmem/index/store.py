@@ -3,7 +3,9 @@
 Rows live in the home's SQLite database (``index/db.py``): a project registry, one row per
 ``MemoryItem`` (keyed by its id, with its stemmed terms), and one vector per distinct content
 hash, so unchanged text is never embedded twice. Ranking happens on an in-memory snapshot
-(``ranker.Snapshot``) rebuilt lazily when the tables changed.
+(``snapshot.View``): a base persisted as numpy files plus the rows changed since it (every row
+carries the generation that last wrote it and every delete is logged), so a write never forces a
+full rebuild and a new process loads the base instead of re-reading every row.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ CREATE TABLE search_terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
 CREATE TABLE search_vectors (hash TEXT PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO search_meta VALUES ('generation', '0');
+"""), (2, """
+ALTER TABLE search_items ADD COLUMN gen INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX search_items_gen ON search_items(gen);
+CREATE TABLE search_deleted (rowid INTEGER NOT NULL, gen INTEGER NOT NULL);
+CREATE INDEX search_deleted_gen ON search_deleted(gen);
+INSERT INTO search_meta VALUES ('floor', '0');
+INSERT INTO search_meta SELECT 'instance', lower(hex(randomblob(8)));
 """)])
 
 
@@ -89,7 +98,6 @@ class LocalIndex:
         self._lock = threading.RLock()
         self._term_ids: dict[str, int] = {}
         self._snapshot = None
-        self._snapshot_gen = -1
         self.last_embed_error: str | None = None  # the last write's embedding failure, if any
         self.embedded_count = 0  # texts embedded by the last upsert
 
@@ -102,9 +110,11 @@ class LocalIndex:
         """Bumped on every change; the ranking snapshot is rebuilt when it moves."""
         return int(self._meta("generation") or 0)
 
-    def _bump(self) -> None:
-        self.conn.execute("UPDATE search_meta SET value = CAST(value AS INTEGER) + 1 "
-                          "WHERE key='generation'")
+    def _bump(self) -> int:
+        """Move to the next generation (inside a write transaction); returns it."""
+        gen = self.generation() + 1
+        self.conn.execute("UPDATE search_meta SET value=? WHERE key='generation'", (str(gen),))
+        return gen
 
     def check_embedder(self, *, claim: bool = False) -> None:
         """Refuse to mix vectors of two embedders; ``claim`` records ours on an empty index."""
@@ -174,6 +184,7 @@ class LocalIndex:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 self.check_embedder(claim=True)
+                gen = self._bump()
                 ids = self._term_id_map([t for toks in tokens + names for t in toks])
                 projects: dict[str, int] = {}
                 rows = []
@@ -185,18 +196,18 @@ class LocalIndex:
                                  it.time.timestamp() if it.time else None,
                                  json.dumps(it.metadata, default=str, ensure_ascii=False),
                                  it.source, it.content_hash(), blob,
-                                 array("i", sorted({ids[t] for t in nm})).tobytes(), len(toks)))
+                                 array("i", sorted({ids[t] for t in nm})).tobytes(), len(toks), gen))
                 self.conn.executemany(
                     "INSERT INTO search_items(id, kind, text, project_id, spec, session, time, "
-                    "metadata, source, hash, terms, fields, length) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                    "metadata, source, hash, terms, fields, length, gen) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
                     "ON CONFLICT(id) DO UPDATE SET kind=excluded.kind, text=excluded.text, "
                     "project_id=excluded.project_id, spec=excluded.spec, session=excluded.session, "
                     "time=excluded.time, metadata=excluded.metadata, source=excluded.source, "
                     "hash=excluded.hash, terms=excluded.terms, fields=excluded.fields, "
-                    "length=excluded.length", rows)
+                    "length=excluded.length, gen=excluded.gen", rows)
                 self.conn.executemany("INSERT OR IGNORE INTO search_vectors VALUES (?, ?)",
                                       list(vectors.items()))
-                self._bump()
                 self.conn.execute("COMMIT")
             except BaseException as exc:
                 self._rollback()
@@ -240,7 +251,9 @@ class LocalIndex:
                 self.check_embedder(claim=True)
                 self.conn.executemany("INSERT OR IGNORE INTO search_vectors VALUES (?, ?)",
                                       list(vectors.items()))
-                self._bump()
+                gen = self._bump()  # rows that gained a vector are part of the next delta
+                self.conn.executemany("UPDATE search_items SET gen=? WHERE hash=?",
+                                      [(gen, h) for h in vectors])
                 self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
@@ -291,11 +304,14 @@ class LocalIndex:
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                n = self.conn.execute(f"DELETE FROM search_items WHERE {' AND '.join(where)}",
-                                      args).rowcount
+                gen = self._bump()
+                cond = ' AND '.join(where)
+                # logged so that a snapshot base holding these rows can drop them
+                self.conn.execute(f"INSERT INTO search_deleted SELECT rowid, {gen} "
+                                  f"FROM search_items WHERE {cond}", args)
+                n = self.conn.execute(f"DELETE FROM search_items WHERE {cond}", args).rowcount
                 self.conn.execute("DELETE FROM search_vectors WHERE hash NOT IN "
                                   "(SELECT hash FROM search_items)")
-                self._bump()
                 self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
@@ -308,7 +324,8 @@ class LocalIndex:
             self.conn.execute("BEGIN IMMEDIATE")
             self.conn.execute("DELETE FROM search_vectors")
             self.conn.execute("DELETE FROM search_meta WHERE key='embedder'")
-            self._bump()
+            gen = self._bump()  # every base built before now is void
+            self.conn.execute("UPDATE search_meta SET value=? WHERE key='floor'", (str(gen),))
             self.conn.execute("COMMIT")
 
     def count(self) -> int:
@@ -322,15 +339,31 @@ class LocalIndex:
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self):
-        """The ranking snapshot for the current generation (rebuilt when stale)."""
-        from .ranker import Snapshot
+        """The ranking view for the current generation (refreshed from the delta when stale)."""
+        from .snapshot import refresh
 
         with self._lock:
             gen = self.generation()
-            if self._snapshot is None or gen != self._snapshot_gen:
-                self._snapshot = Snapshot.build(self.conn, self.embedder)
-                self._snapshot_gen = gen
+            if self._snapshot is None or gen != self._snapshot.gen:
+                self._snapshot = refresh(self, self._snapshot)
             return self._snapshot
+
+    def meta(self, key: str) -> str | None:
+        """A value of the index's meta table (generation, floor, instance, embedder)."""
+        return self._meta(key)
+
+    def prune_deleted(self, upto: int) -> None:
+        """Forget delete records up to a persisted base's generation; older bases become void."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute("DELETE FROM search_deleted WHERE gen <= ?", (upto,))
+                self.conn.execute("UPDATE search_meta SET value=? WHERE key='floor' AND "
+                                  "CAST(value AS INTEGER) < ?", (str(upto), upto))
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
 
     def term_ids(self, terms: Iterable[str]) -> dict[str, int]:
         """Ids of the given terms that the index knows."""
