@@ -112,15 +112,25 @@ class Backends:
         if force:
             await graph.connect(force=True)
         done = replayed = 0
-        try:
-            for entry in outbox.entries():
-                await graph.save(entry["items"])
-                outbox.remove([entry["entry"]])
-                done += 1
-                replayed += len(entry["items"])
-        finally:
-            remaining = outbox.size()
-        return {"replayed": replayed, "entries": done, "remaining": remaining, "graph": "written"}
+        batch: list = []
+
+        async def flush() -> None:
+            nonlocal done, replayed
+            items: dict = {}
+            for entry in batch:  # the latest version of an item wins
+                items.update((i.id, i) for i in entry["items"])
+            await graph.save(list(items.values()))
+            outbox.remove(e["entry"] for e in batch)  # only after the graph has them
+            done, replayed = done + len(batch), replayed + len(items)
+            batch.clear()
+
+        for entry in outbox.entries():  # batched: one graph write per ~1000 queued items
+            batch.append(entry)
+            if sum(len(e["items"]) for e in batch) >= 1000:
+                await flush()
+        if batch:
+            await flush()
+        return {"replayed": replayed, "entries": done, "remaining": outbox.size(), "graph": "written"}
 
     async def search_graph(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
                            limit: int = 10, spec: str | None = None) -> list | None:

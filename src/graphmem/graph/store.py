@@ -332,33 +332,42 @@ class GraphStore:
         per_graph = await asyncio.gather(*(self._candidates(g, vec, ft, kinds, k, spec) for g in gids))
         # Fuse across graphs, not per graph: cosines from one embedder compare across graphs, so
         # one global vector ranking and one global text ranking go into RRF together.
-        rows: dict[str, list] = {}
-        rankings: list[list[list]] = [[], []]  # vector rows, text rows (score last)
-        for cands in per_graph:
+        home: dict[str, str] = {}
+        rankings: list[list[tuple[str, float]]] = [[], []]
+        for gid, cands in zip(gids, per_graph):
             for which, found in enumerate(cands):
-                for row in found:
-                    rows.setdefault(row[0], row)
-                    rankings[which].append(row)
-        ids = list(rows)
+                for uuid, score in found:
+                    home.setdefault(uuid, gid)
+                    rankings[which].append((uuid, score))
+        ids = list(home)
         pos = {u: i for i, u in enumerate(ids)}
-        ranked = [[pos[r[0]] for r in sorted(found, key=lambda r: -float(r[-1]))] for found in rankings]
+        ranked = [[pos[u] for u, _ in sorted(found, key=lambda r: -r[1])] for found in rankings]
         fused = rrf(ranked, len(ids))
         best = 2.0 / 61  # first in both rankings: scores are scaled into 0..1
-        order = sorted(range(len(ids)), key=lambda i: -fused[i])[:limit]
-        return [_hit(rows[ids[i]], fused[i] / best) for i in order]
+        top = sorted(range(len(ids)), key=lambda i: -fused[i])[:limit]
+        # Only the winners' fields are fetched (by the uuid index), one query per graph.
+        wanted: dict[str, list[str]] = {}
+        for i in top:
+            wanted.setdefault(home[ids[i]], []).append(ids[i])
+        fetched = await asyncio.gather(*(self._query(g, f"MATCH (n:Entity) WHERE n.uuid IN $ids "
+                                                        f"RETURN {schema.HIT_FIELDS}", {"ids": u}, ro=True)
+                                         for g, u in wanted.items()))
+        rows = {r[0]: r for res in fetched if res is not None for r in res.result_set}
+        return [_hit(rows[ids[i]], fused[i] / best) for i in top if ids[i] in rows]
 
     async def _candidates(self, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
                           k: int, spec: str | None) -> tuple[list, list]:
-        """One graph's best ``k`` by cosine and best ``k`` by full text (rows end with the score)."""
+        """One graph's best ``k`` ids by cosine and by full text, as (uuid, score) pairs."""
         where = ("WHERE n.gm_kind IS NOT NULL" + (" AND n.gm_kind IN $kinds" if kinds else "")
                  + (" AND n.gm_spec = $spec" if spec else ""))
         params = {"vec": vec, "k": k, "kinds": kinds or [], "q": ft, "spec": spec or ""}
-        # No vectors in results: parsing them back dominated search time (see the notes).
+        # Ids and scores only: projecting fields (let alone vectors) for every candidate costs
+        # more than the ranking itself; the winners' fields are fetched afterwards.
         vq = (f"WITH vecf32($vec) AS q MATCH (n:Entity) {where} WITH n, "
               f"vec.cosineDistance(n.name_embedding, q) AS d ORDER BY d ASC LIMIT $k "
-              f"RETURN {schema.HIT_FIELDS}, 1 - d")
+              f"RETURN n.uuid, 1 - d")
         tq = (f"CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS n, score {where} "
-              f"RETURN {schema.HIT_FIELDS}, score ORDER BY score DESC LIMIT $k")
+              f"WITH n, score ORDER BY score DESC LIMIT $k RETURN n.uuid, score")
         runs = [self._query(gid, vq, params, ro=True)]
         if ft:
             # RediSearch's TF-IDF ranks a document with two frequent words above one with every
@@ -368,13 +377,14 @@ class GraphStore:
                 runs.append(self._query(gid, tq, params, ro=True))
         results = await asyncio.gather(*runs)
         found = [res.result_set if res is not None else [] for res in results]
-        text, seen = [], set()
+        text: list[tuple[str, float]] = []
+        seen: set[str] = set()
         for tier, rows in enumerate(found[1:]):
-            for row in rows:
-                if row[0] not in seen:
-                    seen.add(row[0])
-                    text.append([*row[:-1], float(row[-1]) + (1e6 if tier == 0 else 0.0)])
-        return found[0], text[:k]
+            for uuid, score in rows:
+                if uuid not in seen:
+                    seen.add(uuid)
+                    text.append((uuid, float(score) + (1e6 if tier == 0 else 0.0)))
+        return [(u, float(s)) for u, s in found[0]], text[:k]
 
     async def aclose(self) -> None:
         """Close the connection (the embedded server keeps running for other processes)."""
