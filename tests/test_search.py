@@ -36,7 +36,7 @@ def spec(root: Path, project: str, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> dict:
+def world(tmp_path_factory):
     """Two projects, three specs, written once through the public API (embedding costs time)."""
     root = tmp_path_factory.mktemp("world")
     home = root / "home"
@@ -52,7 +52,10 @@ def world(tmp_path_factory) -> dict:
     with Memory(b1, settings=settings) as m:
         m.append_gotcha("Feature flags are cached for five minutes in each worker")
         m.append_gotcha("The beta service rate-limits uploads to ten per second")
-    return {"root": root, "home": home, "settings": settings, "a1": a1, "a2": a2, "b1": b1}
+    yield {"root": root, "home": home, "settings": settings, "a1": a1, "a2": a2, "b1": b1}
+    from conftest import _stop_servers_under
+
+    _stop_servers_under(root)  # the graph test below opens the graph in this home
 
 
 def test_paraphrase_without_shared_words_finds_the_gotcha(world):
