@@ -65,3 +65,29 @@ def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: 
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "graphmem.cli", *args], capture_output=True,
                           text=True, env=full_env, input=input, cwd=cwd, timeout=120)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Last line of defence: no FalkorDB started under this run's temp folder outlives the run."""
+    base = session.config._tmp_path_factory.getbasetemp() if hasattr(session.config, "_tmp_path_factory") else None
+    if base is None:
+        return
+    leftovers = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "redis-server" in cmd and str(base) in cmd:
+            leftovers.append((int(proc.name), cmd))
+    for pid, _ in leftovers:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    if leftovers:
+        print(f"\nconftest: stopped {len(leftovers)} FalkorDB server(s) a test left running:")
+        for _, cmd in leftovers[:10]:
+            print("  ", cmd[-160:])
