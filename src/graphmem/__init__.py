@@ -7,11 +7,24 @@ _os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 
 from .errors import (ConfigError, GraphError, GraphmemError, NotFoundError,  # noqa: E402
                      ProviderError, StorageError, ValidationError)
-from .memory import AsyncMemory, Memory  # noqa: E402
-from .models import Hit, MemoryItem, SaveReport  # noqa: E402
-from .settings import Settings  # noqa: E402
 
 __all__ = ["AsyncMemory", "ConfigError", "GraphError", "GraphmemError", "Hit", "Memory",
            "MemoryItem", "NotFoundError", "ProviderError", "SaveReport", "Settings",
            "StorageError", "ValidationError"]
 __version__ = "0.1.0"
+
+# The façade and the models load on first use: ``import graphmem.cli`` (every command) would
+# otherwise pay for pydantic and the whole write path before parsing its arguments.
+_LAZY = {"AsyncMemory": "memory", "Memory": "memory", "Hit": "models", "MemoryItem": "models",
+         "SaveReport": "models", "Settings": "settings"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphmem' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -44,15 +44,46 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
     p.add_argument("--rerank", action="store_true",
                    help="re-rank the top hits with the cross-encoder (slower, better)")
+    p.add_argument("--no-server", action="store_true",
+                   help="search in this process even if `graphmem search-server` is running")
     _where_args(p)
+
+
+def _ask_server(args: argparse.Namespace, scope: str) -> list | None:
+    """Hits from a running ``graphmem search-server`` (no heavy import on this path), or None."""
+    import os
+
+    from .search_server import ask, quick_home
+
+    home = None if args.no_server else quick_home()
+    if home is None:
+        return None
+    spec = os.path.abspath(args.spec_dir) if args.spec_dir is not None else None
+    project = os.path.abspath(args.project_dir) if args.project_dir is not None else None
+    if spec is None and project is None:
+        project = os.getcwd()
+    answer = ask(home, {"query": args.query, "scope": scope, "kinds": args.kind,
+                        "limit": args.limit, "rerank": args.rerank, "spec_dir": spec,
+                        "project_dir": project})
+    if answer is None or "hits" not in answer and "error" not in answer:
+        return None
+    if "error" in answer:
+        from .errors import GraphmemError
+
+        err = GraphmemError(answer["error"])
+        err.exit_code = int(answer.get("exit", 1))
+        raise err
+    return answer["hits"]
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
     scope = args.scope or ("spec" if args.spec_dir is not None else "project")
-    with _open(args) as m:
-        hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
-                        rerank=args.rerank)
-    data = [h.model_dump(mode="json") for h in hits]
+    data = _ask_server(args, scope)
+    if data is None:
+        with _open(args) as m:
+            hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
+                            rerank=args.rerank)
+        data = [h.model_dump(mode="json") for h in hits]
 
     def show(rows):
         c = _console()
@@ -112,3 +143,31 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
 
 command("reindex", "rebuild the local search index of a project from its files")(
     _cmd_reindex)(_reindex_args)
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--idle", type=float, default=900.0,
+                   help="exit after this many seconds without a search (default 900)")
+
+
+def _cmd_server(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .errors import ValidationError
+    from .search_server import serve
+    from .settings import Settings
+
+    if not args.idle > 0:
+        raise ValidationError("must be a positive number of seconds", field="--idle")
+    settings = Settings.load()
+    try:
+        asyncio.run(serve(settings, idle=args.idle,
+                          ready=lambda path: print(f"graphmem search server on {path}",
+                                                   flush=True)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+command("search-server", "keep the search index and models loaded so `graphmem search` answers "
+        "in milliseconds (optional; exits when idle)")(_cmd_server)(_server_args)
