@@ -11,7 +11,9 @@ of turns is recorded one at a time (sequential) and 64 at a time (concurrent), a
 recent sessions and search are timed. graphmem's search is its ranked hybrid search (BM25 + vectors
 of the embedder named below); velune's is ``LIKE '%query%'``. graphmem's record_turn is timed twice
 on the same data: with ``episodes.fsync`` on (the default: fdatasync before returning) and off
-(``GRAPHMEM_EPISODES_FSYNC=false``: one write(2), velune's durability class).
+(``GRAPHMEM_EPISODES_FSYNC=false``: one write(2), velune's durability class), then again as
+"store only": the episode files and their SQLite rows without the search-index write that makes
+each turn searchable at once (velune's record_turn indexes nothing; its search scans).
 
     .venv/bin/python bench/episodic.py [--sizes 10000,100000] [--window 1000] [--embedder wordllama]
 """
@@ -72,11 +74,14 @@ async def graphmem_side(folder: Path, n: int, window: int, embedder: str) -> dic
         out["prefill_s"] = time.perf_counter() - t0
         target = sessions[-1]
         base = n
-        for mode, fsync in (("", "true"), ("_nofsync", "false")):
+        for mode, fsync, store_only in (("", "true", False), ("_nofsync", "false", False),
+                                        ("_store", "true", True), ("_store_nofsync", "false", True)):
             alt = Settings.load(env={"GRAPHMEM_HOME": str(folder / "home"),
                                      "GRAPHMEM_LOCAL_EMBEDDING_MODEL": embedder,
                                      "GRAPHMEM_EPISODES_FSYNC": fsync})
             async with AsyncMemory(spec, settings=alt) as w:
+                if store_only:
+                    w._backends = _NoDerivedStores()
                 seq = []
                 for i in range(window):
                     t = time.perf_counter()
@@ -123,6 +128,17 @@ async def graphmem_side(folder: Path, n: int, window: int, embedder: str) -> dic
     return out
 
 
+class _NoDerivedStores:
+    """Stands in for the search index and graph, to time the episode store alone (files + its
+    SQLite rows): the part that does what velune's EpisodicMemory does."""
+
+    async def write(self, mem, items, report) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
 def velune_side(py: Path, folder: Path, n: int, window: int) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIRTUAL_ENV")}
@@ -140,6 +156,11 @@ ROWS = [("record_turn sequential, fsync (turns/s)", "record_seq_per_s", True),
         ("record_turn sequential, no fsync (turns/s)", "record_seq_per_s_nofsync", True),
         ("record_turn p50, no fsync (ms)", "record_seq_p50_ms_nofsync", False),
         ("record_turn 64 in flight, no fsync (turns/s)", "record_conc_per_s_nofsync", True),
+        ("store only: sequential, fsync (turns/s)", "record_seq_per_s_store", True),
+        ("store only: p50, fsync (ms)", "record_seq_p50_ms_store", False),
+        ("store only: sequential, no fsync (turns/s)", "record_seq_per_s_store_nofsync", True),
+        ("store only: p50, no fsync (ms)", "record_seq_p50_ms_store_nofsync", False),
+        ("store only: 64 in flight, fsync (turns/s)", "record_conc_per_s_store", True),
         ("recent turns of a session p50 (ms)", "recent_p50_ms", False),
         ("recent turns p95 (ms)", "recent_p95_ms", False),
         ("recent sessions p50 (ms)", "sessions_p50_ms", False),
@@ -157,14 +178,15 @@ def main() -> None:
     py = ensure_velune()
     results = []
     for n in [int(s) for s in args.sizes.split(",")]:
-        with tempfile.TemporaryDirectory(prefix="gm-bench-episodic-", dir=HERE.parent) as tmp:
+        with tempfile.TemporaryDirectory(prefix="gm-bench-episodic-") as tmp:
             print(f"\n{n} turns: graphmem ...", flush=True)
             ours = asyncio.run(graphmem_side(Path(tmp) / "gm", n, args.window, args.embedder))
             print(f"{n} turns: velune-cli ...", flush=True)
             theirs = velune_side(py, Path(tmp) / "velune", n, args.window)
         rows = []
         for label, key, higher in ROWS:
-            a, b = ours[key], theirs[key.removesuffix("_nofsync")]
+            a = ours[key]
+            b = theirs[key.replace("_store", "").removesuffix("_nofsync")]
             better = (a > b) if higher else (a < b)
             ratio = (a / b if higher else b / a) if a and b else float("nan")
             rows.append([label, a, b, f"{ratio:.1f}x {'faster' if better else 'SLOWER'}"
