@@ -124,6 +124,7 @@ class EmbeddedServer:
         return run_dir / f"{digest}.sock"
 
     def endpoint(self) -> Endpoint:
+        """Where this home's server listens (whether or not it runs)."""
         return Endpoint(unix_socket=str(self.socket_path()))
 
     def _lock(self, timeout: float):

@@ -363,7 +363,7 @@ class GraphStore:
         params = {"vec": vec, "k": k, "kinds": kinds or [], "q": ft, "spec": spec or ""}
         # Ids and scores only: projecting fields (let alone vectors) for every candidate costs
         # more than the ranking itself; the winners' fields are fetched afterwards.
-        vq = (f"WITH vecf32($vec) AS q MATCH (n:Entity) {where} WITH n, "
+        vq = (f"WITH {schema.VEC.format('$vec')} AS q MATCH (n:Entity) {where} WITH n, "
               f"vec.cosineDistance(n.name_embedding, q) AS d ORDER BY d ASC LIMIT $k "
               f"RETURN n.uuid, 1 - d")
         tq = (f"CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS n, score {where} "
