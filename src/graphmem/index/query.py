@@ -17,6 +17,7 @@ from .text import tokenize
 log = logging.getLogger("graphmem.index")
 RERANK_POOL = 24  # candidates the cross-encoder sees; ~14 ms per pair on 2 cores
 RERANK_WEIGHT = 0.6  # share of the cross-encoder in the final score; the rest is first-stage
+PREV_CHARS = 100_000  # how much of the previous turn the cross-encoder sees (its cost grows with it)
 
 
 _VECTORS: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (embedder, query) -> unit vector
@@ -106,7 +107,7 @@ async def _rerank(index: LocalIndex, snap, reranker: Any, query: str, hits: list
     passages = []
     for hit, j in zip(hits, prev_rows):
         before = prev_text.get(int(snap.rowid[j])) if j >= 0 and hit.kind in SEQUENCE_KINDS else None
-        passages.append(f"{before}\n{hit.text}" if before else hit.text)
+        passages.append(f"{before[-PREV_CHARS:]}\n{hit.text}" if before else hit.text)
     ce = await reranker.score(query, passages)
     lo, hi = min(ce), max(ce)
     first_hi = max(h.score for h in hits) or 1.0

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,7 @@ def build_base(index: Any) -> Base:
     try:
         save(index.home, base, index.meta("instance"))
         index.prune_deleted(gen)
-    except OSError as exc:  # a read-only home still searches, it just rebuilds next time
+    except (OSError, sqlite3.Error) as exc:  # a read-only home still searches; it rebuilds
         log.warning("search cache not saved: %s", exc)
     return base
 
