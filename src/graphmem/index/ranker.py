@@ -63,8 +63,10 @@ class View:
         # since the base still count in their session's term counts until the next merge.
         self.s_segments = [(b.s_ptr, b.s_doc, b.s_tf), (d.s_ptr, d.s_doc, d.s_tf)]
         self.name_segments = [(b.name_ptr, b.name_doc, 0), (d.name_ptr, d.name_doc, self.nb)]
-        live_len = np.where(self.live, self.length, 0)
-        self.avg_length = float(live_len.sum() / max(1, self.n_live)) or 1.0
+        # The base's average length holds until the next merge (the delta is at most a few
+        # percent of it), so the base's BM25 tf parts are computed once per base, not per view.
+        lengths = b.length if b.n else d.length
+        self.avg_length = float(lengths.mean()) if len(lengths) else 1.0
         has = (self.session >= 0) & self.live
         self.s_length = np.bincount(self.session[has], weights=self.length[has],
                                     minlength=n_sessions).astype(np.float32)
@@ -144,12 +146,13 @@ class View:
     def _tf_parts(self, seg: int, p: Params) -> np.ndarray:
         """``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))`` for every posting of a segment,
         computed once per view: a query then only scales slices of it by each term's idf."""
-        key = (seg, p.k1, p.b)
-        got = self._parts.get(key)
+        key = ("tf_parts", p.k1, p.b)
+        store = self.base.cache if seg == 0 else self._parts
+        got = store.get(key)
         if got is None:
             ptr, doc, tf, off = self.segments[seg]
             norm = p.k1 * (1.0 - p.b + p.b * self.length[doc + off] / self.avg_length)
-            got = self._parts[key] = (tf * (p.k1 + 1.0) / (tf + norm)).astype(np.float32)
+            got = store[key] = (tf * (p.k1 + 1.0) / (tf + norm)).astype(np.float32)
         return got
 
     def lexical(self, term_ids: list[int], p: Params) -> tuple[np.ndarray, np.ndarray, float]:

@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,15 @@ class Base:
     sessions: list[tuple]
     partition: Partition | None
     embedder: str | None
+    cache: dict = field(default_factory=dict)  # derived once per base (not saved): see users
+
+    def codes(self) -> tuple[dict, dict]:
+        """Fresh copies of the spec and session code maps (a delta adds to them)."""
+        if "codes" not in self.cache:
+            self.cache["codes"] = ({s: i for i, s in enumerate(self.specs)},
+                                   {tuple(s): i for i, s in enumerate(self.sessions)})
+        specs, sessions = self.cache["codes"]
+        return dict(specs), dict(sessions)
 
 
 def _csr(docs: np.ndarray, terms: np.ndarray, weights: bool = True):
@@ -216,8 +225,7 @@ def refresh(index: Any, view: Any):
     for attempt in range(2):
         if base is None or base.gen < int(index.meta("floor") or 0):
             base = load(index) or build_base(index)
-        specs = {s: i for i, s in enumerate(base.specs)}
-        sessions = {tuple(s): i for i, s in enumerate(base.sessions)}
+        specs, sessions = base.codes()
         conn = index.conn
         conn.execute("BEGIN")  # the delta, the deletes and the generation from one snapshot
         try:
