@@ -152,8 +152,8 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
             await self.backends.forget_spec(self)
 
     async def items(self) -> list[MemoryItem]:
-        """Every searchable item held in this spec's files."""
-        return list(self.files.items())
+        """Every searchable item held in this spec's files: insights, map, bullets and sessions."""
+        return [*self.files.items(), *self.episode_items()]
 
     async def aclose(self) -> None:
         """Release connections held by derived backends."""

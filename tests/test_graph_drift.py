@@ -1,0 +1,25 @@
+"""Drift between the files and the graph counts every kind of item, session turns included."""
+
+from __future__ import annotations
+
+from graphmem import Memory, Settings
+from graphmem.graph import server
+
+
+def test_drift_is_zero_when_turns_and_notes_are_in_both(monkeypatch, spec_dir):
+    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    try:
+        with Memory(spec_dir) as m:
+            assert m.append_gotcha("Run migrations before the workers start").graph == "written"
+            sid = m.start_session()
+            m.record_turn(sid, "user", "Why does the deploy hang at the migration step?")
+            m.record_step(sid, "run_tests", "ok", {"passed": 12})
+            m.end_session(sid)
+            drift = m.drift()
+            kinds = {i.kind for i in m.items()}
+        assert {"gotcha", "turn", "step"} <= kinds
+        assert drift["graph"] == "on" and drift["files"] == drift["in_graph"] >= 3
+        assert drift["missing"] == [] and drift["extra"] == []
+    finally:
+        server.EmbeddedServer(Settings.load()).stop()
