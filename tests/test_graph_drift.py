@@ -23,3 +23,23 @@ def test_drift_is_zero_when_turns_and_notes_are_in_both(monkeypatch, spec_dir):
         assert drift["missing"] == [] and drift["extra"] == []
     finally:
         server.EmbeddedServer(Settings.load()).stop()
+
+
+def test_deleting_a_session_removes_its_items_from_the_graph(monkeypatch, spec_dir):
+    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    try:
+        with Memory(spec_dir) as m:
+            m.append_gotcha("Keep the staging password out of the repo")
+            sid = m.start_session()
+            m.record_turn(sid, "user", "The nightly export job silently skips archived tenants")
+            before = m.drift()
+            m.delete_session(sid)
+            hits = m.search("nightly export archived tenants")
+            drift = m.drift()
+        assert before["in_graph"] == before["files"] == 2  # the gotcha and the turn
+        assert not [h for h in hits if h.session == sid]
+        assert drift["in_graph"] == drift["files"] == 1
+        assert drift["extra"] == [] and drift["missing"] == []
+    finally:
+        server.EmbeddedServer(Settings.load()).stop()

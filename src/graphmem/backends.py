@@ -190,6 +190,19 @@ class Backends:
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
+    async def forget_items(self, mem: "AsyncMemory", ids: list[str]) -> None:
+        """Drop items whose files are gone (a deleted session) from the index and the graph."""
+        self.local.index.delete(project=str(mem.project_dir), ids=ids)
+        if self.settings.graph.mode != "off":
+            from .errors import GraphmemError
+
+            try:
+                graph = await self.graph_store()
+                if graph is not None:
+                    await graph.delete_items(str(mem.project_dir), ids)
+            except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
+                log.warning("could not remove deleted items from the graph: %s", exc)
+
     async def aclose(self) -> None:
         """Close connections."""
         if self._local is not None:

@@ -328,15 +328,10 @@ class SessionsMixin:
             await self._forget_items(ids)
 
     async def _forget_items(self, ids: list[str]) -> None:
-        """Drop a deleted session's items from the local search index."""
-        forget = getattr(self.backends, "forget_items", None)
-        if forget is not None:
-            await forget(self, ids)
-            return
-        local = getattr(self.backends, "local", None)  # until Backends grows forget_items
+        """Drop a deleted session's items from the local search index and the graph."""
         try:
-            local.index.delete(project=str(self.project_dir), ids=ids)
-        except (AttributeError, StorageError) as exc:
+            await self.backends.forget_items(self, ids)
+        except StorageError as exc:
             log.warning("deleted session's items may stay searchable until `graphmem reindex`: %s",
                         exc)
 

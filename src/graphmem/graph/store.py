@@ -283,6 +283,11 @@ class GraphStore:
         await self._query(schema.group_id(project), "MATCH (n) WHERE n.gm_spec = $spec DETACH DELETE n",
                           {"spec": spec})
 
+    async def delete_items(self, project: str, ids: list[str]) -> None:
+        """Remove items (and their fact edges) by id from their project graph."""
+        await self._query(schema.group_id(project),
+                          "MATCH (n:Entity) WHERE n.uuid IN $ids DETACH DELETE n", {"ids": list(ids)})
+
     async def drop_project(self, project: str) -> None:
         """Delete a project's whole graph (before a rebuild with another embedder)."""
         gid = schema.group_id(project)
