@@ -67,6 +67,12 @@ class FakeVendor:
                     vendor.max_inflight = max(vendor.max_inflight, vendor.inflight)
                 try:
                     time.sleep(reply.delay)
+                finally:
+                    # Counted as in flight until its answer starts: once the client has the
+                    # answer it may send the next request before this thread runs on.
+                    with lock:
+                        vendor.inflight -= 1
+                try:
                     data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
@@ -77,9 +83,6 @@ class FakeVendor:
                     self.wfile.write(data.encode())
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
-                finally:
-                    with lock:
-                        vendor.inflight -= 1
 
             def log_message(self, *args):
                 pass
