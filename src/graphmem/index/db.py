@@ -16,7 +16,6 @@ from pathlib import Path
 from ..errors import StorageError
 
 MIGRATIONS: dict[str, list[tuple[int, str]]] = {}
-_applied: set[tuple[str, str]] = set()
 _apply_lock = threading.Lock()
 
 
@@ -46,14 +45,23 @@ def connect(home: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
     if not readonly:
-        migrate(conn, str(path))
+        migrate(conn)
     return conn
 
 
-def migrate(conn: sqlite3.Connection, key: str = "") -> None:
-    """Apply every registered migration that this database lacks."""
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply every registered migration that this database lacks.
+
+    The database says what it has (one small query per connection), rather than a per-process
+    memo: a database deleted and recreated while a process runs gets its tables again.
+    """
     with _apply_lock:
-        pending = [c for c in MIGRATIONS if (key, c) not in _applied]
+        try:
+            have = dict(conn.execute("SELECT component, max(version) FROM schema_versions "
+                                     "GROUP BY component").fetchall())
+        except sqlite3.OperationalError:  # a new database
+            have = {}
+        pending = [c for c, steps in MIGRATIONS.items() if have.get(c, 0) < len(steps)]
         if not pending:
             return
         conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT NOT NULL, "
@@ -74,7 +82,6 @@ def migrate(conn: sqlite3.Connection, key: str = "") -> None:
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
-            _applied.add((key, component))
 
 
 def _split(script: str) -> list[str]:

@@ -1,0 +1,31 @@
+"""The SQLite module: numbered migrations, applied once, again for a recreated database."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphmem.index import db
+
+
+def test_migrations_apply_once_and_again_after_the_file_is_recreated(tmp_path):
+    db.register_migrations("test_component", [(1, "CREATE TABLE t1 (x INTEGER)"),
+                                              (2, "ALTER TABLE t1 ADD COLUMN y TEXT")])
+    try:
+        conn = db.connect(tmp_path)
+        conn.execute("INSERT INTO t1 (x, y) VALUES (1, 'a')")
+        versions = conn.execute("SELECT version FROM schema_versions WHERE component='test_component' "
+                                "ORDER BY version").fetchall()
+        assert [v[0] for v in versions] == [1, 2]
+        conn.close()
+        assert db.connect(tmp_path).execute("SELECT count(*) FROM t1").fetchone()[0] == 1
+        for suffix in ("", "-wal", "-shm"):  # a user deletes the derived database
+            (tmp_path / f"index.sqlite3{suffix}").unlink(missing_ok=True)
+        conn = db.connect(tmp_path)
+        assert conn.execute("SELECT count(*) FROM t1").fetchone()[0] == 0
+    finally:
+        db.MIGRATIONS.pop("test_component", None)
+
+
+def test_migrations_must_be_numbered_from_one():
+    with pytest.raises(ValueError, match="numbered 1..n"):
+        db.register_migrations("bad", [(2, "SELECT 1")])
