@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import HTTPProvider, malformed, vendor_http
+from .http import HTTPProvider, VendorHTTP, malformed, vendor_http
 from .structured import generate_validated, normalise_messages, schema_name
 
 T = TypeVar("T", bound=BaseModel)

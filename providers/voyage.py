@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from .http import HTTPProvider, batches, check_texts, check_vectors, malformed, vendor_http
+from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, malformed,
+                   vendor_http)
 
 EMBEDDING_DIMS = {"voyage-3": 1024, "voyage-3-lite": 512, "voyage-3-large": 1024,
                   "voyage-3.5": 1024, "voyage-3.5-lite": 1024, "voyage-code-3": 1024,

@@ -5,16 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from .cli import _console, _emit, command
-
-
-def _where(p: argparse.ArgumentParser, spec_required: bool = True) -> None:
-    p.add_argument("--spec-dir", type=Path, required=spec_required,
-                   help="spec folder (e.g. auto-claude/specs/001-feature)")
-    p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder)")
-    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+from .cli import _console, _emit, _spec_args, command
 
 
 def _open(args: argparse.Namespace):
@@ -38,7 +31,7 @@ def _sessions_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=20, help="how many sessions (default 20)")
     p.add_argument("--rebuild", action="store_true",
                    help="re-read every session file of the spec into the index first")
-    _where(p, spec_required=False)
+    _spec_args(p, required=False)
 
 
 def _cmd_sessions(args: argparse.Namespace) -> int:
@@ -66,7 +59,7 @@ command("sessions", "recent episodic sessions, each with its first prompt")(_cmd
 
 def _session_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("session_id", help="the id start_session returned (see `graphmem sessions`)")
-    _where(p)
+    _spec_args(p)
 
 
 def _cmd_session(args: argparse.Namespace) -> int:
@@ -98,11 +91,11 @@ def _consolidate_args(p: argparse.ArgumentParser) -> None:
                    help="how many of the most recent sessions to read (default 50)")
     p.add_argument("--concurrency", type=int, default=8,
                    help="session files read at once (default 8)")
-    _where(p, spec_required=False)
+    _spec_args(p, required=False)
 
 
 def _cmd_consolidate(args: argparse.Namespace) -> int:
-    progress = None
+    progress: Any = None
     bar = None
     if sys.stderr.isatty() and not args.json:
         from rich.progress import Progress
@@ -110,7 +103,7 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
         bar = Progress(transient=True, console=_console_err())
         task = bar.add_task("reading sessions", total=None)
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int) -> None:  # noqa: F811 - set only on a terminal
             bar.update(task, completed=done, total=total)
     with _open(args) as m:
         if bar is not None:

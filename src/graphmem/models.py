@@ -156,6 +156,17 @@ def stable_id(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
+def parse_iso(value: Any) -> datetime | None:
+    """An ISO 8601 time as a UTC-aware datetime (naive means UTC); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
 def utcnow() -> datetime:
     """Timezone-aware now in UTC."""
     return datetime.now(timezone.utc)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import NotFoundError, StorageError, ValidationError
-from ..models import MemoryItem, stable_id
+from ..models import MemoryItem, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
 from .spec_store import CorruptFileWarning, quarantine
@@ -55,17 +55,6 @@ def check_session_id(value: Any) -> str:
 def iso(t: datetime) -> str:
     """The one time format of the episode files: ISO 8601 in UTC."""
     return t.astimezone(timezone.utc).isoformat()
-
-
-def parse_iso(value: Any) -> datetime | None:
-    """Read back a time written by ``iso`` (or any ISO string); None when it is not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..models import MemoryItem, normalise, stable_id
+from ..models import MemoryItem, normalise, parse_iso, stable_id
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
 from .lock import folder_lock
 
@@ -254,7 +254,7 @@ class SpecStore:
         """The searchable items inside one session file."""
         project, spec = self._scope()
         session = str(data.get("session_number", ""))
-        when = _parse_time(data.get("timestamp")) or _mtime(source)
+        when = parse_iso(data.get("timestamp")) or _mtime(source)
         base = dict(project=project, spec=spec, session=session, time=when, source=str(source))
         items: list[MemoryItem] = []
         for field in INSIGHT_LISTS:
@@ -307,16 +307,6 @@ def _session_order(path: Path) -> tuple[int, str]:
 def _file_item(project: str, spec: str, path: str, purpose: str, base: dict) -> MemoryItem:
     return MemoryItem(id=stable_id(project, spec, "file", path), kind="file",
                       text=f"{path}: {purpose}", metadata={"path": path, "purpose": purpose}, **base)
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def _mtime(path: Path) -> datetime:
