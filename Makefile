@@ -1,5 +1,5 @@
 # Two commands: `make demo` and `make test`. Both create .venv and install what they need.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test install bench clean
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "graphmem needs $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "graphmem needs Python 3.11 or newer (found: $(PYTHON)); run: make PYTHON=/path/to/python3.11 ..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
@@ -22,7 +22,7 @@ test: $(STAMP)
 	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q
 
 bench: $(STAMP)
-	for b in bench/*.py; do GRAPHITI_TELEMETRY_ENABLED=false $(PY) $$b || exit 1; done
+	for b in bench/[!_]*.py; do GRAPHITI_TELEMETRY_ENABLED=false $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info
