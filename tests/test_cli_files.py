@@ -6,7 +6,9 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
+from graphmem.files.spec_store import CorruptFileWarning
 from graphmem import Memory
 from graphmem.cli import build_parser
 
@@ -61,7 +63,8 @@ def test_doctor_lists_corrupt_files(spec_dir):
     _seed(spec_dir)
     bad = spec_dir / "memory" / "session_insights" / "session_001.json"
     bad.write_text("{")
-    Memory(spec_dir).load_all_insights()  # moves it aside (with a warning)
+    with pytest.warns(CorruptFileWarning):
+        Memory(spec_dir).load_all_insights()  # moves it aside
     r = run_cli("doctor", "--spec-dir", str(spec_dir), "--json")
     report = json.loads(r.stdout)
     assert any("session_001.json.corrupt-" in row["detail"] for row in report["sections"]["files"])
