@@ -46,9 +46,9 @@ class Backends:
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
         report.index = await self.write_index(items)
-        report.graph = await self.write_graph(mem, items)
-        if self.graph_note:
-            report.detail = self.graph_note
+        report.graph, note = await self.write_graph(mem, items)
+        if note:
+            report.detail = note
 
     async def write_index(self, items: list[MemoryItem]) -> str:
         """Upsert into the local index -> "indexed" | "failed" | "off"."""
@@ -65,7 +65,6 @@ class Backends:
     # ---- graph (graphmem.graph; outbox in graphmem.files.outbox) ------------------------------
     _graph = None  # the GraphStore, once opened; None while the graph is off
     _graph_opened = False
-    graph_note: str | None = None  # why the last graph write was queued, or an extraction note
 
     async def graph_store(self):
         """The graph store, opened on first use; None when the graph is off (or ``auto`` and no
@@ -79,30 +78,32 @@ class Backends:
         self._graph_opened = True
         return self._graph
 
-    async def write_graph(self, mem: "AsyncMemory", items: list[MemoryItem]) -> str:
-        """Write to the graph, or queue in the outbox -> "written" | "queued" | "off"."""
+    async def write_graph(self, mem: "AsyncMemory",
+                          items: list[MemoryItem]) -> tuple[str, str | None]:
+        """Write to the graph, or queue in the outbox -> ("written" | "queued" | "off", note).
+
+        The note says why a write was queued, or what LLM extraction reported; it is returned
+        rather than kept on the object, because concurrent writes share one ``Backends``.
+        """
         from .errors import GraphmemError
 
-        self.graph_note = None
         if self.settings.graph.mode == "off":
-            return "off"
+            return "off", None
         from .files.outbox import Outbox
 
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()
             if graph is None:
-                return "off"
+                return "off", None
             if not graph.available:
                 raise GraphmemError(f"graph unavailable: {graph.last_error}")
             if outbox.path.exists():  # the server is back: older queued writes go first
                 await self.replay_outbox(outbox)
-            self.graph_note = await graph.save(items)
-            return "written"
+            return "written", await graph.save(items)
         except GraphmemError as exc:  # server down, timeout, provider error, embedder mismatch
             outbox.add(items, str(exc))
-            self.graph_note = f"graph: queued ({exc})"
-            return "queued"
+            return "queued", f"graph: queued ({exc})"
 
     async def replay_outbox(self, outbox, force: bool = False) -> dict:
         """Write an outbox's entries to the graph, dropping each one that went through."""
