@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import HTTPProvider, VendorHTTP, malformed, vendor_http
+from .http import HTTPProvider, VendorHTTP, endpoint_problems, malformed, vendor_http
 from .structured import generate_validated, normalise_messages, schema_name
 
 T = TypeVar("T", bound=BaseModel)
@@ -101,12 +101,8 @@ def make_llm(settings: Any) -> AnthropicLLM:
 def validate(settings: Any, role: str) -> list[str]:
     """Problems that stop this provider from working, in plain words."""
     cfg = settings.providers.anthropic
-    problems = []
-    if not cfg.api_key or not cfg.api_key.get_secret_value().strip():
-        problems.append("provider anthropic needs ANTHROPIC_API_KEY")
-    if not cfg.base_url.startswith(("http://", "https://")):
-        problems.append(f"anthropic base URL {cfg.base_url!r} must start with http:// or https:// "
-                        "(ANTHROPIC_BASE_URL)")
+    problems = endpoint_problems("anthropic", cfg.base_url, "ANTHROPIC_BASE_URL", cfg.api_key,
+                                 "ANTHROPIC_API_KEY")
     if not cfg.model:
         problems.append("anthropic LLM needs GRAPHITI_ANTHROPIC_MODEL")
     return problems

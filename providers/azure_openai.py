@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from .http import VendorHTTP, vendor_http
+from .http import VendorHTTP, endpoint_problems, vendor_http
 from .openai import OpenAIChat, OpenAIEmbedder
 
 DEFAULT_DIM = 1536  # text-embedding-3-small and ada-002; set AZURE_OPENAI_EMBEDDING_DIM otherwise
@@ -54,15 +54,10 @@ def make_embedder(settings: Any) -> OpenAIEmbedder:
 def validate(settings: Any, role: str) -> list[str]:
     """Problems that stop this provider from working, in plain words."""
     cfg = settings.providers.azure_openai
-    problems = []
-    if not cfg.api_key or not cfg.api_key.get_secret_value().strip():
-        problems.append("provider azure_openai needs AZURE_OPENAI_API_KEY")
-    if not cfg.base_url:
-        problems.append("provider azure_openai needs AZURE_OPENAI_BASE_URL "
-                        "(https://<resource>.openai.azure.com)")
-    elif not cfg.base_url.startswith(("http://", "https://")):
-        problems.append(f"azure_openai base URL {cfg.base_url!r} must start with https:// "
-                        "(AZURE_OPENAI_BASE_URL)")
+    problems = endpoint_problems("azure_openai", cfg.base_url,
+                                 "AZURE_OPENAI_BASE_URL",
+                                 cfg.api_key, "AZURE_OPENAI_API_KEY",
+                                 url_hint="https://<resource>.openai.azure.com")
     if role == "llm" and not cfg.llm_deployment:
         problems.append("azure_openai LLM needs AZURE_OPENAI_LLM_DEPLOYMENT")
     if role == "embedder" and not cfg.embedding_deployment:

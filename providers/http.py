@@ -196,6 +196,21 @@ class VendorHTTP:
 _shared: dict[str, VendorHTTP] = {}
 
 
+def endpoint_problems(provider: str, base_url: str | None, url_env: str, api_key: Any = None,
+                      key_env: str | None = None, url_hint: str = "") -> list[str]:
+    """The checks every cloud vendor's ``validate`` starts with: a key (when ``key_env`` is given)
+    and an http(s) base URL, each problem naming the variable that fixes it."""
+    problems = []
+    if key_env and (not api_key or not api_key.get_secret_value().strip()):
+        problems.append(f"provider {provider} needs {key_env}")
+    if not base_url:
+        problems.append(f"provider {provider} needs {url_env}" + (f" ({url_hint})" if url_hint else ""))
+    elif not base_url.startswith(("http://", "https://")):
+        problems.append(f"{provider} base URL {base_url!r} must start with http:// or https:// "
+                        f"({url_env})")
+    return problems
+
+
 def vendor_http(provider: str, base_url: str, headers: dict[str, str], settings: Any,
                 key_env: str | None = None, secret: str | None = None) -> VendorHTTP:
     """One ``VendorHTTP`` per vendor endpoint and options, so an LLM and an embedder of the same

@@ -12,7 +12,8 @@ from typing import Any, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, malformed,
+from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, endpoint_problems,
+                   malformed,
                    vendor_http)
 from .structured import generate_validated, normalise_messages
 
@@ -107,10 +108,7 @@ def make_embedder(settings: Any) -> OllamaEmbedder:
 def validate(settings: Any, role: str) -> list[str]:
     """Problems that stop this provider from working, in plain words."""
     cfg = settings.providers.ollama
-    problems = []
-    if not cfg.base_url.startswith(("http://", "https://")):
-        problems.append(f"ollama base URL {cfg.base_url!r} must start with http:// or https:// "
-                        "(OLLAMA_BASE_URL)")
+    problems = endpoint_problems("ollama", cfg.base_url, "OLLAMA_BASE_URL")
     if role == "llm" and not cfg.llm_model:
         problems.append("ollama LLM needs OLLAMA_LLM_MODEL")
     if role == "embedder":

@@ -13,7 +13,8 @@ from typing import Any, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
-from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, malformed,
+from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, endpoint_problems,
+                   malformed,
                    vendor_http)
 from .structured import generate_validated, normalise_messages, schema_name, strict_schema
 
@@ -160,12 +161,8 @@ def make_embedder(settings: Any) -> OpenAIEmbedder:
 def validate(settings: Any, role: str) -> list[str]:
     """Problems that stop this provider from working, in plain words."""
     cfg = settings.providers.openai
-    problems = []
-    if not cfg.api_key or not cfg.api_key.get_secret_value().strip():
-        problems.append("provider openai needs OPENAI_API_KEY")
-    if not cfg.base_url.startswith(("http://", "https://")):
-        problems.append(f"openai base URL {cfg.base_url!r} must start with http:// or https:// "
-                        "(OPENAI_BASE_URL)")
+    problems = endpoint_problems("openai", cfg.base_url, "OPENAI_BASE_URL", cfg.api_key,
+                                 "OPENAI_API_KEY")
     if role == "llm" and not cfg.model:
         problems.append("openai LLM needs OPENAI_MODEL")
     if role == "embedder" and cfg.embedding_dim is None and cfg.embedding_model not in EMBEDDING_DIMS:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, malformed,
+from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, endpoint_problems,
+                   malformed,
                    vendor_http)
 
 EMBEDDING_DIMS = {"voyage-3": 1024, "voyage-3-lite": 512, "voyage-3-large": 1024,
@@ -69,12 +70,8 @@ def make_embedder(settings: Any) -> VoyageEmbedder:
 def validate(settings: Any, role: str) -> list[str]:
     """Problems that stop this provider from working, in plain words."""
     cfg = settings.providers.voyage
-    problems = []
-    if not cfg.api_key or not cfg.api_key.get_secret_value().strip():
-        problems.append("provider voyage needs VOYAGE_API_KEY")
-    if not cfg.base_url.startswith(("http://", "https://")):
-        problems.append(f"voyage base URL {cfg.base_url!r} must start with http:// or https:// "
-                        "(VOYAGE_BASE_URL)")
+    problems = endpoint_problems("voyage", cfg.base_url, "VOYAGE_BASE_URL", cfg.api_key,
+                                 "VOYAGE_API_KEY")
     if cfg.embedding_dim is None and cfg.embedding_model not in EMBEDDING_DIMS:
         problems.append(f"voyage embedder: the dimension of {cfg.embedding_model!r} is unknown; "
                         "set VOYAGE_EMBEDDING_DIM")
