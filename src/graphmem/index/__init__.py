@@ -15,4 +15,21 @@ def open_index(settings: Any, embedder: Any = None):
     """The ``LocalIndex`` of ``settings.home`` (numpy loads only when a search needs it)."""
     from .store import LocalIndex
 
-    return LocalIndex(Path(settings.home), embedder)
+    return LocalIndex(Path(settings.home), embedder, late_encoder(settings))
+
+
+def late_encoder(settings: Any):
+    """The ColBERT encoder of the second stage (``late.py``), or None when it is off or absent."""
+    try:
+        from ..providers.local_colbert import make_late_encoder
+    except ImportError:
+        return None
+    from ..errors import ConfigError
+
+    try:
+        return make_late_encoder(settings)
+    except ConfigError as exc:  # model files missing: the first stage still answers
+        import logging
+
+        logging.getLogger("graphmem.index").warning("late interaction off: %s", exc)
+        return None

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from ..errors import ProviderError
 from ..models import Hit
+from . import late
 from .ranker import SEQUENCE_KINDS, Params
 from .store import LocalIndex, row_time
 from .text import tokenize
@@ -69,9 +70,15 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     term_ids = list(index.term_ids(tokenize(query)).values())
     qvec = None
     pending = None
+    # Both query encoders start now, on worker threads (onnxruntime releases the GIL), while
+    # this thread scores the words.
+    late_enc = index.late if p.late_pool and late.usable(index) else None
+    pending_late = (asyncio.ensure_future(late.query_tokens(late_enc, query))
+                    if late_enc is not None else None)
     if snap.vectors is not None:
         pending = asyncio.ensure_future(query_vector(index.embedder, query))
-        await asyncio.sleep(0)  # let the embedding start before the words are scored
+    if pending is not None or pending_late is not None:
+        await asyncio.sleep(0)  # let the encoders start before the words are scored
     words = snap.lexical(term_ids, p)
     if pending is not None:
         try:
@@ -79,13 +86,31 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
         except ProviderError as exc:  # the embedder is down: words alone still answer
             log.warning("query not embedded (%s); ranking by words only", exc)
     pool = max(limit, RERANK_POOL) if reranker is not None else limit
-    ranked = snap.rank(words, qvec, scope, pool, p)
+    ranked = snap.rank(words, qvec, scope, max(pool, p.late_pool if pending_late else 0), p)
+    if pending_late is not None:
+        ranked = await _late_stage(index, snap, pending_late, ranked, p)
+    ranked = ranked[:pool]
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
     hits = [_hit(rows[int(snap.rowid[i])], score) for i, score in ranked
             if int(snap.rowid[i]) in rows]
     if reranker is not None and len(hits) > 1:
         hits = await _rerank(index, snap, reranker, query, hits, ranked)
     return hits[:limit]
+
+
+async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, float]],
+                      p: Params) -> list[tuple[int, float]]:
+    """Re-score the first stage's pool by MaxSim over stored token vectors (``late.py``)."""
+    try:
+        qm = await pending
+    except Exception as exc:  # noqa: BLE001 - a model failure leaves the first stage's order
+        log.warning("late interaction skipped (%s)", exc)
+        return ranked
+    if not ranked:
+        return ranked
+    blobs = late.token_rows(index, [int(snap.rowid[i]) for i, _ in ranked])
+    cb = late.maxsim(qm, [blobs.get(int(snap.rowid[i])) for i, _ in ranked])
+    return late.rescore(snap, ranked, cb, p.late_weight, p.late_neighbour)
 
 
 def _hit(row, score: float) -> Hit:

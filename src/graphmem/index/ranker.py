@@ -37,6 +37,9 @@ class Params:
     name_boost: float = 1.5
     lex_floor: float = 1.0  # see ``rank``
     dense_weight: float = 0.3
+    late_pool: int = 100  # first-stage rows re-scored by late interaction (``late.py``)
+    late_weight: float = 0.5  # share of MaxSim in the final score
+    late_neighbour: float = 0.2  # share of the pool neighbours' MaxSim added to a turn's
     # Not used, measured on LoCoMo: smoothing cosines over neighbours (blurred them), a session's
     # best or mean cosine blended in (+-0.004 R@10), turn+previous-turn vectors (+0.005).
 

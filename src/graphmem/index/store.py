@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import IndexMismatchError, ProviderError, StorageError
 from ..models import MemoryItem
-from . import db
+from . import db, late
 from .text import date_terms, tokenize
 
 log = logging.getLogger("graphmem.index")
@@ -91,9 +91,10 @@ def item_terms(item: MemoryItem) -> list[str]:
 class LocalIndex:
     """The local index of one home: upsert, delete, registry, and hybrid search."""
 
-    def __init__(self, home: Path, embedder: Any = None):
+    def __init__(self, home: Path, embedder: Any = None, late_encoder: Any = None):
         self.home = Path(home)
         self.embedder = embedder
+        self.late = late_encoder  # ColBERT token vectors for the second stage (``late.py``)
         self.conn = db.connect(self.home)
         self._lock = threading.RLock()
         self._term_ids: dict[str, int] = {}
@@ -178,6 +179,7 @@ class LocalIndex:
                 # The rows still go in (lexical search works); reindex fills the vectors later.
                 log.warning("embedding failed, items indexed without vectors: %s", exc)
                 self.last_embed_error = str(exc)
+        token_vecs = await late.encode_missing(self, [(it.content_hash(), it.text) for it in items])
         tokens = [item_terms(it) for it in items]
         names = [name_terms(it) for it in items]
         with self._lock:
@@ -208,6 +210,7 @@ class LocalIndex:
                     "length=excluded.length, gen=excluded.gen", rows)
                 self.conn.executemany("INSERT OR IGNORE INTO search_vectors VALUES (?, ?)",
                                       list(vectors.items()))
+                late.store(self, token_vecs)
                 self.conn.execute("COMMIT")
             except BaseException as exc:
                 self._rollback()
@@ -237,6 +240,7 @@ class LocalIndex:
 
     async def refill_vectors(self) -> int:
         """Embed every indexed text that has no vector (after a failure or an embedder change)."""
+        await late.refill(self)
         if self.embedder is None:
             return 0
         todo = self.conn.execute("SELECT hash, min(text) FROM search_items WHERE hash NOT IN "
@@ -312,6 +316,7 @@ class LocalIndex:
                 n = self.conn.execute(f"DELETE FROM search_items WHERE {cond}", args).rowcount
                 self.conn.execute("DELETE FROM search_vectors WHERE hash NOT IN "
                                   "(SELECT hash FROM search_items)")
+                late.prune(self.conn)
                 self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
