@@ -27,8 +27,11 @@ EMBEDDING_MODELS = {"bge-small-en-v1.5": 384, "wordllama": 256}
 RERANKERS = ("ms-marco-MiniLM-L-12-v2",)
 INLINE = 8  # up to this many texts run on the event loop; more go to a worker thread
 
+PARALLEL = 2  # texts embedded at once in a long list (this machine class has 2 cores)
+
 _models: dict[str, Any] = {}
 _lock = threading.Lock()
+_executor: Any = None
 
 
 def _resolve(value: str, default: str, known: Sequence[str], what: str) -> str:
@@ -79,6 +82,17 @@ def _session(path: Path, cache_dir: Path | None = None) -> Any:
         except OSError:
             tmp.unlink(missing_ok=True)
     return session
+
+
+def _pool() -> Any:
+    """Threads that run texts side by side (created on first use, shared by every model)."""
+    global _executor
+    with _lock:
+        if _executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _executor = ThreadPoolExecutor(PARALLEL, thread_name_prefix="graphmem-onnx")
+        return _executor
 
 
 def _options(ort: Any, optimise: bool) -> Any:
@@ -142,13 +156,18 @@ class BgeEmbedder(_Onnx):
         # tensor (DynamicQuantizeLinear), so in a batch the other texts and the padding change a
         # text's vector (cosine 0.993-0.999 to its lone vector). Alone, a text always gets the
         # same vector; measured on 2 cores, batches of 8-32 were no faster per text.
-        out: list[Any] = []
-        for text in texts:
-            enc = self.tokenizer.encode_batch([text])
+        def one(enc: list[Any]) -> list[float]:
             hidden = self.session.run(["last_hidden_state"], _feeds(enc))[0][:, 0, :]
             hidden = hidden / np.maximum(np.linalg.norm(hidden, axis=1, keepdims=True), 1e-12)
-            out.append(hidden[0].tolist())
-        return out
+            return hidden[0].tolist()
+
+        encs = [self.tokenizer.encode_batch([text]) for text in texts]
+        if len(encs) <= INLINE:
+            return [one(e) for e in encs]
+        # Many texts: two runs at once (a session may run from several threads). Short texts
+        # leave the session's own 2 threads mostly idle, so text-level parallelism fills both
+        # cores; each text still runs alone, so vectors are unchanged.
+        return list(_pool().map(one, encs))
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One 384-dimension unit vector per text."""

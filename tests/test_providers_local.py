@@ -136,3 +136,24 @@ def test_optimised_graph_is_cached_and_a_damaged_cache_is_rebuilt(offline, tmp_p
     third = local.BgeEmbedder(cache)
     assert third.embed_sync(text)[0] == pytest.approx(first.embed_sync(text)[0], abs=1e-5)
     assert files[0].stat().st_size > 1_000_000  # rebuilt
+
+
+def test_bge_long_lists_run_side_by_side_with_the_same_vectors(offline):
+    emb = local.BgeEmbedder()
+    texts = [f"gotcha {i}: the {w} cache drops writes after a restart" for i, w in
+             enumerate(["redis", "disk", "page", "query", "token", "dns", "http", "blob", "l2",
+                        "cdn", "object", "plan"])]
+    texts.append("a much longer text about the queue, " * 15 + "and its retries")
+    assert len(texts) > local.INLINE  # the pooled path
+    alone = [emb.embed_sync([t])[0] for t in texts]
+    assert emb.embed_sync(texts) == alone  # exactly: each text still runs alone, in order
+    assert asyncio.run(emb.embed(texts)) == alone  # async path: worker thread + pool
+    # Two callers at once (search embedding a query while a write embeds its items) share the
+    # session and the pool; neither sees the other's vectors.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as ex:
+        a, b = ex.map(emb.embed_sync, [texts, texts[::-1]])
+    assert a == alone and b == alone[::-1]
+    with pytest.raises(ValidationError, match="texts: item 3"):
+        asyncio.run(emb.embed(texts[:3] + [None] + texts[3:]))
