@@ -27,6 +27,8 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     home = tmp_path / "gm-home"
     monkeypatch.setenv("GRAPHMEM_HOME", str(home))
     monkeypatch.setenv("GRAPHITI_TELEMETRY_ENABLED", "false")
+    # A CLI search would start a warm search server per test home; tests of it turn it on.
+    monkeypatch.setenv("GRAPHMEM_SEARCH_SERVER", "off")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
@@ -67,8 +69,17 @@ def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: 
                           text=True, env=full_env, input=input, cwd=cwd, timeout=120)
 
 
+def _home_under(proc: Path, base: Path) -> bool:
+    """Whether a process runs with a GRAPHMEM_HOME under ``base`` (a search server of a test)."""
+    try:
+        env = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(v.startswith(b"GRAPHMEM_HOME=" + str(base).encode()) for v in env)
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """Last line of defence: no FalkorDB started under this run's temp folder outlives the run."""
+    """Last line of defence: no FalkorDB or search server of this run's tests outlives the run."""
     base = session.config._tmp_path_factory.getbasetemp() if hasattr(session.config, "_tmp_path_factory") else None
     if base is None:
         return
@@ -80,7 +91,8 @@ def pytest_sessionfinish(session, exitstatus):
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "redis-server" in cmd and str(base) in cmd:
+        if "redis-server" in cmd and str(base) in cmd or "search-server" in cmd and \
+                _home_under(proc, base):
             leftovers.append((int(proc.name), cmd))
     for pid, _ in leftovers:
         try:
@@ -88,6 +100,6 @@ def pytest_sessionfinish(session, exitstatus):
         except OSError:
             pass
     if leftovers:
-        print(f"\nconftest: stopped {len(leftovers)} FalkorDB server(s) a test left running:")
+        print(f"\nconftest: stopped {len(leftovers)} server(s) a test left running:")
         for _, cmd in leftovers[:10]:
             print("  ", cmd[-160:])

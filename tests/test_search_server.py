@@ -1,4 +1,4 @@
-"""``graphmem search-server``: the warm path of ``graphmem search`` (real processes, real socket)."""
+"""The warm search server: started by the CLI, same answers, never stale (real processes, socket)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,56 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 
 from graphmem import Memory
-from graphmem.search_server import ask, socket_path
+from graphmem.search_client import PREFIXES, ask, client_config, holder
+from graphmem.settings import ENV_NAMES
+
+AUTO = {"GRAPHMEM_SEARCH_SERVER": "auto", "GRAPHMEM_SEARCH_SERVER_IDLE": "120"}
+
+
+def _pids(home: Path) -> list[int]:
+    """Search servers running with this home (started by a CLI or by a test)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"search-server" in (proc / "cmdline").read_bytes() and \
+                    f"GRAPHMEM_HOME={home}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                if (proc / "stat").read_text().split(") ")[1][0] != "Z":
+                    out.append(int(proc.name))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.fixture
+def home(isolated_env):
+    """The test's home; every search server of it is stopped when the test ends."""
+    yield isolated_env
+    for pid in _pids(isolated_env):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while _pids(isolated_env) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _cfg():
+    return client_config(env=dict(os.environ, **AUTO))
+
+
+def _wait_ping(cfg, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = ask(cfg, {"op": "ping"})
+        if answer and "pid" in answer:
+            return answer
+        time.sleep(0.2)
+    raise AssertionError(f"no search server answered; its log: {cfg.log.read_text()}")
 
 
 def _start(home: Path, *args: str) -> subprocess.Popen:
@@ -25,71 +69,202 @@ def _start(home: Path, *args: str) -> subprocess.Popen:
     return proc
 
 
-def _raw(path: Path, payload: bytes) -> dict:
+def _raw(path: Path, payload: bytes, half_close: bool = False) -> dict:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(30)
+        s.settimeout(60)
         s.connect(str(path))
-        s.sendall(payload)
+        try:
+            s.sendall(payload)
+        except BrokenPipeError:  # the server answered before reading all (an over-long line)
+            pass
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
         return json.loads(s.makefile().readline())
 
 
-def test_search_goes_through_the_server_and_falls_back_without_it(tmp_path: Path, isolated_env):
-    home = isolated_env
+def _project(tmp_path: Path) -> tuple[Path, Path]:
     spec = tmp_path / "shop" / "specs" / "001"
     spec.mkdir(parents=True)
     with Memory(spec) as m:
         m.append_gotcha("Stripe webhooks arrive twice; make the handler idempotent")
         m.append_gotcha("The CI runner kills any job that prints nothing for ten minutes")
-    project = spec.parent.parent
-    args = ("search", "payment notifications delivered more than once", "--project-dir",
-            str(project), "--json")
+        m.append_pattern("Money is kept in integer cents, never floats")
+    return spec, spec.parent.parent
+
+
+def test_cli_starts_a_server_that_answers_as_the_library_does(tmp_path: Path, home):
+    spec, project = _project(tmp_path)
+    cfg = _cfg()
+    where = ("--project-dir", str(project))
+    search = ("search", "payment notifications delivered more than once", *where)
+    first = run_cli(*search, "--json", env=AUTO)  # no server yet: in-process, then starts one
+    assert first.returncode == 0, first.stderr
+    served = _wait_ping(cfg)["served"]
+    with Memory(spec) as m:
+        library = [h.model_dump(mode="json") for h in m.search(search[1], scope="project")]
+    assert json.loads(first.stdout) == library
+    assert library[0]["text"].startswith("Stripe webhooks")
+
+    def both(*args: str) -> str:
+        """The CLI's output through the server, checked equal to the in-process output."""
+        nonlocal served
+        warm, cold = run_cli(*args, env=AUTO), run_cli(*args, "--no-server", env=AUTO)
+        assert (warm.returncode, warm.stdout, warm.stderr) == \
+            (cold.returncode, cold.stdout, cold.stderr)
+        now = ask(cfg, {"op": "ping"})["served"]
+        assert now == served + 1  # the server answered the first, not the --no-server one
+        served = now
+        return warm.stdout
+
+    assert json.loads(both(*search, "--json")) == library
+    both(*search)  # the human format too
+    both("search", "money", "--spec-dir", str(spec), "--kind", "pattern", "--limit", "1", "--json")
+    assert "Stripe webhooks" in both("context", "build the payment webhook handler", *where)
+    both("context", "webhooks", "--max-tokens", "60", "--json", *where)
+    # A write by another process is in the server's next answer.
+    with Memory(spec) as m:
+        m.append_gotcha("Refunds over 500 EUR need a second approver")
+    assert json.loads(both("search", "refund approval", *where, "--json"))[0]["text"] \
+        .startswith("Refunds over 500 EUR")
+    # The database deleted under the server: it reopens the new one, never the old view.
+    for p in Path(cfg.home).glob("index.sqlite3*"):
+        p.unlink()
+    assert "No matching memories" in both(*search)
+    with Memory(spec) as m:
+        m.append_gotcha("Webhook retries come from Stripe within three days")
+    assert "three days" in both(*search)
+    # Errors come back as the in-process path reports them.
+    bad = run_cli("search", "", *where, env=AUTO)
+    assert bad.returncode == 2 and "query" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("context", "x", "--max-tokens", "5", *where, env=AUTO)
+    assert bad.returncode == 2 and "max_tokens" in bad.stderr
+    missing = run_cli("search", "x", "--project-dir", "nowhere", env=AUTO)
+    assert missing.returncode == 4 and "project folder not found: nowhere" in missing.stderr
+    assert len(_pids(home)) == 1
+
+
+def test_stale_socket_is_replaced_and_a_cli_started_server_exits_when_idle(tmp_path: Path, home):
+    spec, project = _project(tmp_path)
+    cfg = _cfg()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:  # left by a killed server
+        s.bind(str(cfg.socket))
+    cfg.lock.write_text("999999\n")  # and its pid file, naming no live process
+    args = ("search", "webhooks twice", "--project-dir", str(project), "--json")
+    env = dict(AUTO, GRAPHMEM_SEARCH_SERVER_IDLE="2")
+    stale = run_cli(*args, env=env)
+    cold = run_cli(*args, "--no-server", env=env)
+    assert stale.returncode == 0 and stale.stdout == cold.stdout, stale.stderr
+    pid = _wait_ping(cfg)["pid"]
+    assert holder(cfg) == pid and _pids(home) == [pid]
+    assert (cfg.socket.stat().st_mode & 0o777) == 0o600
+    deadline = time.monotonic() + 60
+    while _pids(home) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pids(home), "the server did not exit when idle"
+    assert not cfg.socket.exists() and holder(cfg) is None
+
+
+def test_two_clis_racing_leave_one_server(tmp_path: Path, home):
+    _spec, project = _project(tmp_path)
+    cmd = [sys.executable, "-m", "graphmem.cli", "search", "ci job killed", "--project-dir",
+           str(project), "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=dict(os.environ, **AUTO)) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs) and outs[0][0] == outs[1][0]
+    pid = _wait_ping(_cfg())["pid"]
+    time.sleep(1.0)  # a second server, if any was started, has found the lock taken by now
+    assert _pids(home) == [pid]
+
+
+def test_off_setting_and_no_server_neither_ask_nor_start(tmp_path: Path, home, monkeypatch):
+    _spec, project = _project(tmp_path)
+    cfg = _cfg()
+    args = ("search", "webhooks", "--project-dir", str(project), "--json")
+    off = run_cli(*args, env={"GRAPHMEM_SEARCH_SERVER": "off"})
+    flag = run_cli(*args, "--no-server", env=AUTO)
+    assert off.returncode == 0 and flag.returncode == 0 and off.stdout == flag.stdout
+    (tmp_path / "cwd" / "graphmem.toml").write_text('[search_server]\nmode = "off"\n')
+    toml = run_cli(*args, env={"GRAPHMEM_SEARCH_SERVER": ""})
+    assert toml.returncode == 0 and toml.stdout == off.stdout
+    time.sleep(1.5)  # a server started by any of them would hold its lock by now
+    assert holder(cfg) is None and not _pids(home)
+    # ... and with a server running, they still do not ask it.
+    (tmp_path / "cwd" / "graphmem.toml").unlink()
     proc = _start(home, "--idle", "60")
     try:
-        path = socket_path(home)
-        assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
-        warm = run_cli(*args)
-        cold = run_cli(*args, "--no-server")
-        assert warm.returncode == 0 and cold.returncode == 0, warm.stderr + cold.stderr
-        assert json.loads(warm.stdout) == json.loads(cold.stdout)
-        assert json.loads(warm.stdout)[0]["text"].startswith("Stripe webhooks")
-        with Memory(spec) as m:  # a write by another process is seen by the running server
-            m.append_gotcha("Refunds over 500 EUR need a second approver")
-        hits = ask(home, {"query": "refund approval", "scope": "spec", "spec_dir": str(spec),
-                          "limit": 1})
-        assert hits["hits"][0]["text"].startswith("Refunds over 500 EUR")
-        # errors come back as the in-process path reports them
-        bad = run_cli("search", "", "--project-dir", str(project))
-        assert bad.returncode == 2 and "query" in bad.stderr and "Traceback" not in bad.stderr
-        missing = run_cli("search", "x", "--project-dir", str(tmp_path / "nowhere"))
-        assert missing.returncode == 4 and "not found" in missing.stderr
-        # garbage on the socket gets an error, and a request for another home is refused
-        assert _raw(path, b"not json\n")["exit"] == 2
-        assert _raw(path, json.dumps({"query": "x", "home": "/elsewhere",
-                                      "project_dir": str(project)}).encode() + b"\n") == \
-            {"wrong_home": True}
-        assert ask(tmp_path / "other-home", {"query": "x", "project_dir": str(project)}) is None
+        before = ask(cfg, {"op": "ping"})["served"]
+        run_cli(*args, env={"GRAPHMEM_SEARCH_SERVER": "off"})
+        run_cli(*args, "--no-server", env=AUTO)
+        assert ask(cfg, {"op": "ping"})["served"] == before
+        run_cli(*args, env=AUTO)
+        assert ask(cfg, {"op": "ping"})["served"] == before + 1
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-    assert not socket_path(home).exists()  # removed on the way out
-    # a socket left by a killed server: the CLI searches in-process
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.bind(str(socket_path(home)))
-    try:
-        again, cold = run_cli(*args), run_cli(*args, "--no-server")
-        assert again.returncode == 0 and json.loads(again.stdout) == json.loads(cold.stdout)
-    finally:
-        socket_path(home).unlink()
+    assert not cfg.socket.exists()
+    bad = run_cli(*args, env={"GRAPHMEM_SEARCH_SERVER": "sometimes"})
+    assert bad.returncode == 3 and "search_server.mode" in bad.stderr
 
 
-def test_server_exits_when_idle_and_refuses_a_second_one(isolated_env):
-    home = isolated_env
-    proc = _start(home, "--idle", "3")
+def test_garbage_requests_get_clear_errors(tmp_path: Path, home):
+    _spec, project = _project(tmp_path)
+    cfg = _cfg()
+    proc = _start(home, "--idle", "60")
     try:
         second = run_cli("search-server", "--idle", "3")
         assert second.returncode != 0 and "already answers" in second.stderr
+        path, key = cfg.socket, cfg.key
+
+        def req(**fields) -> dict:
+            return _raw(path, json.dumps(dict({"key": key, "project_dir": str(project)},
+                                              **fields)).encode() + b"\n")
+
+        assert _raw(path, b"not json\n") == {"error": "request: must be one line of JSON",
+                                             "exit": 2}
+        assert _raw(path, b"\xff\xfe\n")["exit"] == 2
+        assert _raw(path, b"[1, 2]\n") == {"error": "request: must be a JSON object", "exit": 2}
+        assert _raw(path, b'{"op": "ping"}', half_close=True)["error"] == \
+            "request: must end with a newline"
+        assert "longer than" in _raw(path, b"x" * (2 << 20) + b"\n")["error"]
+        assert req(key="another") == {"wrong_server": True}
+        assert req(op="drop")["error"].startswith("op: must be one of")
+        assert req(query="x", project_dir="relative/path")["error"].startswith("project_dir:")
+        assert req(query="x", project_dir=str(tmp_path / "gone"))["exit"] == 4
+        assert req(query="x", project_dir=None)["error"].startswith("project_dir:")
+        assert req(query="x", limit="ten")["error"].startswith("limit:")
+        assert req(query=["x"])["error"].startswith("query:")
+        assert req(query="x", kinds=["secret"])["error"].startswith("kinds:")
+        assert req(query="x", scope="spec")["error"].startswith("scope:")
+        assert req(op="context", task="x", max_tokens="many")["error"].startswith("max_tokens:")
+        assert req(query="webhooks")["hits"][0]["text"].startswith("Stripe webhooks")
     finally:
-        assert proc.wait(timeout=60) == 0
-    assert not socket_path(home).exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
     bad = run_cli("search-server", "--idle", "0")
     assert bad.returncode == 2 and "--idle" in bad.stderr
+
+
+def test_each_setting_that_can_change_a_result_gives_another_server(tmp_path: Path, monkeypatch):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_SEARCH_SERVER")}
+    base["GRAPHMEM_HOME"] = str(tmp_path / "h")
+    key = client_config(env=base).key
+    assert client_config(env=dict(base, GRAPHMEM_SEARCH_SERVER_IDLE="5")).key == key
+    assert client_config(env=dict(base, GRAPHMEM_SEARCH_SERVER="off")).key == key
+    for change in ({"GRAPHMEM_HOME": str(tmp_path / "other")},
+                   {"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama"},
+                   {"OPENAI_API_KEY": "sk-test"}, {"GRAPHMEM_GRAPH": "on"}):
+        assert client_config(env=dict(base, **change)).key != key, change
+    toml = tmp_path / "cwd" / "graphmem.toml"
+    toml.write_text('redact = false\n')
+    with_toml = client_config(env=base)
+    assert with_toml.key != key
+    toml.write_text('redact = true\n')
+    assert client_config(env=base).key not in (key, with_toml.key)
+    toml.write_text(f'home = "{tmp_path / "toml-home"}"\n[search_server]\nidle = 7\n')
+    cfg = client_config(env={k: v for k, v in base.items() if k != "GRAPHMEM_HOME"})
+    assert cfg.home == str(tmp_path / "toml-home") and cfg.idle == 7.0 and cfg.mode == "auto"
+    toml.write_text('[search_server]\nmode = "never"\n')
+    assert client_config(env=base) is None  # in-process: Settings.load names the field
+    # every variable the settings read is part of the key
+    assert all(name.startswith(PREFIXES) for name in ENV_NAMES)

@@ -169,19 +169,26 @@ _COMMAND_MODULES = ("graphmem.cli_search", "graphmem.cli_sessions", "graphmem.cl
                     "graphmem.cli_mcp")
 
 
-def _load_command_modules() -> None:
+# The commands an agent runs on every tool call load only their own module (a cold start budget).
+_FAST = {"search": "graphmem.cli_search", "context": "graphmem.cli_search"}
+
+
+def _load_command_modules(argv: list[str] | None = None) -> None:
     import importlib
     import importlib.util
 
-    for name in _COMMAND_MODULES:
+    first = argv[0] if argv else None
+    names = [_FAST[first]] if first in _FAST else _COMMAND_MODULES
+    for name in names:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
 
 
 # ---- entry point ----------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every registered sub-command."""
-    _load_command_modules()
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every registered sub-command; given the ``argv`` of a ``_FAST``
+    command, only that command's module is loaded."""
+    _load_command_modules(argv)
     parser = argparse.ArgumentParser(prog="graphmem", description="Memory for coding agents.")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     for name, (fn, add_args, help_text) in COMMANDS.items():
@@ -196,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_fn", None):
         parser.print_help()

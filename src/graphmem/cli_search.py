@@ -18,17 +18,24 @@ def _where_args(p: argparse.ArgumentParser) -> None:
                    help="project root (default: two levels above the spec folder, else the "
                         "current folder)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.add_argument("--no-server", action="store_true",
+                   help="work in this process: neither ask nor start the search server")
 
 
-def _open(args: argparse.Namespace):
+def _check_where(args: argparse.Namespace) -> None:
     from .errors import NotFoundError
-    from .memory import Memory
 
     if args.spec_dir is not None and not args.spec_dir.is_dir():
         raise NotFoundError(f"spec folder not found: {args.spec_dir}")
+    if args.project_dir is not None and not args.project_dir.is_dir():
+        raise NotFoundError(f"project folder not found: {args.project_dir}")
+
+
+def _open(args: argparse.Namespace):
+    from .memory import Memory
+
+    _check_where(args)
     project = args.project_dir
-    if project is not None and not project.is_dir():
-        raise NotFoundError(f"project folder not found: {project}")
     if args.spec_dir is None and project is None:
         project = Path.cwd()
     return Memory(args.spec_dir, project)
@@ -44,46 +51,67 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
     p.add_argument("--rerank", action="store_true",
                    help="re-rank the top hits with the cross-encoder (slower, better)")
-    p.add_argument("--no-server", action="store_true",
-                   help="search in this process even if `graphmem search-server` is running")
     _where_args(p)
 
 
-def _ask_server(args: argparse.Namespace, scope: str) -> list | None:
-    """Hits from a running ``graphmem search-server`` (no heavy import on this path), or None."""
+def _server(args: argparse.Namespace):
+    """The search server config to ask (and start), or None to work in-process only."""
+    if args.no_server:
+        return None
+    from .search_client import client_config
+
+    cfg = client_config()
+    return cfg if cfg is not None and cfg.mode != "off" else None
+
+
+def _ask_server(cfg, args: argparse.Namespace, request: dict) -> dict | None:
+    """The server's answer (no heavy import on this path), or None to work in-process."""
     import os
 
-    from .search_server import ask, quick_home
-
-    home = None if args.no_server else quick_home()
-    if home is None:
+    if cfg is None:
         return None
+    from .search_client import ask
+
+    _check_where(args)  # the same message as in-process, with the path as the user gave it
     spec = os.path.abspath(args.spec_dir) if args.spec_dir is not None else None
     project = os.path.abspath(args.project_dir) if args.project_dir is not None else None
     if spec is None and project is None:
         project = os.getcwd()
-    answer = ask(home, {"query": args.query, "scope": scope, "kinds": args.kind,
-                        "limit": args.limit, "rerank": args.rerank, "spec_dir": spec,
-                        "project_dir": project})
-    if answer is None or "hits" not in answer and "error" not in answer:
-        return None
-    if "error" in answer:
+    answer = ask(cfg, dict(request, spec_dir=spec, project_dir=project))
+    if answer is not None and "error" in answer:
         from .errors import GraphmemError
 
-        err = GraphmemError(answer["error"])
+        err = GraphmemError(str(answer["error"]))
         err.exit_code = int(answer.get("exit", 1))
         raise err
-    return answer["hits"]
+    return answer
+
+
+def _start_server(cfg) -> None:
+    """After answering in-process: start a server so that the next call is fast."""
+    import sys
+
+    if cfg is not None:
+        from .search_client import spawn
+
+        sys.stdout.flush()  # the answer is out before the (short) spawn
+        spawn(cfg)
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
     scope = args.scope or ("spec" if args.spec_dir is not None else "project")
-    data = _ask_server(args, scope)
+    cfg = _server(args)
+    answer = _ask_server(cfg, args, {"op": "search", "query": args.query, "scope": scope,
+                                     "kinds": args.kind, "limit": args.limit,
+                                     "rerank": args.rerank})
+    data = answer.get("hits") if answer else None
     if data is None:
         with _open(args) as m:
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank)
         data = [h.model_dump(mode="json") for h in hits]
+    else:
+        cfg = None  # a server answered: nothing to start
 
     def show(rows):
         c = _console()
@@ -94,7 +122,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
                     f"{h['backend']}[/]")
             c.print(f"    {h['text']}", markup=False, highlight=False)
             c.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False)
-    return _emit(args, data, show)
+    code = _emit(args, data, show)
+    _start_server(cfg)
+    return code
 
 
 command("search", "search memories by meaning across a spec, project or every project")(
@@ -109,11 +139,20 @@ def _context_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
-    with _open(args) as m:
-        text = m.context(args.task, max_tokens=args.max_tokens)
+    cfg = _server(args)
+    answer = _ask_server(cfg, args, {"op": "context", "task": args.task,
+                                     "max_tokens": args.max_tokens})
+    text = answer.get("context") if answer else None
+    if text is None:
+        with _open(args) as m:
+            text = m.context(args.task, max_tokens=args.max_tokens)
+    else:
+        cfg = None
     if args.json:
-        return _emit(args, {"context": text}, print)
-    print(text if text else "No relevant memories.")
+        _emit(args, {"context": text}, print)
+    else:
+        print(text if text else "No relevant memories.")
+    _start_server(cfg)
     return 0
 
 
@@ -146,8 +185,10 @@ command("reindex", "rebuild the local search index of a project from its files")
 
 
 def _server_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--idle", type=float, default=900.0,
-                   help="exit after this many seconds without a search (default 900)")
+    p.add_argument("--idle", type=float, default=None,
+                   help="exit after this many seconds without a request (default: the "
+                        "search_server.idle setting, GRAPHMEM_SEARCH_SERVER_IDLE, 900)")
+    p.add_argument("--auto", action="store_true", help=argparse.SUPPRESS)  # started by the CLI
 
 
 def _cmd_server(args: argparse.Namespace) -> int:
@@ -157,17 +198,18 @@ def _cmd_server(args: argparse.Namespace) -> int:
     from .search_server import serve
     from .settings import Settings
 
-    if not args.idle > 0:
+    if args.idle is not None and not args.idle > 0:
         raise ValidationError("must be a positive number of seconds", field="--idle")
     settings = Settings.load()
+    ready = None if args.auto else (
+        lambda path: print(f"graphmem search server on {path}", flush=True))
     try:
-        asyncio.run(serve(settings, idle=args.idle,
-                          ready=lambda path: print(f"graphmem search server on {path}",
-                                                   flush=True)))
+        asyncio.run(serve(settings, idle=args.idle, ready=ready, auto=args.auto))
     except KeyboardInterrupt:
         pass
     return 0
 
 
-command("search-server", "keep the search index and models loaded so `graphmem search` answers "
-        "in milliseconds (optional; exits when idle)")(_cmd_server)(_server_args)
+command("search-server", "keep the search index and models loaded so `graphmem search` and "
+        "`context` answer in milliseconds (started by them; exits when idle)")(
+    _cmd_server)(_server_args)

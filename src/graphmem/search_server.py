@@ -1,146 +1,237 @@
-"""An optional warm search server, so ``graphmem search`` need not load models in every process.
+"""The warm search server: one process keeps the index view and the models loaded.
 
 A cold ``graphmem search`` pays for the interpreter, pydantic, numpy, onnxruntime and the
-embedding model (about 1-2 s on a busy 2-core box) before it searches for a few milliseconds.
-``graphmem search-server`` keeps one ``Backends`` (index view, embedder, reranker, graph client)
-loaded and answers on a Unix socket; ``graphmem search`` asks it first and falls back to the
-in-process path when none is running. The client side of this module imports only the standard
-library.
+embedding model before it searches for a few milliseconds. ``graphmem search-server`` keeps one
+``Backends`` (index view, embedder, reranker, graph client) loaded and answers ``search`` and
+``context`` on a Unix socket. The CLI starts one by itself (``search_client.spawn``) unless
+``search_server.mode`` is ``off``; it exits after ``search_server.idle`` seconds without a request.
 
-Protocol: one JSON line in (``{"query", "scope", "kinds", "limit", "rerank", "spec_dir",
-"project_dir"}``, absolute paths), one JSON line out: ``{"hits": [...]}`` or ``{"error": "...",
-"exit": n}``.
+Never stale: every search reads the index's generation from SQLite and applies what other
+processes wrote since; a database that was deleted or replaced is reopened; settings or code that
+differ from the server's give the client another key, hence another server (``search_client``).
+
+Protocol: one JSON line in, one JSON line out. In: ``{"op": "search"|"context"|"ping", "key",
+"spec_dir", "project_dir"}`` (absolute paths) plus ``query, scope, kinds, limit, rerank`` or
+``task, max_tokens``. Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
+``{"error": "field: problem", "exit": n}``, ``{"wrong_server": true}`` (another key), or
+``{"internal_error": "..."}`` (a bug: the client searches in-process instead).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import zlib
+import sys
 from pathlib import Path
 from typing import Any
 
-IDLE_SECONDS = 900.0  # a server nobody asked for this long exits
+from .search_client import ServerConfig, client_config, code_roots
+
 MAX_REQUEST = 1 << 20
+OPS = ("search", "context", "ping")
 
 
-def socket_path(home: str | Path) -> Path:
-    """Where the server of ``home`` listens (short: Unix socket paths are limited to ~100 bytes)."""
-    # crc32, not sha1: hashlib costs the client 10 ms of import; a collision is harmless because
-    # the server refuses requests for another home (see ``_answer``).
-    home = str(Path(home).resolve())
-    key = f"{zlib.crc32(home.encode('utf-8')):08x}{len(home):x}"
-    return Path(os.environ.get("TMPDIR") or "/tmp") / f"graphmem-{os.getuid()}-{key}.sock"
+class _State:
+    """The server's backends, reopened when the index database is replaced under it."""
 
+    def __init__(self, settings: Any, cfg: ServerConfig):
+        from .index.db import db_path
 
-def quick_home(env: dict[str, str] | None = None) -> Path | None:
-    """The home as the settings would resolve it, when that needs no config file; else None."""
-    env = os.environ if env is None else env
-    if env.get("GRAPHMEM_HOME"):
-        return Path(env["GRAPHMEM_HOME"])
-    if env.get("GRAPHMEM_CONFIG") or env.get("GRAPHMEM_ENV_FILE") or Path("graphmem.toml").exists():
-        return None  # the home may be set there: only the full settings can tell
-    from platformdirs import user_data_dir
+        self.settings, self.cfg = settings, cfg
+        self.db = db_path(Path(settings.home))
+        self.backends = None
+        self.identity: tuple | None = None
+        self.served = 0  # search and context requests answered (``ping`` reports it)
+        self.code: dict[str, int] = {}  # graphmem files loaded -> mtime, once warmed up
+        self.outdated = False
 
-    return Path(user_data_dir("graphmem", appauthor=False))
+    def code_changed(self) -> bool:
+        """Whether a graphmem file this process loaded changed since (an upgrade, an edit)."""
+        self.outdated = self.outdated or any(_mtime(p) != t for p, t in self.code.items())
+        return self.outdated
 
-
-def ask(home: Path, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
-    """The server's answer, or None when no server of ours listens for ``home``."""
-    path = socket_path(home)
-    request = dict(request, home=str(Path(home).resolve()))
-    try:
-        if os.stat(path).st_uid != os.getuid():  # never talk to another user's socket
+    def _stat(self) -> tuple | None:
+        try:
+            st = os.stat(self.db)
+        except OSError:
             return None
-    except OSError:
-        return None
+        return st.st_dev, st.st_ino
+
+    async def current(self):
+        """The backends, reopened if the database file is not the one they opened."""
+        from .backends import Backends
+
+        if self.backends is not None and self._stat() != self.identity:
+            await self.backends.aclose()
+            self.backends = None
+        if self.backends is None:
+            self.backends = Backends(self.settings)
+            self.backends.local.index  # noqa: B018 - opens (or creates) the database now
+            self.identity = self._stat()
+        return self.backends
+
+
+def _mtime(path: str) -> int:
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout)
-            s.connect(str(path))
-            s.sendall(json.dumps(request).encode("utf-8") + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        return json.loads(data) if data else None
-    except (OSError, ValueError):
-        return None  # a stale socket or a dying server: search in-process instead
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
 
 
-async def _answer(backends: Any, settings: Any, req: dict[str, Any]) -> dict[str, Any]:
-    from .errors import GraphmemError, NotFoundError, ValidationError
+def _code_files() -> dict[str, int]:
+    """The graphmem source files this process has loaded, with their modification times."""
+    roots = tuple(code_roots())
+    files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    return {f: _mtime(f) for f in files if f and f.startswith(roots)}
+
+
+def _path(value: Any, field: str) -> str | None:
+    from .errors import NotFoundError, ValidationError
+
+    if value is None:
+        return None
+    if not isinstance(value, str) or not os.path.isabs(value) or "\x00" in value:
+        raise ValidationError("must be an absolute folder path", field=field)
+    if not os.path.isdir(value):
+        what = "spec" if field == "spec_dir" else "project"
+        raise NotFoundError(f"{what} folder not found: {value}")
+    return value
+
+
+async def _answer(state: _State, req: Any) -> dict[str, Any]:
+    from .errors import GraphmemError, ValidationError
     from .memory import AsyncMemory
 
     try:
         if not isinstance(req, dict):
             raise ValidationError("must be a JSON object", field="request")
-        if req.get("home") != str(Path(settings.home).resolve()):
-            return {"wrong_home": True}  # the client searches in-process instead
-        spec, project = req.get("spec_dir"), req.get("project_dir")
-        for value, what in ((spec, "spec"), (project, "project")):
-            if value is not None and not Path(value).is_dir():
-                raise NotFoundError(f"{what} folder not found: {value}")
+        if req.get("key") != state.cfg.key or state.code_changed():
+            return {"wrong_server": True}  # other settings or code: the client runs in-process
+        op = req.get("op", "search")
+        if op not in OPS:
+            raise ValidationError(f"must be one of {', '.join(OPS)}, got {op!r}", field="op")
+        if op == "ping":
+            return {"pid": os.getpid(), "served": state.served}
+        state.served += 1
+        spec = _path(req.get("spec_dir"), "spec_dir")
+        project = _path(req.get("project_dir"), "project_dir")
         if spec is None and project is None:
             raise ValidationError("a spec or project folder is required", field="project_dir")
-        mem = AsyncMemory(spec, project, settings=settings)
-        mem._backends = backends  # one index view and one set of models for every project
+        mem = AsyncMemory(spec, project, settings=state.settings)
+        mem._backends = await state.current()  # one index view and one set of models for all
+        if op == "context":
+            return {"context": await mem.context(req.get("task"),
+                                                 max_tokens=req.get("max_tokens", 1500))}
         hits = await mem.search(req.get("query"), scope=req.get("scope", "project"),
                                 kinds=req.get("kinds"), limit=req.get("limit", 10),
                                 rerank=req.get("rerank", False))
         return {"hits": [h.model_dump(mode="json") for h in hits]}
     except GraphmemError as exc:
         return {"error": str(exc), "exit": exc.exit_code}
+    except Exception as exc:  # a bug: say so in the log, let the client answer in-process
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        return {"internal_error": f"{type(exc).__name__}: {exc}"}
 
 
-async def serve(settings: Any, idle: float = IDLE_SECONDS, ready: Any = None) -> None:
-    """Answer searches on the home's socket until ``idle`` seconds pass without one."""
+def _request_error(message: str) -> dict[str, Any]:
+    return {"error": f"request: {message}", "exit": 2}
+
+
+def _take_lock(cfg: ServerConfig) -> int | None:
+    """Hold ``cfg.lock`` for the server's life (its pid inside); None when another holds it."""
+    import fcntl
+
+    fd = os.open(cfg.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+async def serve(settings: Any, idle: float | None = None, ready: Any = None,
+                auto: bool = False) -> None:
+    """Answer on the settings' socket until ``idle`` seconds pass without a request.
+
+    ``auto`` (started by the CLI): exit quietly if another server holds the lock, and leave
+    ``cfg.err`` behind if loading fails, so that CLIs do not start one again at once.
+    """
+    from .errors import ConfigError, StorageError
+
+    cfg = client_config()
+    if cfg is None or cfg.home != os.path.realpath(settings.home):
+        raise ConfigError("the search server could not work out its socket from the settings")
+    idle = cfg.idle if idle is None else idle
+    lock = _take_lock(cfg)
+    if lock is None:
+        if auto:
+            return  # another CLI started one first
+        raise StorageError(f"a search server already answers for {cfg.home} ({cfg.socket})")
+    state = _State(settings, cfg)
+    try:
+        try:
+            backends = await state.current()
+            # Load what a search needs now, so the first client does not wait for it.
+            await backends.search_local("warm up", projects=None, spec=None, kinds=None, limit=1)
+        except Exception as exc:
+            if auto:
+                cfg.err.write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
+            raise
+        cfg.err.unlink(missing_ok=True)
+        state.code = _code_files()
+        await _listen(state, idle, ready)
+    finally:
+        if state.backends is not None:
+            await state.backends.aclose()
+        os.close(lock)  # releases the lock; the file stays (unlinking it would race)
+
+
+async def _listen(state: _State, idle: float, ready: Any) -> None:
     import asyncio
+    import signal
 
-    from .backends import Backends
-    from .errors import StorageError
-
-    backends = Backends(settings)
-    # Load what a search needs now, so the first client does not wait for it.
-    await backends.search_local("warm up", projects=None, spec=None, kinds=None, limit=1)
-    path = socket_path(settings.home)
-    lock = asyncio.Lock()  # one search at a time: the index view is not shared across threads
-    last = [asyncio.get_running_loop().time()]
+    path = state.cfg.socket
+    busy = asyncio.Lock()  # one request at a time: the index view is not shared across threads
+    loop = asyncio.get_running_loop()
+    last = [loop.time()]
+    stop = asyncio.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await reader.readuntil(b"\n")
             try:
-                req = json.loads(line)
-            except ValueError:
-                req = None
-            async with lock:
-                out = await _answer(backends, settings, req)
-                last[0] = asyncio.get_running_loop().time()
+                req, out = json.loads(await reader.readuntil(b"\n")), None
+            except asyncio.LimitOverrunError:
+                out = _request_error(f"longer than {MAX_REQUEST} bytes")
+            except asyncio.IncompleteReadError:
+                out = _request_error("must end with a newline")
+            except ValueError:  # not JSON, or not UTF-8
+                out = _request_error("must be one line of JSON")
+            if out is None:
+                async with busy:
+                    out = await _answer(state, req)
+                    last[0] = loop.time()
+                if state.outdated:
+                    stop.set()  # the next CLI starts a server with the new code
             writer.write(json.dumps(out, default=str).encode("utf-8") + b"\n")
             await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        except ConnectionError:
             pass
         finally:
             writer.close()
 
-    if path.exists():
-        if ask(settings.home, {}, timeout=2.0) is not None:
-            raise StorageError(f"a search server already answers for {settings.home} ({path})")
-        path.unlink()  # left by a server that was killed
+    path.unlink(missing_ok=True)  # we hold the lock: any socket here is a dead server's
     old = os.umask(0o177)  # the socket is the user's alone (0600)
     try:
         server = await asyncio.start_unix_server(handle, path=str(path), limit=MAX_REQUEST)
     finally:
         os.umask(old)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGINT):  # exit through ``finally``: remove the socket
+    ino = os.stat(path).st_ino
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # leave through ``finally``
         loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready(path)
@@ -151,6 +242,14 @@ async def serve(settings: Any, idle: float = IDLE_SECONDS, ready: Any = None) ->
                     await asyncio.wait_for(stop.wait(), min(1.0, idle))
                 except asyncio.TimeoutError:
                     pass
+                try:
+                    if os.stat(path).st_ino != ino:
+                        break  # our socket was replaced or removed: nobody can reach us
+                except OSError:
+                    break
     finally:
-        path.unlink(missing_ok=True)
-        await backends.aclose()
+        try:
+            if os.stat(path).st_ino == ino:
+                path.unlink()
+        except OSError:
+            pass

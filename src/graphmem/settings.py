@@ -114,6 +114,13 @@ class EpisodeSettings(_Section):
     fsync: bool = True
 
 
+class SearchServerSettings(_Section):
+    """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
+
+    mode: Literal["auto", "off"] = "auto"  # off: every CLI search loads the models itself
+    idle: float = Field(default=900.0, gt=0)  # seconds without a request before it exits
+
+
 class Settings(_Section):
     """The settings root."""
 
@@ -123,6 +130,7 @@ class Settings(_Section):
     graph: GraphSettings = Field(default_factory=GraphSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
+    search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
@@ -181,6 +189,8 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_REDACT": ("redact",),
     "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
     "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
+    "GRAPHMEM_SEARCH_SERVER": ("search_server", "mode"),
+    "GRAPHMEM_SEARCH_SERVER_IDLE": ("search_server", "idle"),
     "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),
     "GRAPHITI_FALKORDB_HOST": ("graph", "falkordb_host"),
     "GRAPHITI_FALKORDB_PORT": ("graph", "falkordb_port"),
