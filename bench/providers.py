@@ -7,7 +7,12 @@ Also the overhead of one cloud call through the retry layer against a loopback s
 
 Target (issue 3): one short query with bge-small in < ~5 ms on 2 cores.
 
-    .venv/bin/python bench/providers.py [--convs 0,1] [--texts 1000]
+    .venv/bin/python bench/providers.py [--convs 0,1] [--texts 1000] [--options]
+
+Tried and dropped (scratch scripts, they need the ``onnx`` package): rewriting the int8 graph to
+fp32 (dequantised weights, plain MatMul) ran a query 2x slower (85 MB of weights per query vs 21
+MB); 8-bit MatMulNBits 2x slower; re-fusing attention (transformers optimiser) then
+re-quantising was no faster and moved vectors (cosine 0.978).
 """
 
 from __future__ import annotations
@@ -82,6 +87,10 @@ def speed(emb, texts: list[str], query: str) -> dict:
     t, cpu0 = time.perf_counter(), time.process_time()
     emb.embed_sync(texts)
     batch_s, batch_cpu = time.perf_counter() - t, time.process_time() - cpu0
+    t = time.perf_counter()
+    for text in texts[:200]:  # one call per text: what a list cost before texts ran side by side
+        emb.embed_sync([text])
+    one_by_one = min(200, len(texts)) / (time.perf_counter() - t)
     via_async = []
     for _ in range(50):
         t = time.perf_counter()
@@ -89,7 +98,51 @@ def speed(emb, texts: list[str], query: str) -> dict:
         via_async.append((time.perf_counter() - t) * 1000)
     return {"single_p50_ms": pct(single, 50), "single_p95_ms": pct(single, 95),
             "single_cpu_ms": single_cpu, "batched_texts_per_s": len(texts) / batch_s,
-            "batched_texts_per_cpu_s": len(texts) / batch_cpu, "async_call_p50_ms": pct(via_async, 50)}
+            "batched_texts_per_cpu_s": len(texts) / batch_cpu, "one_by_one_texts_per_s": one_by_one,
+            "async_call_p50_ms": pct(via_async, 50)}
+
+
+def session_options(texts: list[str], queries: list[str], rounds: int = 5) -> list[list]:
+    """bge query cost per ONNX session option (threads x graph optimisation), interleaved so that
+    other processes' load hits every option alike; min ~ a quiet machine. Vectors are compared
+    with the shipped setting's (cosine, worst text)."""
+    import onnxruntime as ort
+
+    from graphmem.providers import local
+
+    path = local._vectrix_dir("bge_small_en")
+    tok = local._tokenizer(path, 512)
+    levels = {"extended (shipped)": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+    sessions = {}
+    for label, level in levels.items():
+        for threads in (2, 1):
+            opts = local._options(ort, optimise=True)
+            opts.graph_optimization_level, opts.intra_op_num_threads = level, threads
+            sessions[(label, threads)] = ort.InferenceSession(str(path / "model.onnx"), opts,
+                                                              providers=["CPUExecutionProvider"])
+
+    def run(sess, text):
+        h = sess.run(["last_hidden_state"], local._feeds(tok.encode_batch([text])))[0][0, 0, :]
+        return h / np.linalg.norm(h)
+
+    ref = {t: run(sessions[("extended (shipped)", 2)], t) for t in queries + texts[:20]}
+    wall: dict = {k: [] for k in sessions}
+    cpu: dict = {k: 0.0 for k in sessions}
+    for _ in range(rounds):
+        for key, sess in sessions.items():
+            for q in queries:
+                t, c = time.perf_counter(), time.process_time()
+                run(sess, q)
+                wall[key].append((time.perf_counter() - t) * 1000)
+                cpu[key] += (time.process_time() - c) * 1000
+    rows = []
+    for key, sess in sessions.items():
+        cos = min(float(run(sess, t) @ v) for t, v in ref.items())
+        rows.append([key[0], key[1], pct(wall[key], 50), min(wall[key]),
+                     cpu[key] / len(wall[key]), cos])
+    return rows
 
 
 def loopback_overhead() -> dict:
@@ -143,6 +196,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--convs", default="0,1")
     ap.add_argument("--texts", type=int, default=1000)
+    ap.add_argument("--options", action="store_true",
+                    help="also time bge per ONNX session option (threads, graph optimisation)")
     args = ap.parse_args()
     logging.getLogger("httpx").setLevel(logging.WARNING)
     load_before = os.getloadavg()[0]
@@ -173,12 +228,13 @@ def main() -> None:
                                         "load_s": load_s, "load_cached_s": load2_s, **sp, **q}
             rows.append([label, emb.dimension, f"{load_s:.2f}/{load2_s:.2f}", sp["single_p50_ms"],
                          sp["single_p95_ms"], sp["single_cpu_ms"], sp["async_call_p50_ms"],
-                         round(sp["batched_texts_per_s"]), round(sp["batched_texts_per_cpu_s"]),
+                         round(sp["batched_texts_per_s"]), round(sp["one_by_one_texts_per_s"]),
+                         round(sp["batched_texts_per_cpu_s"]),
                          q["r5"], q["r10"], q["mrr"]])
     table(f"local embedders ({len(all_texts)} LoCoMo turns batched; quality = dense alone, convs "
           f"{args.convs}, {rows and results['models']['wordllama']['questions']} questions)",
           ["model", "dim", "load s cold/cached", "1 query p50 ms", "p95 ms", "cpu ms", "async p50 ms",
-           "texts/s", "texts/cpu-s", "R@5", "R@10", "MRR"], rows)
+           "list texts/s", "1-by-1 texts/s", "texts/cpu-s", "R@5", "R@10", "MRR"], rows)
 
     rr = local.CrossEncoderReranker()
     passages = all_texts[:20]
@@ -194,6 +250,14 @@ def main() -> None:
         ["cross-encoder, 20 pairs", results["reranker"]["p50_ms"], results["reranker"]["p95_ms"]],
         ["cloud call overhead (loopback)", results["loopback_http"]["p50_ms"],
          results["loopback_http"]["p95_ms"]]])
+    if args.options:
+        qs = [q for s in chosen for q, _ in turns_and_questions(s)[2]][:20]
+        orows = session_options(all_texts, qs)
+        results["session_options"] = [dict(zip(["level", "threads", "p50_ms", "min_ms", "cpu_ms",
+                                                "min_cos"], r)) for r in orows]
+        table(f"bge query embedding per session option ({len(qs)} LoCoMo questions x 5; load "
+              f"{os.getloadavg()[0]:.1f})",
+              ["graph optimisation", "threads", "p50 ms", "min ms", "cpu ms", "min cos"], orows)
     results["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
     print(f"\n1-minute load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
           f"(2 cores; other processes share them)")
