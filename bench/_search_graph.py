@@ -25,7 +25,7 @@ from _common import pct
 class ReusedVectors:
     """The real embedder, except that texts the local index embedded reuse their vector."""
 
-    def __init__(self, real: Any, known: dict[str, list[float]]):
+    def __init__(self, real: Any, known: dict[str, bytes]):
         self.real, self.known = real, known
         self.name, self.dimension = real.name, real.dimension
         self.embedded = 0  # texts the real model had to run for (anchor names, queries)
@@ -35,12 +35,14 @@ class ReusedVectors:
         if missing:
             self.embedded += len(missing)
             for t, v in zip(missing, await self.real.embed(missing)):
-                self.known[t] = v
-        return [self.known[t] for t in texts]
+                self.known[t] = array("f", v).tobytes()
+        return [array("f", self.known[t]).tolist() for t in texts]
 
 
-def local_vectors(home: Path) -> dict[str, list[float]]:
-    """text -> vector from the local index (read-only, straight from its SQLite file)."""
+def local_vectors(home: Path) -> dict[str, bytes]:
+    """text -> float32 vector bytes from the local index (read-only, from its SQLite file).
+
+    Kept as bytes: 100k vectors as Python float lists would take over a gigabyte."""
     import sqlite3
 
     from graphmem.index.db import db_path
@@ -51,7 +53,7 @@ def local_vectors(home: Path) -> dict[str, list[float]]:
                             "JOIN search_vectors v ON v.hash = i.hash").fetchall()
     finally:
         conn.close()
-    return {t: array("f", blob).tolist() for t, blob in rows}
+    return {t: bytes(blob) for t, blob in rows}
 
 
 async def _items(specs: list[Path], settings) -> list:
