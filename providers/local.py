@@ -31,7 +31,7 @@ PARALLEL = 2  # texts embedded at once in a long list (this machine class has 2 
 
 _models: dict[str, Any] = {}
 _lock = threading.Lock()
-_executor: Any = None
+_executor: tuple[int, Any] | None = None  # (pid that made it, executor)
 
 
 def _resolve(value: str, default: str, known: Sequence[str], what: str) -> str:
@@ -88,11 +88,13 @@ def _pool() -> Any:
     """Threads that run texts side by side (created on first use, shared by every model)."""
     global _executor
     with _lock:
-        if _executor is None:
+        # A forked child inherits the executor but not its threads: work sent there would wait
+        # forever, so each process makes its own.
+        if _executor is None or _executor[0] != os.getpid():
             from concurrent.futures import ThreadPoolExecutor
 
-            _executor = ThreadPoolExecutor(PARALLEL, thread_name_prefix="graphmem-onnx")
-        return _executor
+            _executor = (os.getpid(), ThreadPoolExecutor(PARALLEL, thread_name_prefix="graphmem-onnx"))
+        return _executor[1]
 
 
 def _options(ort: Any, optimise: bool) -> Any:
@@ -224,6 +226,25 @@ class CrossEncoderReranker(_Onnx):
             logits = self.session.run(["logits"], _feeds(enc))[0][:, 0]
             scores.extend((1.0 / (1.0 + np.exp(-logits))).tolist())
         return scores
+
+    def count_tokens(self, query: str, passages: Sequence[str]) -> list[int]:
+        """Tokens the model reads for each (query, passage) pair: its cost grows with them."""
+        return [sum(e.attention_mask) for e in self.tokenizer.encode_batch(
+            [(query, p) for p in _texts(passages)])]
+
+    def score_pairs(self, query: str, passages: Sequence[str]) -> list[float]:
+        """Raw scores (logits, unbounded; higher is more relevant), in the calling thread.
+
+        For search's second stage, which scales them to the pool: logits keep the spread that
+        the sigmoid squashes near 0 and 1.
+        """
+        import numpy as np
+
+        out: list[float] = []
+        for passage in _texts(passages):
+            enc = self.tokenizer.encode_batch([(query, passage)])
+            out.extend(self.session.run(["logits"], _feeds(enc))[0][:, 0].astype(np.float64).tolist())
+        return out
 
     async def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """One relevance score per passage."""

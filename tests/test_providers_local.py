@@ -157,3 +157,23 @@ def test_bge_long_lists_run_side_by_side_with_the_same_vectors(offline):
     assert a == alone and b == alone[::-1]
     with pytest.raises(ValidationError, match="texts: item 3"):
         asyncio.run(emb.embed(texts[:3] + [None] + texts[3:]))
+
+
+def test_text_pool_is_remade_in_a_forked_child():
+    import os
+    import signal
+
+    import threading
+
+    gate = threading.Barrier(local.PARALLEL + 1)
+    running = [local._pool().submit(gate.wait) for _ in range(local.PARALLEL)]
+    gate.wait()  # every thread of the parent's pool exists (and is busy at once)
+    for f in running:
+        f.result()
+    pid = os.fork()
+    if pid == 0:  # the child: the inherited executor has no threads; work must still run
+        signal.alarm(20)  # a hang ends the child with SIGALRM instead of hanging the suite
+        ok = list(local._pool().map(lambda x: x * 2, range(4))) == [0, 2, 4, 6]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
