@@ -215,9 +215,20 @@ def _folder(base: str, size: int):
 
 
 def _reused(root: Path, size: int) -> tuple[int, float, list[Path]]:
-    info = json.loads((root / "ingest.json").read_text())
+    """(items, ingest seconds, specs) of a kept folder; an ingest cut short counts its rows."""
     specs = sorted(root.glob("project-*/specs/001-work"))
-    return info["items"], info["secs"], specs
+    info = root / "ingest.json"
+    if info.is_file():
+        data = json.loads(info.read_text())
+        return data["items"], data["secs"], specs
+    import sqlite3
+
+    from graphmem.index.db import db_path
+
+    conn = sqlite3.connect(f"file:{db_path(root / 'home')}?mode=ro", uri=True)
+    n = conn.execute("SELECT count(*) FROM search_items").fetchone()[0]
+    conn.close()
+    return n, float("nan"), specs
 
 
 def _load() -> float:
