@@ -71,13 +71,18 @@ class LocalBackend:
                      kinds: Sequence[str] | None, limit: int, rerank: bool = False) -> list[Hit]:
         from .query import search_local
 
-        reranker = None
-        if rerank:
-            if self._reranker is None:
-                self._reranker = make_reranker(self.settings)
-            reranker = self._reranker
-        return await search_local(self.index, query, projects=projects, spec=spec, kinds=kinds,
-                                  limit=limit, reranker=reranker)
+        if not rerank:
+            return await search_local(self.index, query, projects=projects, spec=spec,
+                                      kinds=kinds, limit=limit)
+        from . import rerank as second
+
+        if self._reranker is None:
+            self._reranker = make_reranker(self.settings)
+        hits = await search_local(self.index, query, projects=projects, spec=spec, kinds=kinds,
+                                  limit=max(limit, second.POOL))
+        if self._reranker is not None:
+            hits = await second.rerank(self.index, self._reranker, query, hits)
+        return hits[:limit]
 
     async def reindex(self, project: str, items: list[MemoryItem]) -> dict[str, Any]:
         """Make the index hold exactly ``items`` for ``project``; re-embed only what changed.
