@@ -22,6 +22,7 @@ DIM = 384
 QUERY_TOKENS = 48  # questions are short; a long query is cut (ColBERT trains with 32)
 DOC_TOKENS = 256  # longer items keep their first 256 word pieces
 Q_MARKER, D_MARKER = 1, 2  # [unused0], [unused1]
+CHOICES = ("default", "answerai-colbert-small-v1", "off")
 
 
 def _skip(token: str) -> bool:
@@ -105,15 +106,23 @@ def unpack(blob: bytes, dim: int = DIM) -> tuple[Any, Any]:
 
 
 def make_late_encoder(settings: Any) -> ColbertEncoder | None:
-    """The shared ColBERT encoder, or None when ``providers.local.late_interaction`` is "off"."""
-    choice = str(getattr(settings.providers.local, "late_interaction", "default")).lower()
-    if choice in ("off", "none", "false", "0", ""):
-        return None
+    """The shared ColBERT encoder; None when ``providers.local.late_interaction`` is "off" or the
+    model files are missing (logged: the first stage still answers)."""
     from ..errors import ConfigError
 
-    if choice not in ("default", "on", "true", "1", "answerai-colbert-small-v1"):
-        raise ConfigError(f"unknown providers.local.late_interaction {choice!r}; "
-                          "known: default, answerai-colbert-small-v1, off")
+    choice = settings.providers.local.late_interaction
+    if not isinstance(choice, str) or choice.strip().lower() not in CHOICES:
+        raise ConfigError(f"providers.local.late_interaction must be one of "
+                          f"{', '.join(CHOICES)}, got {choice!r}")
+    if choice.strip().lower() == "off":
+        return None
     from pathlib import Path
 
+    try:
+        _vectrix_dir("colbert")
+    except ConfigError as exc:
+        import logging
+
+        logging.getLogger("graphmem.index").warning("late interaction off: %s", exc)
+        return None
     return _load("colbert", lambda: ColbertEncoder(Path(settings.home) / "models"))

@@ -77,6 +77,7 @@ class OllamaSettings(_Section):
 class LocalSettings(_Section):
     embedding_model: str = "default"
     reranker: str = "default"
+    late_interaction: str = "default"  # ColBERT second stage of the local index; "off" skips it
 
 
 class ProviderSettings(_Section):
@@ -226,4 +227,5 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_LOCAL_EMBEDDING_MODEL": ("providers", "local", "embedding_model"),
     "GRAPHMEM_RERANKER": ("providers", "reranker"),
     "GRAPHMEM_LOCAL_RERANKER": ("providers", "local", "reranker"),
+    "GRAPHMEM_LOCAL_LATE_INTERACTION": ("providers", "local", "late_interaction"),
 }

@@ -24,12 +24,4 @@ def late_encoder(settings: Any):
         from ..providers.local_colbert import make_late_encoder
     except ImportError:
         return None
-    from ..errors import ConfigError
-
-    try:
-        return make_late_encoder(settings)
-    except ConfigError as exc:  # model files missing: the first stage still answers
-        import logging
-
-        logging.getLogger("graphmem.index").warning("late interaction off: %s", exc)
-        return None
+    return make_late_encoder(settings)

@@ -138,13 +138,14 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, bytes]:
     return dict(index.conn.execute(q, list(rowids)).fetchall())
 
 
-def maxsim(qm, blobs: Sequence[bytes | None]):
-    """Mean over query tokens of the best dot product with each document's tokens (NaN: none)."""
+def token_best(qm, blobs: Sequence[bytes | None]):
+    """(query tokens, documents): each query token's best dot product with a document's tokens
+    (NaN for a document without tokens)."""
     import numpy as np
 
     from ..providers.local_colbert import unpack
 
-    out = np.full(len(blobs), np.nan, np.float32)
+    out = np.full((len(qm), len(blobs)), np.nan, np.float32)
     mats, scales, starts, where = [], [], [], []
     n = 0
     for i, b in enumerate(blobs):
@@ -156,41 +157,53 @@ def maxsim(qm, blobs: Sequence[bytes | None]):
         starts.append(n)
         where.append(i)
         n += len(m)
-    if not mats:
-        return out
-    # One product for the whole pool, then a per-document max over its slice of columns.
-    sims = (qm @ np.concatenate(mats).astype(np.float32).T) * np.concatenate(scales)
-    best = np.maximum.reduceat(sims, np.array(starts), axis=1)
-    out[np.array(where)] = best.mean(axis=0)
+    if mats:
+        # One product for the whole pool, then a per-document max over its slice of columns.
+        sims = (qm @ np.concatenate(mats).astype(np.float32).T) * np.concatenate(scales)
+        out[:, np.array(where)] = np.maximum.reduceat(sims, np.array(starts), axis=1)
     return out
 
 
-def rescore(snap: Any, ranked: list[tuple[int, float]], cb, weight: float,
-            neighbour: float) -> list[tuple[int, float]]:
-    """Fuse first-stage scores with MaxSim scores ``cb`` (aligned with ``ranked``), re-sorted.
+def context_rows(snap: Any, pos) -> Any:
+    """(2, n) positions of each row's previous and next item in its session (-1: none)."""
+    import numpy as np
 
-    A turn's MaxSim is smoothed with its session neighbours that are also in the pool (a turn is
-    understood with the turns around it); a row without tokens gets the pool's median.
+    return np.stack([snap.neighbours[0][0][pos], snap.neighbours[0][1][pos]])
+
+
+def rescore(ranked: list[tuple[int, float]], best, near_best, near, p: Any) -> list[tuple[int, float]]:
+    """Fuse first-stage scores with MaxSim, re-sorted.
+
+    ``best`` holds each query token's best match in each pool row (``token_best``), ``near_best``
+    the same for the rows' session neighbours, ``near`` (2, n) the neighbours' pool index (-1: not
+    in the pool). A turn is read in context: a query token may match a neighbour's token at
+    ``p.late_context`` of its value; then the pool neighbours' scores are blended in
+    (``p.late_neighbour``). A row without tokens gets the pool's median.
     """
     import numpy as np
 
-    if not ranked or np.isnan(cb).all():
+    if not ranked or np.isnan(best).all():
         return ranked
     pos = np.array([i for i, _ in ranked])
     first = np.array([s for _, s in ranked], np.float32)
-    cb = np.where(np.isnan(cb), np.nanmedian(cb), cb)
-    if neighbour:
-        at = {int(p): k for k, p in enumerate(pos)}
-        near = np.zeros(len(pos), np.float32)
-        for k, p in enumerate(pos):
-            vals = [cb[at[j]] for j in (int(snap.neighbours[0][0][p]), int(snap.neighbours[0][1][p]))
-                    if j in at]
-            near[k] = sum(vals) / len(vals) if vals else cb[k]
-        cb = cb + neighbour * near
+    has = ~np.isnan(best[0])  # rows with their own tokens
+    if not has.any():
+        return ranked
+    best = np.where(has, best, 0.0)
+    if near_best is not None and p.late_context:
+        ctx = np.nan_to_num(np.fmax(near_best[0], near_best[1]), nan=-1.0)  # NaN: no neighbour
+        best = np.maximum(best, p.late_context * ctx)
+    cb = best.mean(axis=0)
+    cb = np.where(has, cb, float(np.median(cb[has])))
+    if p.late_neighbour:
+        ok = near >= 0
+        vals = np.where(ok, cb[np.maximum(near, 0)], 0.0)
+        count = ok.sum(axis=0)
+        cb = cb + p.late_neighbour * np.where(count > 0, vals.sum(axis=0) / np.maximum(count, 1), cb)
     top = float(first.max())
     lo, hi = float(cb.min()), float(cb.max())
     f = first / top if top > 0 else first
     c = (cb - lo) / (hi - lo) if hi > lo else np.zeros_like(cb)
-    final = (1 - weight) * f + weight * c
+    final = (1 - p.late_weight) * f + p.late_weight * c
     order = np.argsort(-final, kind="stable")
     return [(int(pos[k]), float(final[k])) for k in order]

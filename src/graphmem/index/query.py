@@ -108,9 +108,22 @@ async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, 
         return ranked
     if not ranked:
         return ranked
-    blobs = late.token_rows(index, [int(snap.rowid[i]) for i, _ in ranked])
-    cb = late.maxsim(qm, [blobs.get(int(snap.rowid[i])) for i, _ in ranked])
-    return late.rescore(snap, ranked, cb, p.late_weight, p.late_neighbour)
+    import numpy as np
+
+    pos = np.array([i for i, _ in ranked])
+    around = late.context_rows(snap, pos)  # (2, n) previous / next rows in the session
+    at = {int(x): k for k, x in enumerate(pos)}
+    near = np.vectorize(lambda j: at.get(int(j), -1), otypes=[np.int64])(around)
+    need = sorted({int(x) for x in pos} | {int(j) for j in around.ravel() if j >= 0})
+    blobs = late.token_rows(index, [int(snap.rowid[j]) for j in need])
+    best = late.token_best(qm, [blobs.get(int(snap.rowid[j])) for j in need])
+    col = {j: k for k, j in enumerate(need)}
+    own = best[:, [col[int(x)] for x in pos]]
+    nb = np.full((2,) + own.shape, np.nan, np.float32)
+    for side in (0, 1):
+        ok = around[side] >= 0
+        nb[side][:, ok] = best[:, [col[int(j)] for j in around[side][ok]]]
+    return late.rescore(ranked, own, nb, near, p)
 
 
 def _hit(row, score: float) -> Hit:

@@ -40,6 +40,7 @@ class Params:
     late_pool: int = 100  # first-stage rows re-scored by late interaction (``late.py``)
     late_weight: float = 0.5  # share of MaxSim in the final score
     late_neighbour: float = 0.2  # share of the pool neighbours' MaxSim added to a turn's
+    late_context: float = 0.9  # a query token matching a session neighbour's token counts this much
     # Not used, measured on LoCoMo: smoothing cosines over neighbours (blurred them), a session's
     # best or mean cosine blended in (+-0.004 R@10), turn+previous-turn vectors (+0.005).
 

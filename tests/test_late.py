@@ -1,0 +1,136 @@
+"""Late interaction (ColBERT) second stage of the local index: storage, failures, ranking, settings."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphmem.errors import ConfigError
+from graphmem.index import late, open_index
+from graphmem.index.query import search_local
+from graphmem.index.ranker import Params
+from graphmem.index.store import LocalIndex
+from graphmem.models import MemoryItem
+from graphmem.providers.local_colbert import ColbertEncoder, make_late_encoder, pack, unpack
+from graphmem.settings import Settings
+
+TURNS = ["Alice: Work has been rough, the deadline moved up again.",
+         "Bob: Did anything good happen this week?",
+         "Alice: Yes! We adopted a rescue dog, a little beagle named Max.",
+         "Bob: The weather was awful, rain all week long.",
+         "Alice: I finally finished reading that novel about the war.",
+         "Bob: My sister got a new cat last week, she loves pets.",
+         "Alice: I want a pet someday, maybe a parrot."]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return ColbertEncoder()
+
+
+class Counting:
+    """The real encoder, counting the texts it encodes (and failing on demand)."""
+
+    def __init__(self, enc: ColbertEncoder):
+        self.enc, self.name, self.texts, self.fail = enc, enc.name, [], False
+
+    def documents_sync(self, texts):
+        if self.fail:
+            raise RuntimeError("model crashed")
+        self.texts += list(texts)
+        return self.enc.documents_sync(texts)
+
+    def query_sync(self, text):
+        return self.enc.query_sync(text)
+
+
+def turns(texts=TURNS, session="s1"):
+    return [MemoryItem(id=f"{session}-{i}", kind="turn", text=t, project="/p", spec="s",
+                       session=session, metadata={"i": i}) for i, t in enumerate(texts)]
+
+
+def tokens_count(idx) -> int:
+    return idx.conn.execute("SELECT count(*) FROM search_tokens").fetchone()[0]
+
+
+def test_pack_keeps_token_vectors_and_refuses_a_torn_blob(encoder):
+    mat = encoder.documents_sync(["The staging proxy strips Authorization headers"])[0]
+    assert mat.shape[1] == 384 and np.allclose(np.linalg.norm(mat, axis=1), 1, atol=1e-4)
+    q, scales = unpack(pack(mat))
+    assert np.abs(q * scales[:, None] - mat).max() < 0.01
+    assert len(pack(mat)) == len(mat) * (384 + 2)
+    with pytest.raises(ValueError, match="not a multiple"):
+        unpack(pack(mat)[:-1])
+
+
+def test_a_text_is_encoded_once_and_its_tokens_leave_with_its_last_item(tmp_path, encoder):
+    enc = Counting(encoder)
+    idx = LocalIndex(tmp_path, None, enc)
+    same = [MemoryItem(id=f"g{i}", kind="gotcha", text="npm ci wipes node_modules", project="/p",
+                       spec="s") for i in range(2)]
+    asyncio.run(idx.upsert(same + turns()[:2]))
+    assert len(enc.texts) == 3 and tokens_count(idx) == 3
+    asyncio.run(idx.upsert(turns()[:2]))  # unchanged text: nothing encoded again
+    assert len(enc.texts) == 3
+    idx.delete(project="/p", ids=["g0"])
+    assert tokens_count(idx) == 3  # g1 still holds that text
+    idx.delete(project="/p", ids=["g1"])
+    assert tokens_count(idx) == 2
+
+
+def test_a_failing_encoder_keeps_the_rows_and_reindex_fills_the_tokens(tmp_path, encoder):
+    enc = Counting(encoder)
+    enc.fail = True
+    idx = LocalIndex(tmp_path, None, enc)
+    asyncio.run(idx.upsert(turns()))
+    assert idx.count() == len(TURNS) and tokens_count(idx) == 0
+    hits = asyncio.run(search_local(idx, "rescue beagle", projects=None, limit=3))
+    assert hits[0].id == "s1-2"  # the first stage answers alone
+    enc.fail = False
+    asyncio.run(idx.refill_vectors())
+    assert tokens_count(idx) == len(TURNS) and late.usable(idx)
+
+
+def test_the_second_stage_finds_a_turn_that_shares_no_word_with_the_question(tmp_path, encoder):
+    idx = LocalIndex(tmp_path, None, encoder)  # no embedder: words, then late interaction
+    asyncio.run(idx.upsert(turns()))
+    q = "Which animal joined Alice's family?"
+    words_only = asyncio.run(search_local(idx, q, projects=None, limit=3,
+                                          params=Params(late_pool=0)))
+    both = asyncio.run(search_local(idx, q, projects=None, limit=3))
+    assert words_only[0].id != "s1-2"
+    assert both[0].id == "s1-2"
+
+
+def test_maxsim_reads_a_turn_with_its_neighbours(tmp_path, encoder):
+    idx = LocalIndex(tmp_path, None, encoder)
+    asyncio.run(idx.upsert(turns()))
+    snap = idx.snapshot()
+    qm = encoder.query_sync("adopted a rescue dog")
+    best = late.token_best(qm, [b for _, b in sorted(late.token_rows(
+        idx, [int(r) for r in snap.rowid]).items())])
+    assert best.shape == (len(qm), len(TURNS)) and int(best.mean(axis=0).argmax()) == 2
+    # Row 3 follows the dog turn: with context it gains, alone it does not.
+    ranked = [(i, 1.0) for i in range(len(TURNS))]
+    near = np.stack([np.array(snap.neighbours[0][0]), np.array(snap.neighbours[0][1])])
+    nb = np.stack([np.where(near[s] >= 0, best[:, np.maximum(near[s], 0)], np.nan)
+                   for s in (0, 1)])
+    alone = dict(late.rescore(ranked, best, None, near, Params(late_neighbour=0)))
+    ctx = dict(late.rescore(ranked, best, nb, near, Params(late_neighbour=0)))
+    assert ctx[3] > alone[3] and ctx[2] == max(ctx.values())
+
+
+def test_the_setting_turns_it_off_and_garbage_names_the_field(tmp_path):
+    off = Settings.load(home=str(tmp_path / "h1"))
+    off.providers.local.late_interaction = "off"
+    assert make_late_encoder(off) is None
+    assert open_index(off).late is None
+    bad = Settings.load(home=str(tmp_path / "h2"))
+    bad.providers.local.late_interaction = "banana"
+    with pytest.raises(ConfigError, match="providers.local.late_interaction"):
+        make_late_encoder(bad)
+    on = Settings.load(home=str(tmp_path / "h3"))
+    assert isinstance(open_index(on).late, ColbertEncoder)
