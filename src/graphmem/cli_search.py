@@ -98,31 +98,53 @@ def _start_server(cfg) -> None:
         spawn(cfg)
 
 
+# What rich reads from the environment to decide width and colours (see ``_render_remotely``).
+RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", "FORCE_COLOR",
+            "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLORTERM", "TERM")
+
+
+def show_hits(rows: list[dict], console) -> None:
+    """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``)."""
+    if not rows:
+        console.print("No matching memories.")
+    for i, h in enumerate(rows, 1):
+        console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
+                      f"{h['backend']}[/]")
+        console.print(f"    {h['text']}", markup=False, highlight=False)
+        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False)
+
+
+def _render_remotely(args: argparse.Namespace) -> dict | None:
+    """Ask the server to render the human format when no std stream is a terminal (an agent's
+    tool call): rich then depends only on these variables, and importing it would cost this
+    process more than the search. A terminal's size and colours are left to this process."""
+    import os
+
+    if args.json or any(os.isatty(fd) for fd in (0, 1, 2)):
+        return None
+    return {"env": {k: os.environ[k] for k in RICH_ENV if k in os.environ}}
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
+    import sys
+
     scope = args.scope or ("spec" if args.spec_dir is not None else "project")
     cfg = _server(args)
     answer = _ask_server(cfg, args, {"op": "search", "query": args.query, "scope": scope,
                                      "kinds": args.kind, "limit": args.limit,
-                                     "rerank": args.rerank})
+                                     "rerank": args.rerank, "render": _render_remotely(args)})
     data = answer.get("hits") if answer else None
     if data is None:
         with _open(args) as m:
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank)
         data = [h.model_dump(mode="json") for h in hits]
+    elif isinstance(answer.get("text"), str):
+        sys.stdout.write(answer["text"])
+        return 0
     else:
         cfg = None  # a server answered: nothing to start
-
-    def show(rows):
-        c = _console()
-        if not rows:
-            c.print("No matching memories.")
-        for i, h in enumerate(rows, 1):
-            c.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
-                    f"{h['backend']}[/]")
-            c.print(f"    {h['text']}", markup=False, highlight=False)
-            c.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False)
-    code = _emit(args, data, show)
+    code = _emit(args, data, lambda rows: show_hits(rows, _console()))
     _start_server(cfg)
     return code
 

@@ -125,7 +125,9 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
         hits = await mem.search(req.get("query"), scope=req.get("scope", "project"),
                                 kinds=req.get("kinds"), limit=req.get("limit", 10),
                                 rerank=req.get("rerank", False))
-        return {"hits": [h.model_dump(mode="json") for h in hits]}
+        rows = [h.model_dump(mode="json") for h in hits]
+        text = _render(rows, req.get("render"))
+        return {"hits": rows} if text is None else {"hits": rows, "text": text}
     except GraphmemError as exc:
         return {"error": str(exc), "exit": exc.exit_code}
     except Exception as exc:  # a bug: say so in the log, let the client answer in-process
@@ -133,6 +135,25 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
 
         traceback.print_exc(file=sys.stderr)
         return {"internal_error": f"{type(exc).__name__}: {exc}"}
+
+
+def _render(rows: list[dict], render: Any) -> str | None:
+    """The CLI's human format as the client's console would print it; None if it cannot."""
+    if not isinstance(render, dict) or not isinstance(render.get("env"), dict):
+        return None
+    import io
+
+    from .cli_search import RICH_ENV, show_hits
+
+    env = {k: v for k, v in render["env"].items() if k in RICH_ENV and isinstance(v, str)}
+    try:
+        from rich.console import Console
+
+        buf = io.StringIO()
+        show_hits(rows, Console(file=buf, _environ=env))  # no terminal here, as at the client
+    except Exception:  # e.g. a rich without ``_environ``: the client renders
+        return None
+    return buf.getvalue()
 
 
 def _request_error(message: str) -> dict[str, Any]:
