@@ -147,6 +147,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
 
     async def clear(self) -> None:
         """Delete this spec's memory files and its derived index entries."""
+        await self._ep_settle()  # queued session rows land before the spec's rows are dropped
         self.files.clear()
         if self._backends is not None or self.settings.home.exists():
             await self.backends.forget_spec(self)
@@ -156,8 +157,9 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         return [*self.files.items(), *self.episode_items()]
 
     async def aclose(self) -> None:
-        """Release connections held by derived backends."""
+        """Release connections held by derived backends (after queued session rows are written)."""
         if self._backends is not None:
+            await self._ep_settle()
             await self._backends.aclose()
 
     async def __aenter__(self) -> "AsyncMemory":
@@ -188,6 +190,9 @@ class Memory:
         return self._async
 
     def __getattr__(self, name: str) -> Any:
+        fast = getattr(self._async, f"_sync_{name}", None)
+        if fast is not None:  # a sync twin that needs no event loop (e.g. record_turn)
+            return fast
         attr = getattr(self._async, name)
         if not inspect.iscoroutinefunction(attr):
             return attr

@@ -92,6 +92,7 @@ class SearchMixin:
                                   field="scope")
         projects = None if scope == "all" else [str(self.project_dir)]
         spec = str(self.spec_dir) if scope == "spec" else None
+        await self._ep_settle()  # session turns queued for the index are in it before we search
         be = self.backends
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       limit=limit, rerank=rerank)
@@ -131,6 +132,7 @@ class SearchMixin:
     async def reindex(self) -> dict[str, Any]:
         """Rebuild this project's part of the local index from its files."""
         project = Path(self.project_dir)
+        await self._ep_settle()  # no queued session row may land after the rebuild
         items: list[MemoryItem] = []
         specs = spec_folders(project)
         from .files import SpecStore

@@ -1,11 +1,17 @@
 """Episodic sessions on the façade: sessions, conversation turns, execution steps, summaries.
 
-Write path: validate -> redact -> append to the session's JSONL file (fsynced, under the session
-lock) -> episodes index rows -> local search index and graph (``_propagate``). Concurrent calls on
-one session are group-committed: every turn or step submitted while a write is being prepared
-joins it, so they share one ``fdatasync`` and one index transaction, and each caller still returns
-only once its own record is durable. Reads of recent turns and sessions come from the episodes
-index, which is reconciled with the files the first time a ``Memory`` touches its sessions.
+Write path (what ``record_turn`` waits for): validate -> redact -> one append of whole JSON Lines
+to the session's file, fdatasync'ed under the session lock -> return. The derived rows (the
+episodes index, the search index and its vectors) are queued to a background writer
+(``index/episode_writer.py``) that applies them in batches, one SQLite transaction per batch;
+every read that depends on them waits for the queue first, so a process reads its own writes, and
+a process that died with a queue is caught up from the files on the next open. With the graph on,
+the graph write (or its outbox entry) still happens before ``record_turn`` returns.
+
+Concurrent async calls on one session are group-committed: every turn or step submitted while a
+write is being prepared joins it, so they share one ``fdatasync``; each caller still returns only
+once its own record is durable. The sync ``Memory`` records without a trip through the event loop
+when the graph is off (``_sync_record_turn``).
 """
 
 from __future__ import annotations
@@ -14,14 +20,15 @@ import asyncio
 import json
 import logging
 import os
+import random
 import uuid
 import weakref
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 from .errors import StorageError, ValidationError
-from .files.episodes import (STEPS, TURNS, EpisodeStore, check_session_id, iso, step_item,
-                             summary_item, turn_item)
+from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
+                             step_item, summary_item, turn_item)
 from .models import MemoryItem, SaveReport, utcnow
 from .search import register_item_source
 from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
@@ -65,8 +72,8 @@ class _Batcher:
     async def _drain(self, sid: str, batch: list[tuple[str, dict, asyncio.Future]]) -> bool:
         """Write one batch; resolve its callers. Returns True when the leader was cancelled."""
         try:
-            done = self.mem._ep_write(sid, [r for k, r, _ in batch if k == "turn"],
-                                      [r for k, r, _ in batch if k == "step"])
+            done = self.mem._ep_commit(sid, [r for k, r, _ in batch if k == "turn"],
+                                       [r for k, r, _ in batch if k == "step"])
         except BaseException as exc:  # every caller of the batch learns why; none waits forever
             for _, _, f in batch:
                 if not f.done():
@@ -77,12 +84,13 @@ class _Batcher:
         turns, steps = iter(done.turns), iter(done.steps)
         results = [next(turns) if k == "turn" else next(steps) for k, _, _ in batch]
         cancelled = False
-        try:
-            await self.mem._ep_propagate(sid, done.turns, done.steps)
-        except asyncio.CancelledError:
-            cancelled = True  # the records are durable; the index catches up on reindex
-        except Exception as exc:  # derived stores never fail a durable write
-            log.warning("session %s: indexing new records failed: %s", sid, exc)
+        if self.mem.settings.graph.mode != "off":
+            try:
+                await self.mem._ep_graph(sid, done)
+            except asyncio.CancelledError:
+                cancelled = True  # the records are durable; `graphmem reindex` rebuilds the graph
+            except Exception as exc:  # derived stores never fail a durable write
+                log.warning("session %s: graph not updated: %s", sid, exc)
         for (_, _, f), rec in zip(batch, results):
             if not f.done():
                 f.set_result(rec)
@@ -90,15 +98,18 @@ class _Batcher:
 
 
 class _EpisodeState:
-    """Lazily created per ``AsyncMemory``: the files, the index and one batcher per event loop."""
+    """Per ``AsyncMemory`` and spec: the files, the index, the writer and one batcher per loop."""
 
-    def __init__(self, mem: Any):
+    def __init__(self, mem: Any, spec_dir: Path | None = None):
+        from .index.episode_writer import writer
         from .index.episodes import open_episode_index
 
         self.mem = mem
-        self.store = EpisodeStore(mem.spec_dir, fsync=mem.settings.episodes.fsync)
+        self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
         self.index = open_episode_index(mem.settings.home)
+        self.writer = writer()
         self.spec = str(self.store.spec_dir)
+        self.project = str(mem.project_dir)
         self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
             weakref.WeakKeyDictionary()
         self.reconcile()
@@ -112,21 +123,58 @@ class _EpisodeState:
             b = self._batchers[loop] = _Batcher(self.mem)
         return b
 
+    def queue(self, sid: str, done: Appended) -> None:
+        """Hand freshly appended records to the background writer (called under the lock)."""
+        from .index.episode_writer import Job
+
+        self.writer.put(Job(self.spec, sid, done.turns, done.steps,
+                            (done.turns_size, done.steps_size), self.mem.backends.local,
+                            lambda: self.items(sid, done.turns, done.steps), fallback=self.index))
+
+    def items(self, sid: str, turns: list[dict], steps: list[dict]) -> list[MemoryItem]:
+        """Turns and steps as searchable items."""
+        folder = self.store.session_dir(sid)
+        return ([turn_item(self.project, self.spec, sid, t, folder / TURNS) for t in turns]
+                + [step_item(self.project, self.spec, sid, s, folder / STEPS) for s in steps])
+
     def reconcile(self, force: bool = False) -> int:
-        """Bring the index in line with the files; returns how many sessions were re-read."""
+        """Bring the indexes in line with the files; returns how many sessions were re-read.
+
+        A session whose files grew behind the index (a process died with queued rows, another
+        process wrote, a copied folder) is re-read into the episodes rows and the search index in
+        one transaction; ``force`` rebuilds every session's episodes rows.
+        """
+        from .index.episode_writer import Job
+
+        self.writer.settle()
         known = self.index.states(self.spec)
         redone = 0
         ids = self.store.session_ids()
         for sid in ids:
-            if force or known.get(sid) != self.store.sizes(sid):
+            if force:
                 self.resync(sid)
-                redone += 1
+            elif known.get(sid) != self.store.sizes(sid):
+                with self.store.lock(sid):
+                    meta = self.store.read_session(sid)
+                    if meta is None:
+                        continue
+                    turns = self.store.read_lines(sid, TURNS, locked=True)
+                    steps = self.store.read_lines(sid, STEPS, locked=True)
+                    self.writer.put(Job(self.spec, sid, turns, steps, self.store.sizes(sid),
+                                        self.mem.backends.local,
+                                        lambda s=sid, t=turns, p=steps: self.items(s, t, p),
+                                        meta=meta, fallback=self.index))
+            else:
+                continue
+            redone += 1
         for sid in set(known) - set(ids):
             self.index.delete_session(self.spec, sid)
+        self.writer.settle()
         return redone
 
     def resync(self, sid: str) -> None:
-        """Rebuild one session's rows; under its lock, so the sizes match the lines read."""
+        """Rebuild one session's episodes rows; under its lock, so the sizes match the lines read."""
+        self.writer.settle()  # queued rows of this process first
         with self.store.lock(sid):
             meta = self.store.read_session(sid)
             if meta is None:
@@ -135,6 +183,23 @@ class _EpisodeState:
             turns = self.store.read_lines(sid, TURNS, locked=True)
             steps = self.store.read_lines(sid, STEPS, locked=True)
             self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
+
+
+MAX_TURNS_PER_CALL = 10_000
+_TURN_KEYS = {"role", "content", "model", "tokens", "metadata", "at"}
+_rng = random.Random(os.urandom(16))  # ids without a getrandom(2) call per record
+os.register_at_fork(after_in_child=lambda: _rng.seed(os.urandom(16)))
+
+
+def _new_id() -> str:
+    """16 random hex digits, like ``uuid4().hex[:16]``."""
+    return f"{_rng.getrandbits(64):016x}"
+
+
+def _refuse_ended(meta: dict) -> None:
+    if meta.get("ended_at"):
+        raise ValidationError(f"session {meta.get('session_id')} has ended; start a new one",
+                              field="session_id")
 
 
 class SessionsMixin:
@@ -151,32 +216,104 @@ class SessionsMixin:
             state = self.__dict__["_ep_state"] = _EpisodeState(self)
         return state
 
-    def _ep_write(self, sid: str, turns: list[dict], steps: list[dict]):
+    def _ep_commit(self, sid: str, turns: list[dict], steps: list[dict]) -> Appended:
+        """Append durably and queue the derived rows (the whole ack path of a record)."""
         ep = self._ep
+        return ep.store.append(sid, turns, steps, then=lambda done: ep.queue(sid, done),
+                               check=_refuse_ended)
 
-        def refuse_ended(meta: dict) -> None:
-            if meta.get("ended_at"):
-                raise ValidationError(f"session {sid} has ended; start a new one", field="session_id")
+    async def _ep_graph(self, sid: str, done: Appended) -> None:
+        """Write freshly appended records to the graph (or its outbox) before the callers return."""
+        items = self._ep.items(sid, done.turns, done.steps)
+        _, note = await self.backends.write_graph(self, items)
+        if note:
+            log.info("session %s: %s", sid, note)
 
-        def index_rows(done) -> None:
-            try:
-                ep.index.add(ep.spec, sid, done.turns, done.steps, (done.turns_size, done.steps_size))
-            except StorageError as exc:  # the files hold the record; reconcile repairs the index
-                log.warning("session %s: episodes index not updated: %s", sid, exc)
+    async def _ep_settle(self) -> None:
+        """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
+        from .index import episode_writer
 
-        return ep.store.append(sid, turns, steps, then=index_rows, check=refuse_ended)
+        if not self.__dict__.get("_ep_caught_up"):
+            self.__dict__["_ep_caught_up"] = True
+            self._ep_catch_up()
+        w = episode_writer.writer()
+        if w.pending:
+            await asyncio.to_thread(w.settle)
 
-    async def _ep_propagate(self, sid: str, turns: list[dict], steps: list[dict]) -> SaveReport:
-        ep, project = self._ep, str(self.project_dir)
-        folder = ep.store.session_dir(sid)
-        items: list[MemoryItem] = [turn_item(project, ep.spec, sid, t, folder / TURNS) for t in turns]
-        items += [step_item(project, ep.spec, sid, s, folder / STEPS) for s in steps]
-        return await self._propagate(items, SaveReport(path=str(folder)))
+    def _ep_catch_up(self) -> None:
+        """Reconcile this spec's sessions (or, project-wide, every spec the index knows)."""
+        if "_ep_state" in self.__dict__:
+            return
+        if self.spec_dir is not None:
+            if (Path(self.spec_dir) / "memory" / "episodes").is_dir():
+                self._ep
+            return
+        from .index.episodes import open_episode_index
+
+        try:
+            specs = open_episode_index(self.settings.home).specs(str(self.project_dir))
+        except StorageError as exc:
+            log.warning("sessions not caught up before searching: %s", exc)
+            return
+        for spec in specs:
+            if Path(spec).is_dir():
+                _EpisodeState(self, Path(spec))
 
     def _size_ok(self, value: Any, field: str) -> None:
         if value is not None:
             self._check_size(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
                              field)
+
+    def _turn_record(self, session_id: Any, role: Any, content: Any, model: Any, tokens: Any,
+                     metadata: Any, at: Any) -> tuple[str, dict]:
+        """Validate and redact one turn -> (session id, record to append)."""
+        sid = check_session_id(session_id)
+        args = validate(TurnInput, {"role": role, "content": content, "model": model,
+                                     "tokens": tokens, "metadata": metadata})
+        self._check_size(args.content, "content")
+        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": args.role,
+               "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
+        if args.metadata:
+            self._size_ok(json_value(args.metadata, "metadata"), "metadata")
+            rec["metadata"] = self._clean(args.metadata)
+        return sid, rec
+
+    def _step_record(self, session_id: Any, name: Any, status: Any, payload: Any,
+                     at: Any) -> tuple[str, dict]:
+        """Validate and redact one step -> (session id, record to append)."""
+        sid = check_session_id(session_id)
+        args = validate(StepInput, {"name": name, "status": status})
+        self._size_ok(json_value(payload, "payload"), "payload")
+        rec = {"id": f"stp-{_new_id()}", "at": iso(to_time(at)),
+               "name": self._clean(args.name), "status": self._clean(args.status),
+               "payload": self._clean(payload)}
+        return sid, rec
+
+    # ---- sync fast path (``Memory``) ------------------------------------------------------
+    def _sync_record_turn(self, session_id: str, role: str, content: str, model: str | None = None,
+                          tokens: int | None = None, metadata: dict | None = None,
+                          at: Any = None) -> str:
+        """``Memory.record_turn``: with the graph off nothing here needs the event loop."""
+        sid, rec = self._turn_record(session_id, role, content, model, tokens, metadata, at)
+        return self._sync_commit(sid, "turn", rec)
+
+    def _sync_record_step(self, session_id: str, name: str, status: str, payload: Any = None,
+                          at: Any = None) -> str:
+        """``Memory.record_step`` (see ``_sync_record_turn``)."""
+        sid, rec = self._step_record(session_id, name, status, payload, at)
+        return self._sync_commit(sid, "step", rec)
+
+    def _sync_commit(self, sid: str, kind: str, rec: dict) -> str:
+        if self.settings.graph.mode != "off":
+            from . import _sync
+
+            return _sync.run(self._ep_submit(sid, kind, rec))
+        done = self._ep_commit(sid, [rec] if kind == "turn" else [], [rec] if kind == "step" else [])
+        return (done.turns or done.steps)[0]["id"]
+
+    async def _ep_submit(self, sid: str, kind: str, rec: dict) -> str:
+        """Group-commit one record (the batcher belongs to the running loop) -> its id."""
+        return (await self._ep.batcher.submit(sid, kind, rec))["id"]
 
     # ---- sessions -----------------------------------------------------------------------
     async def start_session(self, workspace: str | None = None, model: str | None = None,
@@ -202,27 +339,45 @@ class SessionsMixin:
                           tokens: int | None = None, metadata: dict | None = None,
                           at: Any = None) -> str:
         """Append a conversation turn; returns its id once it is on disk."""
+        sid, rec = self._turn_record(session_id, role, content, model, tokens, metadata, at)
+        return await self._ep_submit(sid, "turn", rec)
+
+    async def record_turns(self, session_id: str, turns: list[dict]) -> list[str]:
+        """Append many turns in one write and one fsync (e.g. importing an old trace with ``at``).
+
+        Each turn is a mapping with ``role`` and ``content`` and optionally ``model``, ``tokens``,
+        ``metadata`` and ``at``. Every turn is checked before anything is written; returns the ids.
+        """
         sid = check_session_id(session_id)
-        args = validate(TurnInput, {"role": role, "content": content, "model": model,
-                                     "tokens": tokens, "metadata": metadata})
-        self._check_size(args.content, "content")
-        self._size_ok(json_value(args.metadata, "metadata"), "metadata")
-        rec = {"id": f"trn-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)), "role": args.role,
-               "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
-        if args.metadata:
-            rec["metadata"] = self._clean(args.metadata)
-        return (await self._ep.batcher.submit(sid, "turn", rec))["id"]
+        if not isinstance(turns, list) or not 1 <= len(turns) <= MAX_TURNS_PER_CALL:
+            raise ValidationError(f"must be a list of 1 to {MAX_TURNS_PER_CALL} turns",
+                                  field="turns")
+        recs = []
+        for n, turn in enumerate(turns):
+            if not isinstance(turn, Mapping):
+                raise ValidationError(f"must be a mapping, got {type(turn).__name__}",
+                                      field=f"turns[{n}]")
+            extra = set(turn) - _TURN_KEYS
+            if extra:
+                raise ValidationError(f"unknown field {sorted(map(str, extra))[0]!r}",
+                                      field=f"turns[{n}]")
+            try:
+                recs.append(self._turn_record(sid, turn.get("role"), turn.get("content"),
+                                              turn.get("model"), turn.get("tokens"),
+                                              turn.get("metadata"), turn.get("at"))[1])
+            except ValidationError as exc:
+                raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
+                                      field=f"turns[{n}].{exc.field}") from None
+        done = self._ep_commit(sid, recs, [])
+        if self.settings.graph.mode != "off":
+            await self._ep_graph(sid, done)
+        return [t["id"] for t in done.turns]
 
     async def record_step(self, session_id: str, name: str, status: str, payload: Any = None,
                           at: Any = None) -> str:
         """Append an execution step (a tool call, a command, a check); returns its id."""
-        sid = check_session_id(session_id)
-        args = validate(StepInput, {"name": name, "status": status})
-        self._size_ok(json_value(payload, "payload"), "payload")
-        rec = {"id": f"stp-{uuid.uuid4().hex[:16]}", "at": iso(to_time(at)),
-               "name": self._clean(args.name), "status": self._clean(args.status),
-               "payload": self._clean(payload)}
-        return (await self._ep.batcher.submit(sid, "step", rec))["id"]
+        sid, rec = self._step_record(session_id, name, status, payload, at)
+        return await self._ep_submit(sid, "step", rec)
 
     async def end_session(self, session_id: str, *, at: Any = None) -> dict:
         """Mark the session ended and store its token total (sum of its turns' tokens)."""
@@ -246,6 +401,7 @@ class SessionsMixin:
     async def get_session(self, session_id: str) -> dict:
         """One session: ids, workspace, times, status, token total, summary, first prompt, counts."""
         sid = check_session_id(session_id)
+        await self._ep_settle()
         ep = self._ep
         ep.store.require(sid)
         row = ep.index.session(ep.spec, sid)
@@ -282,6 +438,7 @@ class SessionsMixin:
     async def get_session_history(self, session_id: str) -> list[dict]:
         """Every turn of the session in recorded order, read from its file."""
         sid = check_session_id(session_id)
+        await self._ep_settle()
         ep = self._ep
         ep.store.require(sid)
         turns = ep.store.read_lines(sid, TURNS)
@@ -298,6 +455,7 @@ class SessionsMixin:
     async def get_recent_turns(self, limit: int = 20, session_id: str | None = None) -> list[dict]:
         """The latest ``limit`` turns (of one session, or of this spec's sessions), oldest first."""
         limit = check_limit(limit)
+        await self._ep_settle()
         ep = self._ep
         if session_id is None:
             return ep.index.recent_turns(ep.spec, limit)
@@ -312,14 +470,14 @@ class SessionsMixin:
             raise ValidationError("must be a non-empty string", field="workspace")
         from .index.episodes import open_episode_index
 
-        if self.spec_dir is not None:
-            self._ep  # reconcile this spec's files first
+        await self._ep_settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(
             workspace=workspace or str(self.project_dir), spec=None, limit=limit)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session's files, its index rows and its searchable items."""
         sid = check_session_id(session_id)
+        await self._ep_settle()  # no queued row may bring the session back after it is gone
         ep = self._ep
         ids = [i.id for i in self._session_items(sid)]
         ep.store.delete(sid)

@@ -22,7 +22,9 @@ import logging
 import os
 import re
 import shutil
+import threading
 import warnings
+import weakref
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -40,6 +42,7 @@ log = logging.getLogger("graphmem.files.episodes")
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 TURNS, STEPS = "turns.jsonl", "steps.jsonl"
 LOCK_BUCKETS = 16
+OPEN_FILES = 8  # append descriptors kept open per store
 
 
 def check_session_id(value: Any) -> str:
@@ -88,6 +91,9 @@ class EpisodeStore:
         self._tails: dict[Path, _Tail] = {}
         self._meta: dict[str, tuple[int, int, dict]] = {}
         self._path_cache: dict[str, tuple[Path, Path, Path, Path, str]] = {}
+        self._fds: dict[Path, tuple[int, int, int]] = {}  # path -> (fd, inode, pid)
+        self._fd_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._fds, self._fd_lock)
 
     # ---- paths and locks ------------------------------------------------------------------
     def _paths(self, sid: str) -> tuple[Path, Path, Path, Path, str]:
@@ -211,9 +217,14 @@ class EpisodeStore:
             start = self._count(path)
         out = [{"index": start + i, **r} for i, r in enumerate(records)]
         data = "".join(_line(r) for r in out).encode("utf-8")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = self._take_fd(path, st.st_ino) if st is not None else None
+        fresh = fd is None
+        if fresh:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            before = os.fstat(fd).st_size
+            if st is None or fresh:
+                st = os.fstat(fd)
+            before = st.st_size  # we hold the lock: nobody else appends
             try:
                 view = memoryview(data)
                 while view:
@@ -223,13 +234,49 @@ class EpisodeStore:
             except OSError as exc:
                 os.ftruncate(fd, before)  # a failed write leaves no partial lines behind
                 raise StorageError(f"cannot append to {path}: {exc}") from None
-            st = os.fstat(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._give_fd(path, fd, st.st_ino)
         if before == 0 and self.fsync:
             fsync_dir(path.parent)
-        self._tails[path] = _Tail(st.st_ino, st.st_size, start + len(out))
-        return out, st.st_size
+        size = before + len(data)
+        self._tails[path] = _Tail(st.st_ino, size, start + len(out))
+        return out, size
+
+    # The append descriptors stay open (an open+close per append cost as much as the write):
+    # a few per store, checked out while in use so that evicting one never closes it under a
+    # writer, and used only when the path still names the same file.
+    def _take_fd(self, path: Path, ino: int) -> int | None:
+        with self._fd_lock:
+            got = self._fds.pop(path, None)
+        if got is None:
+            return None
+        if got[1] == ino and got[2] == os.getpid():
+            return got[0]
+        if got[2] == os.getpid():
+            os.close(got[0])
+        return None
+
+    def _give_fd(self, path: Path, fd: int, ino: int) -> None:
+        with self._fd_lock:
+            old = self._fds.pop(path, None)
+            self._fds[path] = (fd, ino, os.getpid())
+            drop = [old] if old else []
+            while len(self._fds) > OPEN_FILES:
+                drop.append(self._fds.pop(next(iter(self._fds))))
+        for f, _, pid in drop:
+            if pid == os.getpid():
+                os.close(f)
+
+    def _close_fds(self, folder: Path | None = None) -> None:
+        """Close cached descriptors (of one session folder, or all)."""
+        with self._fd_lock:
+            keys = [k for k in self._fds if folder is None or k.parent == folder]
+            drop = [self._fds.pop(k) for k in keys]
+        for f, _, pid in drop:
+            if pid == os.getpid():
+                os.close(f)
 
     def _count(self, path: Path) -> int:
         """Lines in ``path``, reading only what was appended since the last count."""
@@ -332,6 +379,7 @@ class EpisodeStore:
             os.replace(folder, trash)
             fsync_dir(self.root)
             shutil.rmtree(trash, ignore_errors=True)
+        self._close_fds(folder)
         for key in [p for p in self._tails if p.parent == folder]:
             self._tails.pop(key, None)
         self._meta.pop(sid, None)
@@ -411,6 +459,18 @@ def summary_item(project: str, spec: str, meta: dict, source: Path) -> MemoryIte
 
 def _line(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+
+
+def _close_all(fds: dict, lock: threading.Lock) -> None:
+    with lock:
+        drop = list(fds.values())
+        fds.clear()
+    for f, _, pid in drop:
+        if pid == os.getpid():
+            try:
+                os.close(f)
+            except OSError:
+                pass
 
 
 def _size(path: Path) -> int:

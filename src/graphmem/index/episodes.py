@@ -135,11 +135,26 @@ class EpisodeIndex:
             sizes: tuple[int, int]) -> None:
         """Rows for freshly appended turns and steps, and the session's new file sizes."""
         with self._tx() as c:
-            self._insert(c, spec, sid, turns, steps)
-            first = next((t["content"] for t in turns if t.get("role") == "user"), None)
-            c.execute("UPDATE ep_sessions SET turns = turns + ?, steps = steps + ?, turns_size = ?,"
-                      " steps_size = ?, first_prompt = COALESCE(first_prompt, ?) WHERE spec=? AND id=?",
-                      (len(turns), len(steps), sizes[0], sizes[1], first, spec, sid))
+            self.add_rows(c, spec, sid, turns, steps, sizes)
+
+    @classmethod
+    def add_rows(cls, c: sqlite3.Connection, spec: str, sid: str, turns: list[dict],
+                 steps: list[dict], sizes: tuple[int, int]) -> None:
+        """``add`` inside the caller's transaction (the background writer shares the search one).
+
+        Counts and sizes only ever grow to what the records say (last index + 1, the largest
+        size seen), so rows applied late, twice or out of order by two processes stay right.
+        """
+        if c.execute("SELECT 1 FROM ep_sessions WHERE spec=? AND id=?", (spec, sid)).fetchone() is None:
+            return  # deleted meanwhile (or never indexed): reconcile rebuilds it from its files
+        cls._insert(c, spec, sid, turns, steps)
+        first = next((t["content"] for t in turns if t.get("role") == "user"), None)
+        n_turns = max((t["index"] + 1 for t in turns), default=0)
+        n_steps = max((s["index"] + 1 for s in steps), default=0)
+        c.execute("UPDATE ep_sessions SET turns = MAX(turns, ?), steps = MAX(steps, ?),"
+                  " turns_size = MAX(turns_size, ?), steps_size = MAX(steps_size, ?),"
+                  " first_prompt = COALESCE(first_prompt, ?) WHERE spec=? AND id=?",
+                  (n_turns, n_steps, sizes[0], sizes[1], first, spec, sid))
 
     @staticmethod
     def _insert(c: sqlite3.Connection, spec: str, sid: str, turns: list[dict], steps: list[dict]) -> None:
@@ -161,14 +176,32 @@ class EpisodeIndex:
     def replace_session(self, spec: str, meta: dict, turns: list[dict], steps: list[dict],
                         sizes: tuple[int, int, int]) -> None:
         """Rebuild one session's rows from everything its files hold."""
-        first = next((t["content"] for t in turns if t.get("role") == "user"), None)
         with self._tx() as c:
-            sid = meta["session_id"]
-            c.execute("DELETE FROM ep_turns WHERE spec=? AND session_id=?", (spec, sid))
-            c.execute("DELETE FROM ep_steps WHERE spec=? AND session_id=?", (spec, sid))
-            c.execute("DELETE FROM ep_sessions WHERE spec=? AND id=?", (spec, sid))
-            self._put_session(c, spec, meta, sizes, (len(turns), len(steps)), first)
-            self._insert(c, spec, sid, turns, steps)
+            self.replace_rows(c, spec, meta, turns, steps, sizes)
+
+    @classmethod
+    def replace_rows(cls, c: sqlite3.Connection, spec: str, meta: dict, turns: list[dict],
+                     steps: list[dict], sizes: tuple[int, int, int]) -> None:
+        """``replace_session`` inside the caller's transaction."""
+        first = next((t["content"] for t in turns if t.get("role") == "user"), None)
+        sid = meta["session_id"]
+        c.execute("DELETE FROM ep_turns WHERE spec=? AND session_id=?", (spec, sid))
+        c.execute("DELETE FROM ep_steps WHERE spec=? AND session_id=?", (spec, sid))
+        c.execute("DELETE FROM ep_sessions WHERE spec=? AND id=?", (spec, sid))
+        cls._put_session(c, spec, meta, sizes, (len(turns), len(steps)), first)
+        cls._insert(c, spec, sid, turns, steps)
+
+    @classmethod
+    def catch_up_rows(cls, c: sqlite3.Connection, spec: str, meta: dict, turns: list[dict],
+                      steps: list[dict], sizes: tuple[int, int, int]) -> None:
+        """Add every row a session's files hold, removing none, inside the caller's transaction.
+
+        Applied after the session lock is released, so rows another process added meanwhile must
+        stay; a row that should go (a cut torn line) is dropped by the exact ``replace_session``
+        that the next read runs when the sizes disagree.
+        """
+        cls._put_session(c, spec, meta, sizes)
+        cls.add_rows(c, spec, meta["session_id"], turns, steps, sizes[:2])
 
     def delete_session(self, spec: str, sid: str) -> None:
         """Drop a session and its turns and steps."""
@@ -183,6 +216,11 @@ class EpisodeIndex:
         rows = self._query("SELECT id, turns_size, steps_size, meta_mtime FROM ep_sessions WHERE spec=?",
                            (spec,))
         return {r["id"]: (r["turns_size"], r["steps_size"], r["meta_mtime"]) for r in rows}
+
+    def specs(self, project: str) -> list[str]:
+        """The spec folders of ``project`` that have sessions in the index."""
+        return [r[0] for r in self._query("SELECT DISTINCT spec FROM ep_sessions WHERE project=?",
+                                          (project,))]
 
     def state(self, spec: str, sid: str) -> tuple[int, int, int] | None:
         """The (turns size, steps size, metadata mtime) one session's rows were built from."""

@@ -19,7 +19,7 @@ import time
 from array import array
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import IndexMismatchError, ProviderError, StorageError
 from ..models import MemoryItem
@@ -163,9 +163,13 @@ class LocalIndex:
                 self._term_ids.update({r[0]: r[1] for r in self.conn.execute(q, chunk)})
         return self._term_ids
 
-    async def upsert(self, items: Sequence[MemoryItem]) -> int:
-        """Insert or update items; embeds only texts whose hash has no vector yet."""
-        if not items:
+    async def upsert(self, items: Sequence[MemoryItem],
+                     also: Callable[[sqlite3.Connection], None] | None = None) -> int:
+        """Insert or update items; embeds only texts whose hash has no vector yet.
+
+        ``also(conn)`` runs inside the same transaction (the episodes rows of the same records).
+        """
+        if not items and also is None:
             return 0
         self.check_embedder()
         self.last_embed_error, self.embedded_count = None, 0
@@ -211,6 +215,8 @@ class LocalIndex:
                 self.conn.executemany("INSERT OR IGNORE INTO search_vectors VALUES (?, ?)",
                                       list(vectors.items()))
                 late.store(self, token_vecs)
+                if also is not None:
+                    also(self.conn)
                 self.conn.execute("COMMIT")
             except BaseException as exc:
                 self._rollback()
