@@ -38,10 +38,25 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
     "stripe_key": ("_live_", "_test_"), "google_api_key": ("AIza",), "bearer_token": ("bearer",),
     "url_password": ("://",)}
 _CASELESS = {"aws_secret_key", "bearer_token"}
+_ANY_CASED = tuple(t for k, ts in _TRIGGERS.items() if k not in _CASELESS for t in ts)
+_ANY_CASELESS = tuple(t for k in sorted(_CASELESS) for t in _TRIGGERS[k])
+
+
+def _may_hold_secret(text: str) -> bool:
+    for t in _ANY_CASED:  # a plain loop: cheaper than any() over a generator on every turn
+        if t in text:
+            return True
+    low = text.lower()
+    for t in _ANY_CASELESS:
+        if t in low:
+            return True
+    return False
 
 
 def redact_text(text: str) -> str:
     """Return ``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
+    if not _may_hold_secret(text):
+        return text
     low = None
     for kind, pattern in _PATTERNS:
         if kind in _CASELESS:

@@ -202,9 +202,13 @@ class EpisodeStore:
         return done
 
     def _append_file(self, path: Path, records: list[dict]) -> tuple[list[dict], int]:
-        """Append ``records`` as numbered lines; returns them and the file's new size."""
+        """Append ``records`` as numbered lines; returns them and the file's new size.
+
+        An untouched file reports size 0 without a ``stat``: the index keeps the larger size it
+        knows (``EpisodeIndex.add_rows``).
+        """
         if not records:
-            return [], _size(path)
+            return [], 0
         tail = self._tails.get(path)
         try:
             st = os.stat(path)
@@ -457,8 +461,11 @@ def summary_item(project: str, spec: str, meta: dict, source: Path) -> MemoryIte
                       metadata={"field": "session_summary"}, source=str(source))
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))  # built once, not per line
+
+
 def _line(record: dict) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+    return _ENCODER.encode(record) + "\n"
 
 
 def _close_all(fds: dict, lock: threading.Lock) -> None:
