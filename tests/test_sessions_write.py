@@ -198,3 +198,33 @@ def test_graph_down_turns_wait_in_the_outbox(spec_dir: Path, monkeypatch, isolat
         assert drift["missing"] == [] and drift["in_graph"] == drift["files"] == 3
     finally:
         server.EmbeddedServer(Settings.load()).stop()
+
+
+EXIT_SCRIPT = r"""
+import sys
+from pathlib import Path
+from graphmem import Memory
+
+m = Memory(Path(sys.argv[1]))  # never closed: the interpreter's exit flushes the queue
+sid = m.start_session()
+m.record_turns(sid, [{"role": "user", "content": f"exit flush {i}: the llama shearing rota"}
+                     for i in range(20)])
+print(sid, flush=True)
+"""
+
+
+def test_queued_rows_are_flushed_with_vectors_when_the_interpreter_exits(spec_dir: Path,
+                                                                         isolated_env: Path):
+    from graphmem.index.store import LocalIndex
+
+    res = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(spec_dir)], capture_output=True,
+                         text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    # Read the index directly, before any Memory could catch it up: the exit flush wrote the rows
+    # and embedded them (the default embedder runs batches in a thread pool, which must still
+    # take work at exit).
+    idx = LocalIndex(isolated_env)
+    try:
+        assert idx.stats()["items"] == 20 and idx.stats()["vectors"] == 20
+    finally:
+        idx.close()

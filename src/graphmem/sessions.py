@@ -101,18 +101,23 @@ class _EpisodeState:
     """Per ``AsyncMemory`` and spec: the files, the index, the writer and one batcher per loop."""
 
     def __init__(self, mem: Any, spec_dir: Path | None = None):
-        from .index.episode_writer import writer
         from .index.episodes import open_episode_index
 
         self.mem = mem
         self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
         self.index = open_episode_index(mem.settings.home)
-        self.writer = writer()
         self.spec = str(self.store.spec_dir)
         self.project = str(mem.project_dir)
         self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
             weakref.WeakKeyDictionary()
         self.reconcile()
+
+    @property
+    def writer(self):
+        """This process's background writer (looked up each time: a forked child has its own)."""
+        from .index.episode_writer import writer
+
+        return writer()
 
     @property
     def batcher(self) -> _Batcher:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures.thread  # noqa: F401 (its exit hook is registered before ours)
 import logging
 import os
 import threading
@@ -25,7 +26,7 @@ log = logging.getLogger("graphmem.index.episodes")
 
 BATCH = 256  # records per transaction at most
 LINGER = 0.02  # seconds a small batch waits for more records (fewer transactions, fewer wakeups)
-EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the queue (the rest is caught up later)
+EXIT_WAIT = 60.0  # seconds the interpreter's exit waits for the queue (the rest is caught up later)
 
 
 @dataclass
@@ -46,18 +47,21 @@ class Job:
     def __post_init__(self) -> None:
         self.size = max(1, len(self.turns) + len(self.steps))
 
-    def rows(self, conn: Any) -> None:
-        """The episodes rows of this job, inside the caller's transaction."""
-        if self.meta is not None:
+    def rows(self, conn: Any, sizes: bool = True) -> None:
+        """The episodes rows of this job, inside the caller's transaction (``sizes`` False: leave
+        the session's recorded file sizes as they were, so a later reconcile redoes it)."""
+        if self.meta is not None and sizes:
             EpisodeIndex.catch_up_rows(conn, self.spec, self.meta, self.turns, self.steps, self.sizes)
         else:
-            EpisodeIndex.add_rows(conn, self.spec, self.sid, self.turns, self.steps, self.sizes)
+            EpisodeIndex.add_rows(conn, self.spec, self.sid, self.turns, self.steps,
+                                  self.sizes[:2] if sizes else (0, 0))
 
 
 class EpisodeWriter:
     """One queue and one daemon thread per process (see the module docstring)."""
 
     def __init__(self) -> None:
+        self.pid = os.getpid()
         self._cv = threading.Condition()
         self._jobs: list[Job] = []
         self._queued = 0  # records ever queued; ``_applied`` catches up with it
@@ -149,10 +153,10 @@ async def _apply_group(jobs: list[Job]) -> None:
     except Exception as exc:  # embedder mismatch or failure, database trouble: keep the episodes rows
         log.warning("search index not updated for %d session records (%s); run `graphmem "
                     "reindex`", len(items), exc)
-    for j in jobs:
+    for j in jobs:  # the rows, but not the file sizes: the next open sees the gap and re-indexes
         if j.fallback is not None:
             with j.fallback._tx() as conn:
-                j.rows(conn)
+                j.rows(conn, sizes=False)
 
 
 _writers: dict[int, EpisodeWriter] = {}
@@ -160,7 +164,7 @@ _guard = threading.Lock()
 
 
 def writer() -> EpisodeWriter:
-    """This process's writer (a forked child gets its own)."""
+    """This process's writer (a forked child gets its own; never keep one across a fork)."""
     pid = os.getpid()
     w = _writers.get(pid)
     if w is None:
@@ -177,8 +181,17 @@ def settle(timeout: float | None = None) -> bool:
     return True if w is None else w.settle(timeout)
 
 
-@atexit.register
 def _flush_at_exit() -> None:
     if not settle(EXIT_WAIT):
         log.warning("exiting with episode index rows still queued; the next open rebuilds them "
                     "from the session files")
+
+
+# At exit, flush while thread pools still take work (embedders run batches in one): threading's
+# exit hooks run newest first and before ``atexit``, and concurrent.futures registered its own
+# (which stops the pools) on import, above. ``atexit`` is the fallback on other Pythons.
+_register = getattr(threading, "_register_atexit", None)
+if _register is not None:
+    _register(_flush_at_exit)
+else:  # pragma: no cover
+    atexit.register(_flush_at_exit)
