@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures.thread  # noqa: F401 (its exit hook is registered before ours)
+import importlib
 import logging
 import os
 import threading
@@ -189,7 +189,8 @@ def _flush_at_exit() -> None:
 
 # At exit, flush while thread pools still take work (embedders run batches in one): threading's
 # exit hooks run newest first and before ``atexit``, and concurrent.futures registered its own
-# (which stops the pools) on import, above. ``atexit`` is the fallback on other Pythons.
+# (which stops the pools) on import, just below. ``atexit`` is the fallback on other Pythons.
+importlib.import_module("concurrent.futures.thread")  # its exit hook is registered before ours
 _register = getattr(threading, "_register_atexit", None)
 if _register is not None:
     _register(_flush_at_exit)
