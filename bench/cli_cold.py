@@ -137,6 +137,11 @@ def main() -> int:
         }
         try:
             timed(cases["search --json"]("warm the page cache"), off, project)
+            floor = [timed([sys.executable, "-c", "pass"], env, project) for _ in range(args.runs)]
+            walls, cpus = [r[0] for r in floor], [r[1] for r in floor]
+            out["interpreter"] = {"wall_median_ms": median(walls), "cpu_median_ms": median(cpus)}
+            rows.append(["python -c pass", "(the floor)", median(walls), min(walls), median(cpus),
+                         os.getloadavg()[0]])
             for name, make in cases.items():
                 res: dict = {}
                 first, server, disabled = [], [], []
