@@ -151,10 +151,16 @@ def test_stale_socket_is_replaced_and_a_cli_started_server_exits_when_idle(tmp_p
     cfg.lock.write_text("999999\n")  # and its pid file, naming no live process
     args = ("search", "webhooks twice", "--project-dir", str(project), "--json")
     env = dict(AUTO, GRAPHMEM_SEARCH_SERVER_IDLE="2")
+    cfg.err.write_text("ConfigError: model files missing\n")  # a server failed to start lately
+    cold = run_cli(*args, env=env)
+    time.sleep(1.5)  # a server started by it would hold its lock by now
+    assert cold.returncode == 0 and holder(cfg) is None, cold.stderr
+    old = time.time() - 3600
+    os.utime(cfg.err, (old, old))  # long ago: the next CLI tries again
     stale = run_cli(*args, env=env)
-    cold = run_cli(*args, "--no-server", env=env)
     assert stale.returncode == 0 and stale.stdout == cold.stdout, stale.stderr
     pid = _wait_ping(cfg)["pid"]
+    assert not cfg.err.exists()  # loaded fine this time
     assert holder(cfg) == pid and _pids(home) == [pid]
     assert (cfg.socket.stat().st_mode & 0o777) == 0o600
     deadline = time.monotonic() + 60

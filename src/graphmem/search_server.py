@@ -160,11 +160,26 @@ def _request_error(message: str) -> dict[str, Any]:
     return {"error": f"request: {message}", "exit": 2}
 
 
+def _write_err(cfg: ServerConfig, text: str) -> None:
+    """Leave why loading failed where CLIs look before starting another server."""
+    try:
+        fd = os.open(cfg.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        pass
+
+
 def _take_lock(cfg: ServerConfig) -> int | None:
     """Hold ``cfg.lock`` for the server's life (its pid inside); None when another holds it."""
     import fcntl
 
-    fd = os.open(cfg.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    from .errors import StorageError
+
+    try:
+        fd = os.open(cfg.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StorageError(f"cannot open the search server's lock {cfg.lock}: {exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -201,7 +216,7 @@ async def serve(settings: Any, idle: float | None = None, ready: Any = None,
             await backends.search_local("warm up", projects=None, spec=None, kinds=None, limit=1)
         except Exception as exc:
             if auto:
-                cfg.err.write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
+                _write_err(cfg, f"{type(exc).__name__}: {exc}\n")
             raise
         cfg.err.unlink(missing_ok=True)
         state.code = _code_files()
