@@ -17,7 +17,13 @@ vectors of the embedder named below); velune's is ``LIKE '%query%'``. graphmem i
 ``episodes.fsync`` on (the default) and off (``GRAPHMEM_EPISODES_FSYNC=false``: one write(2),
 velune's durability class), and through the sync ``Memory`` as well as ``AsyncMemory``.
 
-    .venv/bin/python bench/episodic.py [--sizes 10000,100000] [--window 1000] [--embedder default]
+    .venv/bin/python bench/episodic.py [--sizes 10000,100000] [--window 1000]
+        [--embedder default,wordllama] [--late off]
+
+The defaults embed the 10k turns with bge-small (the default embedder; ~8 ms a turn here) and the
+100k ones with wordllama (bge would take ~15 min), both without the index's ColBERT second stage
+(~60 ms a turn to write; hours at 100k). None of this is on record_turn's path: the background
+writer does it, and the table shows how long it took to catch up.
 """
 
 from __future__ import annotations
@@ -66,21 +72,23 @@ def _env(folder: Path, embedder: str, fsync: str = "true") -> dict:
     return env
 
 
-def late_off() -> None:
-    """Search without the ColBERT second stage (its token matrices cost ~60 ms per turn to
-    write here, which makes a 100k prefill take hours); bench only, said in the table."""
+def set_late(choice: str) -> None:
+    """"off": the index without the ColBERT second stage, whose token matrices cost ~60 ms per
+    turn to write here (a 100k prefill would take hours). Bench only, said in the table."""
     import graphmem.index as gi
 
-    gi.late_encoder = lambda settings: None
+    if not hasattr(gi, "_bench_late"):
+        gi._bench_late = gi.late_encoder
+    gi.late_encoder = (lambda settings: None) if choice == "off" else gi._bench_late
 
 
-async def graphmem_side(folder: Path, n: int, window: int, embedder: str) -> dict:
+async def graphmem_side(folder: Path, n: int, window: int, embedder: str, late: str) -> dict:
     from graphmem import AsyncMemory, Memory, Settings
 
     settings = Settings.load(env=_env(folder, embedder))
     spec = folder / "project" / ".auto-claude" / "specs" / "001-bench"
     spec.mkdir(parents=True)
-    out: dict = {"turns": n, "embedder": embedder, "load_start": load()}
+    out: dict = {"turns": n, "embedder": embedder, "late": late, "load_start": load()}
     async with AsyncMemory(spec, settings=settings) as m:
         sessions = [await m.start_session(model="bench-model", mode="chat")
                     for _ in range(n // TURNS_PER_SESSION)]
@@ -199,22 +207,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--window", type=int, default=1000)
-    ap.add_argument("--embedder", default="default",
+    ap.add_argument("--embedder", default="default,wordllama",
                     help="graphmem's local embedding model, one for all sizes or one per size "
                          "(default = bge-small; wordllama)")
-    ap.add_argument("--late", choices=("default", "off"), default="default",
-                    help="the index's ColBERT second stage (off: first stage only, for big sizes)")
+    ap.add_argument("--late", default="off",
+                    help="the index's ColBERT second stage: default or off, one for all sizes or "
+                         "one per size")
     args = ap.parse_args()
-    if args.late == "off":
-        late_off()
     py = ensure_velune()
     results = []
     sizes = [int(s) for s in args.sizes.split(",")]
-    embedders = args.embedder.split(",")
-    for n, embedder in zip(sizes, embedders + embedders[-1:] * len(sizes)):
+    embedders, lates = args.embedder.split(","), args.late.split(",")
+    for i, n in enumerate(sizes):
+        embedder, late = embedders[min(i, len(embedders) - 1)], lates[min(i, len(lates) - 1)]
         with tempfile.TemporaryDirectory(prefix="gm-bench-episodic-") as tmp:
-            print(f"\n{n} turns: graphmem ({embedder}) ...", flush=True)
-            ours = asyncio.run(graphmem_side(Path(tmp) / "gm", n, args.window, embedder))
+            print(f"\n{n} turns: graphmem ({embedder}, ColBERT {late}) ...", flush=True)
+            set_late(late)
+            ours = asyncio.run(graphmem_side(Path(tmp) / "gm", n, args.window, embedder, late))
             print(f"{n} turns: velune-cli ...", flush=True)
             theirs = velune_side(py, Path(tmp) / "velune", n, args.window)
         rows = []
@@ -225,13 +234,13 @@ def main() -> None:
             ratio = (a / b if higher else b / a) if a and b else float("nan")
             rows.append([label, a, b, f"{ratio:.1f}x {'faster' if better else 'SLOWER'}"
                          if key != "search_queries_with_hits" else ""])
-        table(f"{n} turns (graphmem embedder: {embedder}, ColBERT stage {args.late}; episode files "
+        table(f"{n} turns (graphmem embedder: {embedder}, ColBERT stage {late}; files "
               f"{ours['episode_files_mb']:.1f} MB; prefill {ours['prefill_s']:.0f} s until searchable; "
               f"catch-up after the windows {ours['catch_up_seq_s']:.1f} / {ours['catch_up_conc_s']:.1f} s; "
               f"load {ours['load_start']:.1f} -> {ours['load_end']:.1f})",
               ["metric", "graphmem", "velune-cli", ""], rows)
         results.append({"turns": n, "graphmem": ours, "velune": theirs})
-    write_json("episodic", {"window": args.window, "results": results})
+        write_json("episodic", {"window": args.window, "results": results})  # after every size
 
 
 if __name__ == "__main__":
