@@ -65,6 +65,24 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+def fdatasync_floor(folder: Path, n: int = 300) -> float:
+    """p50 ms of appending one turn-sized line + fdatasync on this disk: record_turn's floor."""
+    path = folder / "floor.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    line = (json.dumps({"content": turn_text(1)}) + "\n").encode()
+    out = []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            os.write(fd, line)
+            os.fdatasync(fd)
+            out.append((time.perf_counter() - t) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return pct(out, 50)
+
+
 def _env(folder: Path, embedder: str, fsync: str = "true") -> dict:
     env = {"GRAPHMEM_HOME": str(folder / "home"), "GRAPHMEM_EPISODES_FSYNC": fsync}
     if embedder != "default":
@@ -104,6 +122,7 @@ async def graphmem_side(folder: Path, n: int, window: int, embedder: str, late: 
         out["prefill_s"] = time.perf_counter() - t0
         target = sessions[-1]
         base = n
+        out["fdatasync_p50_ms"] = fdatasync_floor(folder)
         for mode, fsync in (("", "true"), ("_nofsync", "false")):
             async with AsyncMemory(spec, settings=Settings.load(env=_env(folder, embedder, fsync))) as w:
                 await w.get_recent_turns(1)
@@ -237,6 +256,7 @@ def main() -> None:
         table(f"{n} turns (graphmem embedder: {embedder}, ColBERT stage {late}; files "
               f"{ours['episode_files_mb']:.1f} MB; prefill {ours['prefill_s']:.0f} s until searchable; "
               f"catch-up after the windows {ours['catch_up_seq_s']:.1f} / {ours['catch_up_conc_s']:.1f} s; "
+              f"append + fdatasync alone p50 {ours['fdatasync_p50_ms']:.2f} ms; "
               f"load {ours['load_start']:.1f} -> {ours['load_end']:.1f})",
               ["metric", "graphmem", "velune-cli", ""], rows)
         results.append({"turns": n, "graphmem": ours, "velune": theirs})

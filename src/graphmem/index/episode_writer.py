@@ -16,6 +16,7 @@ import atexit
 import importlib
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,6 +27,7 @@ log = logging.getLogger("graphmem.index.episodes")
 
 BATCH = 256  # records per transaction at most
 LINGER = 0.02  # seconds a small batch waits for more records (fewer transactions, fewer wakeups)
+NICE = 10  # the writer thread's niceness: derived work yields the CPU to the write path
 EXIT_WAIT = 60.0  # seconds the interpreter's exit waits for the queue (the rest is caught up later)
 
 
@@ -116,6 +118,7 @@ class EpisodeWriter:
             return batch
 
     def _run(self) -> None:
+        _background_priority()
         loop = asyncio.new_event_loop()  # cloud embedders keep one HTTP client per loop
         while True:
             batch = self._take()
@@ -127,6 +130,16 @@ class EpisodeWriter:
             with self._cv:
                 self._applied += sum(j.size for j in batch)
                 self._cv.notify_all()
+
+
+def _background_priority() -> None:
+    """Lower this thread's CPU priority (Linux: per thread, inherited by the threads it starts,
+    such as a model's pool when it loads here), so that recording never queues behind indexing."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except (AttributeError, OSError):
+            pass
 
 
 async def _apply(batch: list[Job]) -> None:
