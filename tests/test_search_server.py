@@ -244,6 +244,12 @@ def test_garbage_requests_get_clear_errors(tmp_path: Path, home):
         assert req(query="x", scope="spec")["error"].startswith("scope:")
         assert req(op="context", task="x", max_tokens="many")["error"].startswith("max_tokens:")
         assert req(query="webhooks")["hits"][0]["text"].startswith("Stripe webhooks")
+        cfg.err.write_text("ConfigError: model files missing\n")
+        doctor = run_cli("doctor", "--json")
+        rows = {r["name"]: r for r in json.loads(doctor.stdout)["sections"]["search server"]}
+        assert f"pid {proc.pid} " in rows["server"]["detail"] and rows["server"]["status"] == "ok"
+        assert rows["last start"]["status"] == "warn" and "model files" in \
+            rows["last start"]["detail"]
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

@@ -99,3 +99,13 @@ def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
 
 
 CHECKS.append(_graph)
+
+
+def _search_server(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The warm search server of these settings (``graphmem.search_server.health``)."""
+    from .search_server import health
+
+    health(sections.setdefault("search server", []))
+
+
+CHECKS.append(_search_server)

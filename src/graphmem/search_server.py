@@ -160,6 +160,34 @@ def _request_error(message: str) -> dict[str, Any]:
     return {"error": f"request: {message}", "exit": 2}
 
 
+def health(rows: list[dict]) -> None:
+    """``graphmem doctor`` rows: the mode, whether a server runs, and why one last failed."""
+    from .doctor import row
+    from .search_client import ask, holder
+
+    cfg = client_config()
+    if cfg is None:
+        rows.append(row("search server", "warn", "settings not readable without pydantic; "
+                                                 "`graphmem search` works in-process"))
+        return
+    rows.append(row("mode", "ok", f"{cfg.mode} (GRAPHMEM_SEARCH_SERVER), idle exit after "
+                                  f"{cfg.idle:g} s"))
+    pid, answer = holder(cfg), ask(cfg, {"op": "ping"}, timeout=5.0) or {}
+    if "pid" in answer:
+        rows.append(row("server", "ok", f"pid {answer['pid']} on {cfg.socket}, "
+                                        f"{answer['served']} request(s) answered"))
+    elif pid is not None:
+        rows.append(row("server", "ok", f"pid {pid} is starting (or answering for older code)"))
+    else:
+        rows.append(row("server", "ok", "none running; the next `graphmem search` starts one"
+                        if cfg.mode == "auto" else "none running"))
+    try:
+        err = cfg.err.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return
+    rows.append(row("last start", "warn", f"failed: {err[:300]} (log: {cfg.log})"))
+
+
 def _write_err(cfg: ServerConfig, text: str) -> None:
     """Leave why loading failed where CLIs look before starting another server."""
     try:
