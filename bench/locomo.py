@@ -12,6 +12,7 @@ used to tune the ranking; 3-4 are reported separately as unseen.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -92,6 +93,15 @@ def _record(mem, session: str, when: datetime, turns: list[tuple[str, dict]]) ->
     _sync.run(mem.aio.backends.local.index.upsert(items))
 
 
+def index_bytes(mem) -> dict:
+    """Items in the local index and the bytes of their dense vectors and token matrices."""
+    conn = mem.aio.backends.local.index.conn
+    one = lambda q: conn.execute(q).fetchone()[0] or 0  # noqa: E731
+    return {"items": one("SELECT count(*) FROM search_items"),
+            "vectors": one("SELECT sum(length(vec)) FROM search_vectors"),
+            "tokens": one("SELECT sum(length(toks)) FROM search_tokens")}
+
+
 def ingest(mem, sample: dict) -> tuple[int, float]:
     """Record every turn; returns (turns, seconds)."""
     t0 = time.perf_counter()
@@ -144,7 +154,7 @@ def main() -> int:
     results: dict = {"data": str(args.data), "tuned_on": list(TUNED), "modes": {}}
     per: dict = {m: {"tuned": [], "unseen": []} for m in modes}
     lats: dict = {m: [] for m in modes}
-    ingest_rate = []
+    ingest_rate, storage = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for ci in convs:
             sample = data[ci]
@@ -154,6 +164,8 @@ def main() -> int:
             with Memory(spec, settings=settings) as mem:
                 n, secs = ingest(mem, sample)
                 ingest_rate.append(n / secs)
+                mem.search("wait for the index", scope="spec", limit=1)  # a read drains queued writes
+                storage.append(index_bytes(mem))
                 qs = questions(sample)
                 mem.search("warm up the models", scope="spec", rerank=True)
                 for m in modes:
@@ -184,6 +196,12 @@ def main() -> int:
               f"p95 {block['latency_ms']['p95']:.1f} ms)",
               ["split", "category", "n", "R@5", "R@10", "MRR"], trows)
     results["ingest_turns_per_s"] = sum(ingest_rate) / len(ingest_rate)
+    results["bytes_per_item"] = {k: sum(s[k] for s in storage) / max(1, sum(s["items"] for s in storage))
+                                 for k in ("vectors", "tokens")}
+    results["load_average"] = os.getloadavg()
+    print(f"\ningest {results['ingest_turns_per_s']:.1f} turns/s; bytes per item: dense vector "
+          f"{results['bytes_per_item']['vectors']:.0f}, late-interaction tokens "
+          f"{results['bytes_per_item']['tokens']:.0f}; load average {os.getloadavg()[0]:.1f}")
     write_json("locomo", results)
     return 0
 

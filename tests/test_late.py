@@ -110,8 +110,8 @@ def test_maxsim_reads_a_turn_with_its_neighbours(tmp_path, encoder):
     asyncio.run(idx.upsert(turns()))
     snap = idx.snapshot()
     qm = encoder.query_sync("adopted a rescue dog")
-    best = late.token_best(qm, [b for _, b in sorted(late.token_rows(
-        idx, [int(r) for r in snap.rowid]).items())])
+    rows = late.token_rows(idx, [int(r) for r in snap.rowid])
+    best = late.token_best(qm, [rows[int(r)] for r in snap.rowid])
     assert best.shape == (len(qm), len(TURNS)) and int(best.mean(axis=0).argmax()) == 2
     # Row 3 follows the dog turn: with context it gains, alone it does not.
     ranked = [(i, 1.0) for i in range(len(TURNS))]

@@ -129,29 +129,70 @@ async def query_tokens(enc: Any, query: str):
     return got
 
 
-def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, bytes]:
-    """Packed token matrices of the given rows (rows without one are left out)."""
+class TokenCache:
+    """Unpacked token matrices by content hash, bounded in bytes (a search re-reads the rows
+    its pool shares with the last searches; SQLite then serves only the new ones)."""
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        self.max_bytes, self.used = max_bytes, 0
+        self.data: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+
+    def get(self, key: str):
+        got = self.data.get(key)
+        if got is not None:
+            self.data.move_to_end(key)
+        return got
+
+    def put(self, key: str, value: tuple[Any, Any]) -> None:
+        self.data[key] = value
+        self.used += value[0].nbytes + value[1].nbytes
+        while self.used > self.max_bytes and self.data:
+            _, (m, s) = self.data.popitem(last=False)
+            self.used -= m.nbytes + s.nbytes
+
+
+def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
+    """(int8 tokens, scales) of the given rows (rows without a token matrix are left out)."""
     if not rowids:
         return {}
-    q = ("SELECT i.rowid, t.toks FROM search_items i JOIN search_tokens t ON t.hash=i.hash "
-         f"WHERE i.rowid IN ({','.join('?' * len(rowids))})")
-    return dict(index.conn.execute(q, list(rowids)).fetchall())
-
-
-def token_best(qm, blobs: Sequence[bytes | None]):
-    """(query tokens, documents): each query token's best dot product with a document's tokens
-    (NaN for a document without tokens)."""
-    import numpy as np
-
     from ..providers.local_colbert import unpack
 
-    out = np.full((len(qm), len(blobs)), np.nan, np.float32)
+    cache = getattr(index, "_late_cache", None)
+    if cache is None:
+        cache = index._late_cache = TokenCache()
+    marks = ",".join("?" * len(rowids))
+    hashes = dict(index.conn.execute(
+        f"SELECT rowid, hash FROM search_items WHERE rowid IN ({marks})", list(rowids)).fetchall())
+    out, missing = {}, {}
+    for r, h in hashes.items():
+        got = cache.get(h)
+        if got is None:
+            missing.setdefault(h, []).append(r)
+        else:
+            out[r] = got
+    if missing:
+        keys = list(missing)
+        q = f"SELECT hash, toks FROM search_tokens WHERE hash IN ({','.join('?' * len(keys))})"
+        for h, blob in index.conn.execute(q, keys).fetchall():
+            got = unpack(blob)
+            cache.put(h, got)
+            for r in missing[h]:
+                out[r] = got
+    return out
+
+
+def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
+    """(query tokens, documents): each query token's best dot product with a document's tokens
+    (``token_rows`` values; NaN for a document without tokens)."""
+    import numpy as np
+
+    out = np.full((len(qm), len(docs)), np.nan, np.float32)
     mats, scales, starts, where = [], [], [], []
     n = 0
-    for i, b in enumerate(blobs):
-        if not b:
+    for i, doc in enumerate(docs):
+        if doc is None:
             continue
-        m, s = unpack(b, qm.shape[1])
+        m, s = doc
         mats.append(m)
         scales.append(s)
         starts.append(n)
