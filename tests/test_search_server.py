@@ -167,7 +167,7 @@ def test_stale_socket_is_replaced_and_a_cli_started_server_exits_when_idle(tmp_p
     while _pids(home) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _pids(home), "the server did not exit when idle"
-    assert not cfg.socket.exists() and holder(cfg) is None
+    assert not cfg.socket.exists() and not cfg.lock.exists() and not cfg.log.exists()
 
 
 def test_two_clis_racing_leave_one_server(tmp_path: Path, home):

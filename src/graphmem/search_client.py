@@ -175,9 +175,9 @@ def holder(cfg: ServerConfig) -> int | None:
     import fcntl
 
     try:
-        fd = os.open(cfg.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(cfg.lock, os.O_RDWR | os.O_NOFOLLOW)
     except OSError:
-        return None
+        return None  # no lock file: no server (a server creates it)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

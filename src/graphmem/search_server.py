@@ -188,6 +188,13 @@ def health(rows: list[dict]) -> None:
     rows.append(row("last start", "warn", f"failed: {err[:300]} (log: {cfg.log})"))
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
 def _write_err(cfg: ServerConfig, text: str) -> None:
     """Leave why loading failed where CLIs look before starting another server."""
     try:
@@ -249,10 +256,16 @@ async def serve(settings: Any, idle: float | None = None, ready: Any = None,
         cfg.err.unlink(missing_ok=True)
         state.code = _code_files()
         await _listen(state, idle, ready)
+        # A clean exit leaves nothing in $TMPDIR. (A CLI that opened the lock file just before
+        # the unlink may start a second server beside a new one; the one whose socket is
+        # replaced exits within a second, see ``_listen``.)
+        cfg.lock.unlink(missing_ok=True)
+        if auto and _size(cfg.log) == 0:
+            cfg.log.unlink(missing_ok=True)
     finally:
         if state.backends is not None:
             await state.backends.aclose()
-        os.close(lock)  # releases the lock; the file stays (unlinking it would race)
+        os.close(lock)  # releases the lock
 
 
 async def _listen(state: _State, idle: float, ready: Any) -> None:
