@@ -57,7 +57,8 @@ def _wait_ping(cfg, timeout: float = 120.0) -> dict:
         if answer and "pid" in answer:
             return answer
         time.sleep(0.2)
-    raise AssertionError(f"no search server answered; its log: {cfg.log.read_text()}")
+    log = cfg.log.read_text() if cfg.log.exists() else "(none)"
+    raise AssertionError(f"no search server answered; its log: {log}")
 
 
 def _start(home: Path, *args: str) -> subprocess.Popen:

@@ -292,7 +292,9 @@ async def _listen(state: _State, idle: float, ready: Any) -> None:
                 async with busy:
                     out = await _answer(state, req)
                     last[0] = loop.time()
-                if state.outdated:
+                if state.outdated and not stop.is_set():
+                    print("graphmem search server: its code changed on disk; exiting",
+                          file=sys.stderr, flush=True)  # kept in the log: it is not empty
                     stop.set()  # the next CLI starts a server with the new code
             writer.write(json.dumps(out, default=str).encode("utf-8") + b"\n")
             await writer.drain()
