@@ -80,10 +80,6 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     if pending is not None or pending_late is not None:
         await asyncio.sleep(0)  # let the encoders start before the words are scored
     words = snap.lexical(term_ids, p)
-    if p.prf_docs and len(words[1]):
-        weights = expand(index, snap, term_ids, words, scope, p)
-        if weights:
-            words = snap.lexical(term_ids, p, weights)
     if pending is not None:
         try:
             qvec = await pending
@@ -100,38 +96,6 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     if reranker is not None and len(hits) > 1:
         hits = await _rerank(index, snap, reranker, query, hits, ranked)
     return hits[:limit]
-
-
-def expand(index: LocalIndex, snap, term_ids: list[int], words, scope,
-           p: Params) -> dict[int, float]:
-    """RM3: weights of terms frequent in the best-scoring in-scope rows (the query's own: 1)."""
-    import numpy as np
-
-    lex, hit, _ = words
-    hit = np.unique(hit[scope[0][hit]])
-    if not len(hit):
-        return {}
-    k = min(p.prf_docs, len(hit))
-    top = hit[np.argpartition(-lex[hit], k - 1)[:k]]
-    score = {int(snap.rowid[i]): float(lex[i]) for i in top}
-    marks = ",".join("?" * len(score))
-    rel: dict[int, float] = {}
-    for rowid, blob in index.conn.execute(
-            f"SELECT rowid, terms FROM search_items WHERE rowid IN ({marks})", list(score)):
-        terms = np.frombuffer(blob, np.int32)
-        if not len(terms):
-            continue
-        ids, tf = np.unique(terms, return_counts=True)
-        for t, c in zip(ids.tolist(), (tf / len(terms) * score[rowid]).tolist()):
-            rel[t] = rel.get(t, 0.0) + c
-    own = set(term_ids)
-    limit = 0.1 * snap.n_live  # a word in a tenth of the rows says little about the topic
-    cand = sorted(((v, t) for t, v in rel.items() if t not in own and snap.df(t) <= limit),
-                  reverse=True)[:p.prf_terms]
-    if not cand:
-        return {}
-    best = cand[0][0]
-    return {**{t: 1.0 for t in own}, **{t: p.prf_weight * v / best for v, t in cand}}
 
 
 async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, float]],

@@ -40,12 +40,11 @@ class Params:
     late_pool: int = 64  # first-stage rows re-scored by late interaction (``late.py``)
     late_weight: float = 0.5  # share of MaxSim in the final score
     late_neighbour: float = 0.2  # share of the pool neighbours' MaxSim added to a turn's
-    prf_docs: int = 0  # pseudo-relevance feedback (RM3): best rows whose words expand the query
-    prf_terms: int = 20
-    prf_weight: float = 0.3  # weight of the best expansion term (the query's own terms weigh 1)
     late_context: float = 0.9  # a query token matching a session neighbour's token counts this much
     # Not used, measured on LoCoMo: smoothing cosines over neighbours (blurred them), a session's
-    # best or mean cosine blended in (+-0.004 R@10), turn+previous-turn vectors (+0.005).
+    # best or mean cosine blended in (+-0.004 R@10), turn+previous-turn vectors (+0.005); RM3
+    # expansion (5 rows, 20 terms, weight .3/.5) before late interaction (R@5 -.006, R@10 +-.004);
+    # MaxSim with query tokens weighted (stop words, markers) or a session's best MaxSim (+-.005).
 
 
 LEX_CAND = 3000  # rows (best raw BM25 first) that smoothing and fusion consider
@@ -168,8 +167,7 @@ class View:
             got = store[key] = (tf * (p.k1 + 1.0) / (tf + norm)).astype(np.float32)
         return got
 
-    def lexical(self, term_ids: list[int], p: Params,
-                weights: dict[int, float] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+    def lexical(self, term_ids: list[int], p: Params) -> tuple[np.ndarray, np.ndarray, float]:
         """BM25 of rows, plus their session's BM25, smoothed over neighbours, name-boosted.
 
         Returns the scores (dense), the positions holding a non-zero score, and the score a row
@@ -180,17 +178,16 @@ class View:
         s_scores = np.zeros(self.n_sessions, np.float32)
         full = 0.0
         found = []
-        for t in set(term_ids) | set(weights or ()):
+        for t in set(term_ids):
             d, f, part = self.postings(t, p)
             if not len(d):
                 continue
-            w = weights.get(t, 1.0) if weights else 1.0  # expansion terms weigh less (``expand``)
-            idf = w * math.log(1.0 + (self.n_live - len(d) + 0.5) / (len(d) + 0.5))
+            idf = math.log(1.0 + (self.n_live - len(d) + 0.5) / (len(d) + 0.5))
             full += idf
             scores[d] += idf * part
             found.append(d)
             if p.session_weight and self.n_sessions:
-                self._session_bm25(t, s_scores, p, w)
+                self._session_bm25(t, s_scores, p)
         if not full:
             return scores, np.zeros(0, np.int64), 0.0
         # Positions may repeat from here on (a row holding two query terms): a fancy ``+=``
@@ -226,11 +223,7 @@ class View:
                 scores[hit[boost[hit]]] *= p.name_boost
         return scores, hit, full
 
-    def df(self, t: int) -> int:
-        """Rows (base and delta, deleted ones included) holding term ``t``."""
-        return sum(int(ptr[t + 1] - ptr[t]) for ptr, _, _, _ in self.segments if t + 1 < len(ptr))
-
-    def _session_bm25(self, t: int, s_scores: np.ndarray, p: Params, w: float = 1.0) -> None:
+    def _session_bm25(self, t: int, s_scores: np.ndarray, p: Params) -> None:
         """Add term ``t``'s BM25 over sessions (a session's text: all its rows) to ``s_scores``."""
         ss, fs = [], []
         for ptr, doc, tf in self.s_segments:
@@ -249,7 +242,7 @@ class View:
             stf = tmp[sess]
         sidf = math.log(1.0 + (self.n_sess_live - len(sess) + 0.5) / (len(sess) + 0.5))
         snorm = p.k1 * (1.0 - p.b + p.b * self.s_length[sess] / self.s_avg)
-        s_scores[sess] += w * sidf * stf * (p.k1 + 1.0) / (stf + snorm)
+        s_scores[sess] += sidf * stf * (p.k1 + 1.0) / (stf + snorm)
 
     def session_rows(self, sessions: np.ndarray) -> np.ndarray:
         """Positions of the live rows of the given sessions (one vectorised CSR gather)."""
