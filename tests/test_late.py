@@ -134,3 +134,18 @@ def test_the_setting_turns_it_off_and_garbage_names_the_field(tmp_path):
         make_late_encoder(bad)
     on = Settings.load(home=str(tmp_path / "h3"))
     assert isinstance(open_index(on).late, ColbertEncoder)
+
+
+def test_a_rewritten_item_is_scored_by_its_new_text(tmp_path, encoder):
+    idx = LocalIndex(tmp_path, None, encoder)
+    first = MemoryItem(id="g", kind="gotcha", text="The CI runner kills silent jobs",
+                       project="/p", spec="s")
+    asyncio.run(idx.upsert([first]))
+    rowid = int(idx.snapshot().rowid[0])
+    old = late.token_rows(idx, [rowid])[rowid]  # now cached under the old text's hash
+    asyncio.run(idx.upsert([first.model_copy(update={"text": "Billing timestamps are in UTC"})]))
+    new = late.token_rows(idx, [rowid])[rowid]
+    want = encoder.documents_sync(["Billing timestamps are in UTC"])[0]
+    assert len(new[0]) == len(want) and not np.array_equal(old[0][:1], new[0][:1])
+    assert np.abs(new[0] * new[1][:, None] - want).max() < 0.01
+    assert tokens_count(idx) == 1  # the old text's tokens left with it

@@ -192,6 +192,7 @@ class LocalIndex:
                 self.check_embedder(claim=True)
                 gen = self._bump()
                 ids = self._term_id_map([t for toks in tokens + names for t in toks])
+                replaced = late.hashes_of(self.conn, [it.id for it in items])
                 projects: dict[str, int] = {}
                 rows = []
                 for it, toks, nm in zip(items, tokens, names):
@@ -215,6 +216,7 @@ class LocalIndex:
                 self.conn.executemany("INSERT OR IGNORE INTO search_vectors VALUES (?, ?)",
                                       list(vectors.items()))
                 late.store(self, token_vecs)
+                late.prune(self.conn, replaced)  # a rewritten item's old text
                 if also is not None:
                     also(self.conn)
                 self.conn.execute("COMMIT")
