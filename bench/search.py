@@ -13,6 +13,12 @@ runs); the "repeat" columns time the same queries again (cached vector: ranking 
                                      [--embedder default|wordllama] [--cli-runs 7]
                                      [--graph-sizes 1000,10000,100000] [--graph-embed-max 10000]
 
+It measures the settings in force: with the default late-interaction stage (ColBERT) on, every
+text is encoded twice at ingest and every search re-scores its pool; run with
+``GRAPHMEM_LOCAL_LATE_INTERACTION=off`` to time the first stage alone. Building 100k items with
+bge takes long (about 100 items/s on a quiet 2-core machine): ``--keep DIR`` keeps the corpus,
+``--reuse DIR`` measures it again without ingesting.
+
 "embed" times the query embedding alone; "serial" (embed + repeat) is what a search would cost
 if the model did not run beside the word scoring. The graph side (``_search_graph.py``) writes
 the same items to embedded FalkorDB graphs and times graph search and the fused search.
