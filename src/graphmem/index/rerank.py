@@ -18,12 +18,16 @@ from typing import Any, Sequence
 from ..models import Hit
 from .ranker import SEQUENCE_KINDS
 
-POOL = 40  # first-stage hits the reranker may see
-WEIGHT = 0.6  # share of the reranker in the final score; the rest is the first stage's
-CONTEXT_WORDS = 24  # words of the previous item shown with a turn or step
-BUDGET_TOKENS = 2000  # per query, for an in-process cross-encoder (cost is linear in tokens)
-DEADLINE = 0.30  # seconds of cross-encoder time per query; the first batch always runs
-BATCH = 4  # pairs per model call (see ``CrossEncoderReranker.score_pairs``)
+POOL = 40  # first-stage hits the reranker may see (the token budget usually stops earlier)
+WEIGHT = 0.5  # share of the reranker in the final score; the rest is the first stage's
+CONTEXT_WORDS = 20  # words of the previous item shown with a turn or step (about 24 tokens)
+BUDGET_TOKENS = 1300  # per query, for an in-process cross-encoder (cost is linear in tokens)
+DEADLINE = 0.25  # seconds of cross-encoder time per query; the first batch always runs
+BATCH = 2  # pairs per worker-thread call: the deadline is checked between calls
+# Measured on LoCoMo conversation 0 (150 questions, tuning split; first stage R@5 .708, R@10
+# .801), fused at 0.5: the turn alone as passage (50 tokens a pair) .732/.796 at 26 pairs; with
+# the previous turn's last 12 tokens (62 a pair) .793/.827; its last 24 tokens (72 a pair)
+# .794/.859 at 26 pairs and .784/.834 at 16: context beats depth at equal cost.
 
 
 def passages(index, hits: Sequence[Hit]) -> list[str]:
