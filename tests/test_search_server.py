@@ -39,11 +39,13 @@ def _pids(home: Path) -> list[int]:
 def home(isolated_env):
     """The test's home; every search server of it is stopped when the test ends."""
     yield isolated_env
-    for pid in _pids(isolated_env):
-        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while _pids(isolated_env) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while (pids := _pids(isolated_env)) and time.monotonic() < deadline:
+        for pid in pids:  # again each round: a server may still be starting
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(0.2)
+    for pid in _pids(isolated_env):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _cfg():
