@@ -253,6 +253,7 @@ def test_garbage_requests_get_clear_errors(tmp_path: Path, home):
         assert f"pid {proc.pid} " in rows["server"]["detail"] and rows["server"]["status"] == "ok"
         assert rows["last start"]["status"] == "warn" and "model files" in \
             rows["last start"]["detail"]
+        cfg.err.unlink()
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
