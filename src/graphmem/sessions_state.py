@@ -1,0 +1,192 @@
+"""The write side of episodic sessions: per-session group commit and the per-spec state.
+
+``_EpisodeState`` holds one spec's session files, the episodes index and the way to the
+background writer (``index/episode_writer.py``); ``_Batcher`` group-commits concurrent async
+records of one session (see ``sessions.py`` for the whole write path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import weakref
+from pathlib import Path
+from typing import Any
+
+from .errors import StorageError, ValidationError
+from .files.episodes import STEPS, TURNS, Appended, EpisodeStore, step_item, turn_item
+from .models import MemoryItem
+
+log = logging.getLogger("graphmem.sessions")
+
+
+# ---- group commit ---------------------------------------------------------------------------
+class _Batcher:
+    """Per-session group commit inside one process (see the module docstring)."""
+
+    def __init__(self, mem: Any):  # a SessionsMixin
+        self.mem = mem
+        self.pending: dict[str, list[tuple[str, dict, asyncio.Future]]] = {}
+        self.busy: set[str] = set()
+
+    async def submit(self, sid: str, kind: str, record: dict) -> dict:
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.setdefault(sid, []).append((kind, record, fut))
+        if sid in self.busy:
+            return await fut
+        self.busy.add(sid)
+        cancelled = False
+        try:
+            try:
+                await asyncio.sleep(0)  # let calls started together join this write
+            except asyncio.CancelledError:
+                cancelled = True
+            while self.pending.get(sid):
+                cancelled |= await self._drain(sid, self.pending.pop(sid))
+        finally:
+            self.busy.discard(sid)
+            for _, _, f in self.pending.pop(sid, []):  # only after an abnormal exit
+                if not f.done():
+                    f.set_exception(StorageError(f"session {sid}: the write was interrupted"))
+        if cancelled:
+            raise asyncio.CancelledError
+        return await fut
+
+    async def _drain(self, sid: str, batch: list[tuple[str, dict, asyncio.Future]]) -> bool:
+        """Write one batch; resolve its callers. Returns True when the leader was cancelled."""
+        try:
+            done = self.mem._ep_commit(sid, [r for k, r, _ in batch if k == "turn"],
+                                       [r for k, r, _ in batch if k == "step"])
+        except BaseException as exc:  # every caller of the batch learns why; none waits forever
+            for _, _, f in batch:
+                if not f.done():
+                    f.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return False
+        turns, steps = iter(done.turns), iter(done.steps)
+        results = [next(turns) if k == "turn" else next(steps) for k, _, _ in batch]
+        cancelled = False
+        if self.mem.settings.graph.mode != "off":
+            try:
+                await self.mem._ep_graph(sid, done)
+            except asyncio.CancelledError:
+                cancelled = True  # the records are durable; `graphmem reindex` rebuilds the graph
+            except Exception as exc:  # derived stores never fail a durable write
+                log.warning("session %s: graph not updated: %s", sid, exc)
+        for (_, _, f), rec in zip(batch, results):
+            if not f.done():
+                f.set_result(rec)
+        return cancelled
+
+
+class _EpisodeState:
+    """Per ``AsyncMemory`` and spec: the files, the index, the writer and one batcher per loop."""
+
+    def __init__(self, mem: Any, spec_dir: Path | None = None):
+        from .index.episodes import open_episode_index
+
+        self.mem = mem
+        self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
+        self.index = open_episode_index(mem.settings.home)
+        self.spec = str(self.store.spec_dir)
+        self.project = str(mem.project_dir)
+        self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
+            weakref.WeakKeyDictionary()
+        self.reconcile()
+
+    @property
+    def writer(self):
+        """This process's background writer (looked up each time: a forked child has its own)."""
+        from .index.episode_writer import writer
+
+        return writer()
+
+    @property
+    def batcher(self) -> _Batcher:
+        """The running loop's batcher (futures must never cross event loops)."""
+        loop = asyncio.get_running_loop()
+        b = self._batchers.get(loop)
+        if b is None:
+            b = self._batchers[loop] = _Batcher(self.mem)
+        return b
+
+    def queue(self, sid: str, done: Appended) -> None:
+        """Hand freshly appended records to the background writer (called under the lock)."""
+        from .index.episode_writer import Job
+
+        self.writer.put(Job(self.spec, sid, done.turns, done.steps,
+                            (done.turns_size, done.steps_size), self.mem.backends.local,
+                            lambda: self.items(sid, done.turns, done.steps), fallback=self.index))
+
+    def items(self, sid: str, turns: list[dict], steps: list[dict]) -> list[MemoryItem]:
+        """Turns and steps as searchable items."""
+        folder = self.store.session_dir(sid)
+        return ([turn_item(self.project, self.spec, sid, t, folder / TURNS) for t in turns]
+                + [step_item(self.project, self.spec, sid, s, folder / STEPS) for s in steps])
+
+    def reconcile(self, force: bool = False) -> int:
+        """Bring the indexes in line with the files; returns how many sessions were re-read.
+
+        A session whose files grew behind the index (a process died with queued rows, another
+        process wrote, a copied folder) is re-read into the episodes rows and the search index in
+        one transaction; ``force`` rebuilds every session's episodes rows.
+        """
+        from .index.episode_writer import Job
+
+        self.writer.settle()
+        known = self.index.states(self.spec)
+        redone = 0
+        ids = self.store.session_ids()
+        for sid in ids:
+            if force:
+                self.resync(sid)
+            elif known.get(sid) != self.store.sizes(sid):
+                with self.store.lock(sid):
+                    meta = self.store.read_session(sid)
+                    if meta is None:
+                        continue
+                    turns = self.store.read_lines(sid, TURNS, locked=True)
+                    steps = self.store.read_lines(sid, STEPS, locked=True)
+                    self.writer.put(Job(self.spec, sid, turns, steps, self.store.sizes(sid),
+                                        self.mem.backends.local,
+                                        lambda s=sid, t=turns, p=steps: self.items(s, t, p),
+                                        meta=meta, fallback=self.index))
+            else:
+                continue
+            redone += 1
+        for sid in set(known) - set(ids):
+            self.index.delete_session(self.spec, sid)
+        self.writer.settle()
+        return redone
+
+    def resync(self, sid: str) -> None:
+        """Rebuild one session's episodes rows; under its lock, so the sizes match the lines read."""
+        self.writer.settle()  # queued rows of this process first
+        with self.store.lock(sid):
+            meta = self.store.read_session(sid)
+            if meta is None:
+                self.index.delete_session(self.spec, sid)
+                return
+            turns = self.store.read_lines(sid, TURNS, locked=True)
+            steps = self.store.read_lines(sid, STEPS, locked=True)
+            self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
+
+
+MAX_TURNS_PER_CALL = 10_000
+_TURN_KEYS = {"role", "content", "model", "tokens", "metadata", "at"}
+_rng = random.Random(os.urandom(16))  # ids without a getrandom(2) call per record
+os.register_at_fork(after_in_child=lambda: _rng.seed(os.urandom(16)))
+
+
+def _new_id() -> str:
+    """16 random hex digits, like ``uuid4().hex[:16]``."""
+    return f"{_rng.getrandbits(64):016x}"
+
+
+def _refuse_ended(meta: dict) -> None:
+    if meta.get("ended_at"):
+        raise ValidationError(f"session {meta.get('session_id')} has ended; start a new one",
+                              field="session_id")
