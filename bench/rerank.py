@@ -47,7 +47,7 @@ def quality(data, convs, no_deadline: bool) -> dict:
                 qs = locomo.questions(data[ci])
                 _, ms, rows = locomo.evaluate(mem, qs, True)
                 if not samples:  # real (query, passage) pairs for the cost table
-                    samples = pairs_of(mem, qs[:12])
+                    samples = pairs_of(mem, qs[:6])
             lat.extend(ms)
             loads.append(load_avg())
             per["tuned" if ci in locomo.TUNED else "unseen"].extend(rows)
@@ -118,7 +118,7 @@ def main() -> int:
             spec.mkdir(parents=True)
             with Memory(spec, settings=Settings.load(home=str(Path(tmp) / "h"))) as mem:
                 locomo.ingest(mem, data[convs[0]])
-                samples = pairs_of(mem, locomo.questions(data[convs[0]])[:12])
+                samples = pairs_of(mem, locomo.questions(data[convs[0]])[:6])
     else:
         got = quality(data, convs, args.no_deadline)
         samples = got["samples"]

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from graphmem import Memory, ValidationError, _sync
+from graphmem.errors import ProviderError
 from graphmem.index import rerank
 from graphmem.models import Hit, MemoryItem, stable_id
 from graphmem.settings import Settings
@@ -140,3 +141,30 @@ def test_garbage_reaches_the_cross_encoder_as_a_clear_error(world):
         rr.score_pairs("q", "one string")
     with pytest.raises(ValidationError, match="item 1"):
         rr.count_tokens("q", ["ok", None])
+
+
+class BrokenReranker:
+    """A remote reranker that fails, or answers in the wrong shape."""
+
+    name = "test/broken"
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    async def score(self, query, passages):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [ProviderError("HTTP 503 from the reranker", provider="x"),
+                                    [1.0, 2.0], None, ["high", "low"] * 10])
+def test_a_failing_reranker_leaves_the_first_stage_order(world, answer, caplog):
+    query = "what runs the deploy job and the search service"
+    with Memory(world["spec"], settings=world["settings"]) as m:
+        plain = m.search(query, limit=5)
+        m.aio.backends.local._reranker = BrokenReranker(answer)
+        with caplog.at_level("WARNING", logger="graphmem.index"):
+            hits = m.search(query, limit=5, rerank=True)
+    assert [h.id for h in hits] == [h.id for h in plain]
+    assert "test/broken" in caplog.text and "first-stage order kept" in caplog.text

@@ -12,11 +12,15 @@ left unscored keep their first-stage score (so they fall below every scored one)
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any, Sequence
 
+from ..errors import ProviderError
 from ..models import Hit
 from .ranker import SEQUENCE_KINDS
+
+log = logging.getLogger("graphmem.index")
 
 POOL = 40  # first-stage hits the reranker may see (the token budget usually stops earlier)
 WEIGHT = 0.5  # share of the reranker in the final score; the rest is the first stage's
@@ -82,7 +86,12 @@ async def score(reranker: Any, query: str, texts: list[str]) -> list[float | Non
     """
     pairs_fn = getattr(reranker, "score_pairs", None)
     if pairs_fn is None:
-        return list(await reranker.score(query, texts))
+        got = await reranker.score(query, texts)
+        try:
+            return [float(x) for x in got]
+        except (TypeError, ValueError):
+            raise ProviderError("the reranker returned scores that are not numbers",
+                                provider=_name(reranker)) from None
     counts = reranker.count_tokens(query, texts)
     n, spent = 0, 0
     while n < len(texts) and spent + counts[n] <= BUDGET_TOKENS:
@@ -108,7 +117,8 @@ def fuse(hits: list[Hit], scores: list[float | None]) -> list[Hit]:
     if len(got) < 2:
         return hits
     lo, hi = min(got), max(got)
-    first_hi = max(h.score for h in hits) or 1.0
+    first_hi = max(h.score for h in hits)
+    first_hi = first_hi if first_hi > 0 else 1.0  # a negative scale would flip the order
     for hit, s in zip(hits, scores):
         ce = (s - lo) / (hi - lo) if s is not None and hi > lo else 0.0
         hit.score = round((1 - WEIGHT) * hit.score / first_hi + WEIGHT * ce, 6)
@@ -116,8 +126,22 @@ def fuse(hits: list[Hit], scores: list[float | None]) -> list[Hit]:
 
 
 async def rerank(index, reranker: Any, query: str, hits: list[Hit]) -> list[Hit]:
-    """``hits`` (first-stage order) re-ordered by the fused score."""
+    """``hits`` (first-stage order) re-ordered by the fused score; the first stage's order
+    when the reranker fails (a search must still answer)."""
     if len(hits) < 2:
         return hits
     texts = passages(index, hits)
-    return fuse(hits, await score(reranker, query, texts))
+    try:
+        scores = await score(reranker, query, texts)
+    except ProviderError as exc:
+        log.warning("reranker %s failed (%s); first-stage order kept", _name(reranker), exc)
+        return hits
+    if len(scores) != len(texts):
+        log.warning("reranker %s gave %d scores for %d passages; first-stage order kept",
+                    _name(reranker), len(scores), len(texts))
+        return hits
+    return fuse(hits, scores)
+
+
+def _name(reranker: Any) -> str:
+    return getattr(reranker, "name", type(reranker).__name__)
