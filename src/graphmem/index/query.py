@@ -11,14 +11,11 @@ from typing import Any, Sequence
 from ..errors import ProviderError
 from ..models import Hit
 from . import late
-from .ranker import SEQUENCE_KINDS, Params
+from .ranker import Params
 from .store import LocalIndex, row_time
 from .text import tokenize
 
 log = logging.getLogger("graphmem.index")
-RERANK_POOL = 24  # candidates the cross-encoder sees; ~14 ms per pair on 2 cores
-RERANK_WEIGHT = 0.6  # share of the cross-encoder in the final score; the rest is first-stage
-PREV_CHARS = 100_000  # how much of the previous turn the cross-encoder sees (its cost grows with it)
 
 
 _VECTORS: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (embedder, query) -> unit vector
@@ -55,7 +52,7 @@ async def query_vector(embedder: Any, query: str):
 
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
                        spec: str | None = None, kinds: Sequence[str] | None = None,
-                       limit: int = 10, reranker: Any = None,
+                       limit: int = 10,
                        params: Params | None = None) -> list[Hit]:
     """Rank the index's items for ``query`` within the given projects (None: all) and spec."""
     p = params or Params()
@@ -85,17 +82,14 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
             qvec = await pending
         except ProviderError as exc:  # the embedder is down: words alone still answer
             log.warning("query not embedded (%s); ranking by words only", exc)
-    pool = max(limit, RERANK_POOL) if reranker is not None else limit
-    ranked = snap.rank(words, qvec, scope, max(pool, p.late_pool if pending_late else 0), p)
+    ranked = snap.rank(words, qvec, scope, max(limit, p.late_pool if pending_late else 0), p)
     if pending_late is not None:
         ranked = await _late_stage(index, snap, pending_late, ranked, p)
-    ranked = ranked[:pool]
+    ranked = ranked[:limit]
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
     hits = [_hit(rows[int(snap.rowid[i])], score) for i, score in ranked
             if int(snap.rowid[i]) in rows]
-    if reranker is not None and len(hits) > 1:
-        hits = await _rerank(index, snap, reranker, query, hits, ranked)
-    return hits[:limit]
+    return hits
 
 
 async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, float]],
@@ -131,25 +125,3 @@ def _hit(row, score: float) -> Hit:
                project=row["project"], spec=row["spec"], session=row["session"],
                time=row_time(row["time"]), metadata=json.loads(row["metadata"]),
                source=row["source"], backend="local")
-
-
-async def _rerank(index: LocalIndex, snap, reranker: Any, query: str, hits: list[Hit],
-                  ranked: list[tuple[int, float]]) -> list[Hit]:
-    """Re-score the pool with the cross-encoder and fuse with the first-stage score.
-
-    A turn is shown with the turn before it: the cross-encoder then sees what it answers.
-    """
-    prev_rows = [int(snap.neighbours[0][0][i]) for i, _ in ranked[:len(hits)]]
-    prev_ids = {int(snap.rowid[j]) for j in prev_rows if j >= 0}
-    prev_text = {r: row["text"] for r, row in index.rows(list(prev_ids)).items()}
-    passages = []
-    for hit, j in zip(hits, prev_rows):
-        before = prev_text.get(int(snap.rowid[j])) if j >= 0 and hit.kind in SEQUENCE_KINDS else None
-        passages.append(f"{before[-PREV_CHARS:]}\n{hit.text}" if before else hit.text)
-    ce = await reranker.score(query, passages)
-    lo, hi = min(ce), max(ce)
-    first_hi = max(h.score for h in hits) or 1.0
-    for hit, s in zip(hits, ce):
-        norm = (s - lo) / (hi - lo) if hi > lo else 0.0
-        hit.score = round((1 - RERANK_WEIGHT) * hit.score / first_hi + RERANK_WEIGHT * norm, 6)
-    return sorted(hits, key=lambda h: -h.score)
