@@ -20,7 +20,7 @@ import pytest
 
 from graphmem import AsyncMemory, Memory, Settings
 from graphmem.errors import ValidationError
-from graphmem.redact import _KEEP_PREFIX, _PATTERNS, redact_text
+from graphmem.redact import _PATTERNS, redact_text, substitute
 
 KILL_SCRIPT = r"""
 import json, os, signal, sys
@@ -143,14 +143,7 @@ def test_record_turns_checks_every_turn_before_writing(spec_dir: Path):
 def _plain_redact(text: str) -> str:
     """Every pattern applied without the substring gate (what redact_text did before)."""
     for kind, pattern in _PATTERNS:
-        if kind == "url_password":
-            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]{m.group(2)}", text)
-        elif kind == "aws_secret_key":
-            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]", text)
-        elif kind in _KEEP_PREFIX:
-            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]", text)
-        else:
-            text = pattern.sub(f"[REDACTED:{kind}]", text)
+        text = substitute(kind, pattern, text)
     return text
 
 

@@ -65,15 +65,19 @@ def redact_text(text: str) -> str:
                 continue
         elif not any(t in text for t in _TRIGGERS[kind]):
             continue
-        if kind == "url_password":
-            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]{m.group(2)}", text)
-        elif kind == "aws_secret_key":
-            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]", text)
-        elif kind in _KEEP_PREFIX:
-            text = pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]", text)
-        else:
-            text = pattern.sub(f"[REDACTED:{kind}]", text)
+        text = substitute(kind, pattern, text)
     return text
+
+
+def substitute(kind: str, pattern: re.Pattern, text: str) -> str:
+    """``text`` with one kind's matches replaced, keeping the parts around the secret."""
+    if kind == "url_password":
+        return pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]{m.group(2)}", text)
+    if kind == "aws_secret_key":
+        return pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]", text)
+    if kind in _KEEP_PREFIX:
+        return pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]", text)
+    return pattern.sub(f"[REDACTED:{kind}]", text)
 
 
 def redact(value: Any) -> Any:
