@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,6 +133,21 @@ def test_the_setting_turns_it_off_and_garbage_names_the_field(tmp_path):
         make_late_encoder(bad)
     on = Settings.load(home=str(tmp_path / "h3"))
     assert isinstance(open_index(on).late, ColbertEncoder)
+    assert open_index(on).late_always is False  # by default only rerank=True pays for it
+    on.providers.local.late_search = "all"
+    assert open_index(on).late_always is True
+    on.providers.local.late_search = "sometimes"
+    with pytest.raises(ConfigError, match="providers.local.late_search"):
+        open_index(on)
+
+
+def test_by_default_only_searches_that_ask_use_the_second_stage(tmp_path, encoder):
+    idx = LocalIndex(tmp_path, None, encoder, late_always=False)
+    asyncio.run(idx.upsert(turns()))
+    q = "Which animal joined Alice's family?"
+    plain = asyncio.run(search_local(idx, q, projects=None, limit=3))
+    asked = asyncio.run(search_local(idx, q, projects=None, limit=3, late_stage=True))
+    assert plain[0].id != "s1-2" and asked[0].id == "s1-2"
 
 
 def test_a_rewritten_item_is_scored_by_its_new_text(tmp_path, encoder):

@@ -162,7 +162,9 @@ class BrokenReranker:
 def test_a_failing_reranker_leaves_the_first_stage_order(world, answer, caplog):
     query = "what runs the deploy job and the search service"
     with Memory(world["spec"], settings=world["settings"]) as m:
+        m.aio.backends.local.index.late_always = True  # the first stage rerank=True starts from
         plain = m.search(query, limit=5)
+        m.aio.backends.local.index.late_always = False
         m.aio.backends.local._reranker = BrokenReranker(answer)
         with caplog.at_level("WARNING", logger="graphmem.index"):
             hits = m.search(query, limit=5, rerank=True)

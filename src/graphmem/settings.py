@@ -78,6 +78,7 @@ class LocalSettings(_Section):
     embedding_model: str = "default"
     reranker: str = "default"
     late_interaction: str = "default"  # ColBERT second stage of the local index; "off" skips it
+    late_search: str = "rerank"  # searches that use that stage: "rerank" (rerank=True) or "all"
 
 
 class ProviderSettings(_Section):
@@ -228,4 +229,5 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_RERANKER": ("providers", "reranker"),
     "GRAPHMEM_LOCAL_RERANKER": ("providers", "local", "reranker"),
     "GRAPHMEM_LOCAL_LATE_INTERACTION": ("providers", "local", "late_interaction"),
+    "GRAPHMEM_LOCAL_LATE_SEARCH": ("providers", "local", "late_search"),
 }

@@ -15,7 +15,26 @@ def open_index(settings: Any, embedder: Any = None):
     """The ``LocalIndex`` of ``settings.home`` (numpy loads only when a search needs it)."""
     from .store import LocalIndex
 
-    return LocalIndex(Path(settings.home), embedder, late_encoder(settings))
+    return LocalIndex(Path(settings.home), embedder, late_encoder(settings),
+                      late_always=late_in_every_search(settings))
+
+
+LATE_SEARCH = ("rerank", "all")
+
+
+def late_in_every_search(settings: Any) -> bool:
+    """Whether the ColBERT stage re-scores every search or only ``rerank=True`` ones.
+
+    Measured on LoCoMo (unseen conversations): in every search it lifts R@5 from .688 to .731,
+    and p95 from 13 to 30 ms; so by default only the quality mode, ``rerank=True``, pays for it.
+    """
+    from ..errors import ConfigError
+
+    choice = settings.providers.local.late_search
+    if not isinstance(choice, str) or choice.strip().lower() not in LATE_SEARCH:
+        raise ConfigError(f"providers.local.late_search must be one of {', '.join(LATE_SEARCH)}, "
+                          f"got {choice!r}")
+    return choice.strip().lower() == "all"
 
 
 def late_encoder(settings: Any):

@@ -79,7 +79,7 @@ class LocalBackend:
         if self._reranker is None:
             self._reranker = make_reranker(self.settings)
         hits = await search_local(self.index, query, projects=projects, spec=spec, kinds=kinds,
-                                  limit=max(limit, second.POOL))
+                                  limit=max(limit, second.POOL), late_stage=True)
         if self._reranker is not None:
             hits = await second.rerank(self.index, self._reranker, query, hits)
         return hits[:limit]

@@ -52,9 +52,12 @@ async def query_vector(embedder: Any, query: str):
 
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
                        spec: str | None = None, kinds: Sequence[str] | None = None,
-                       limit: int = 10,
-                       params: Params | None = None) -> list[Hit]:
-    """Rank the index's items for ``query`` within the given projects (None: all) and spec."""
+                       limit: int = 10, params: Params | None = None,
+                       late_stage: bool | None = None) -> list[Hit]:
+    """Rank the index's items for ``query`` within the given projects (None: all) and spec.
+
+    ``late_stage``: re-score with ColBERT token vectors; None follows ``index.late_always``.
+    """
     p = params or Params()
     index.check_embedder()
     snap = index.snapshot()
@@ -69,7 +72,8 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     pending = None
     # Both query encoders start now, on worker threads (onnxruntime releases the GIL), while
     # this thread scores the words.
-    late_enc = index.late if p.late_pool and late.usable(index) else None
+    wanted = index.late_always if late_stage is None else late_stage
+    late_enc = index.late if wanted and p.late_pool and late.usable(index) else None
     pending_late = (asyncio.ensure_future(late.query_tokens(late_enc, query))
                     if late_enc is not None else None)
     if snap.vectors is not None:
