@@ -61,6 +61,10 @@ def test_unchanged_text_is_never_embedded_twice(tmp_path: Path):
     changed = a.model_copy(update={"text": "cache keys must include the tenant id"})
     run(idx.upsert([changed]))
     assert emb.seen[-1] == changed.text and idx.count() == 3
+    # the old text's vector went with it; the shared "retry" vector stays for its two items
+    assert idx.stats()["vectors"] == 2
+    run(idx.upsert([changed.model_copy(update={"text": "retry on 429 only"})]))
+    assert idx.stats()["vectors"] == 1 and idx.count() == 3
 
 
 def test_other_embedder_is_refused_until_reindex(tmp_path: Path):

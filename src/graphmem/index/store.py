@@ -219,6 +219,9 @@ class LocalIndex:
                                       list(vectors.items()))
                 late.store(self, token_vecs)
                 late.prune(self.conn, replaced)  # a rewritten item's old text
+                self.conn.executemany("DELETE FROM search_vectors WHERE hash=? AND NOT EXISTS "
+                                      "(SELECT 1 FROM search_items WHERE hash=?)",
+                                      [(h, h) for h in replaced])
                 if also is not None:
                     also(self.conn)
                 self.conn.execute("COMMIT")
