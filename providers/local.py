@@ -215,17 +215,20 @@ class CrossEncoderReranker(_Onnx):
         self.tokenizer = _tokenizer(path, 512, pair=True)
 
     def score_sync(self, pairs: list[tuple[str, str]]) -> list[float]:
-        """Scores computed in the calling thread."""
+        """Scores in (0, 1) computed in the calling thread."""
         import numpy as np
 
+        logits = np.array(self._logits(pairs), np.float64)
+        return (1.0 / (1.0 + np.exp(-logits))).tolist()
+
+    def _logits(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         # One pair per run, for the reason given in ``BgeEmbedder.embed_sync``: in a batch the
         # dynamic int8 scale moved a pair's score by up to 0.14, and the batch was slower.
-        scores: list[float] = []
+        out: list[float] = []
         for pair in pairs:
             enc = self.tokenizer.encode_batch([pair])
-            logits = self.session.run(["logits"], _feeds(enc))[0][:, 0]
-            scores.extend((1.0 / (1.0 + np.exp(-logits))).tolist())
-        return scores
+            out.extend(float(x) for x in self.session.run(["logits"], _feeds(enc))[0][:, 0])
+        return out
 
     def count_tokens(self, query: str, passages: Sequence[str]) -> list[int]:
         """Tokens the model reads for each (query, passage) pair: its cost grows with them."""
@@ -238,13 +241,7 @@ class CrossEncoderReranker(_Onnx):
         For search's second stage, which scales them to the pool: logits keep the spread that
         the sigmoid squashes near 0 and 1.
         """
-        import numpy as np
-
-        out: list[float] = []
-        for passage in _texts(passages):
-            enc = self.tokenizer.encode_batch([(query, passage)])
-            out.extend(self.session.run(["logits"], _feeds(enc))[0][:, 0].astype(np.float64).tolist())
-        return out
+        return self._logits([(query, p) for p in _texts(passages)])
 
     async def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """One relevance score per passage."""

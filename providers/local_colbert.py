@@ -15,7 +15,7 @@ import threading
 import unicodedata
 from typing import Any, Sequence
 
-from .local import _load, _session, _vectrix_dir
+from .local import _cache_dir, _load, _session, _vectrix_dir
 
 NAME = "local/answerai-colbert-small-v1"
 DIM = 384
@@ -116,13 +116,10 @@ def make_late_encoder(settings: Any) -> ColbertEncoder | None:
                           f"{', '.join(CHOICES)}, got {choice!r}")
     if choice.strip().lower() == "off":
         return None
-    from pathlib import Path
-
     try:
-        _vectrix_dir("colbert")
-    except ConfigError as exc:
+        return _load("colbert", lambda: ColbertEncoder(_cache_dir(settings)))
+    except ConfigError as exc:  # model files missing: the first stage still answers
         import logging
 
         logging.getLogger("graphmem.index").warning("late interaction off: %s", exc)
         return None
-    return _load("colbert", lambda: ColbertEncoder(Path(settings.home) / "models"))

@@ -63,8 +63,7 @@ def test_a_turn_is_shown_with_the_end_of_the_turn_before_it(world):
     assert before.startswith("… ") and before.endswith("in production right now?")
     assert len(before[2:].split()) == rerank.CONTEXT_WORDS
     assert by_text[TURNS[5]] == f"{TURNS[4]}\n{TURNS[5]}"  # short: whole
-    if TURNS[0] in by_text:
-        assert by_text[TURNS[0]] == TURNS[0]  # first of its session: nothing before it
+    assert by_text[TURNS[0]] == TURNS[0]  # first of its session: nothing before it
     assert by_text[GOTCHA] == GOTCHA  # not a sequence kind: its own text only
 
 

@@ -101,14 +101,16 @@ def hashes_of(conn, ids: Sequence[str]) -> list[str]:
     return out
 
 
-def prune(conn, hashes: Sequence[str] | None = None) -> None:
-    """Drop token matrices no item uses any more: of ``hashes`` only (one indexed look-up each),
-    or of every hash (inside the caller's write transaction)."""
-    if hashes is None:
-        conn.execute("DELETE FROM search_tokens WHERE hash NOT IN (SELECT hash FROM search_items)")
-        return
-    conn.executemany("DELETE FROM search_tokens WHERE hash=? AND NOT EXISTS "
-                     "(SELECT 1 FROM search_items WHERE hash=?)", [(h, h) for h in hashes])
+def prune(conn, hashes: Sequence[str] | None = None,
+          tables: Sequence[str] = ("search_tokens",)) -> None:
+    """Drop per-text rows (token matrices, vectors) no item uses any more: of ``hashes`` only
+    (one indexed look-up each), or of every hash (inside the caller's write transaction)."""
+    for table in tables:
+        if hashes is None:
+            conn.execute(f"DELETE FROM {table} WHERE hash NOT IN (SELECT hash FROM search_items)")
+        else:
+            conn.executemany(f"DELETE FROM {table} WHERE hash=? AND NOT EXISTS "
+                             "(SELECT 1 FROM search_items WHERE hash=?)", [(h, h) for h in hashes])
 
 
 async def refill(index: Any) -> int:

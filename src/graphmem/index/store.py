@@ -28,6 +28,7 @@ from .text import date_terms, tokenize
 
 log = logging.getLogger("graphmem.index")
 EMBED_BATCH = 64
+PER_TEXT = ("search_vectors", "search_tokens")  # rows keyed by content hash, shared by items
 
 db.register_migrations("search", [(1, """
 CREATE TABLE projects (
@@ -218,10 +219,7 @@ class LocalIndex:
                 self.conn.executemany("INSERT OR IGNORE INTO search_vectors VALUES (?, ?)",
                                       list(vectors.items()))
                 late.store(self, token_vecs)
-                late.prune(self.conn, replaced)  # a rewritten item's old text
-                self.conn.executemany("DELETE FROM search_vectors WHERE hash=? AND NOT EXISTS "
-                                      "(SELECT 1 FROM search_items WHERE hash=?)",
-                                      [(h, h) for h in replaced])
+                late.prune(self.conn, replaced, PER_TEXT)  # a rewritten item's old text
                 if also is not None:
                     also(self.conn)
                 self.conn.execute("COMMIT")
@@ -327,9 +325,7 @@ class LocalIndex:
                 self.conn.execute(f"INSERT INTO search_deleted SELECT rowid, {gen} "
                                   f"FROM search_items WHERE {cond}", args)
                 n = self.conn.execute(f"DELETE FROM search_items WHERE {cond}", args).rowcount
-                self.conn.execute("DELETE FROM search_vectors WHERE hash NOT IN "
-                                  "(SELECT hash FROM search_items)")
-                late.prune(self.conn)
+                late.prune(self.conn, None, PER_TEXT)
                 self.conn.execute("COMMIT")
             except BaseException:
                 self._rollback()
