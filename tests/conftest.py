@@ -10,8 +10,7 @@ import pytest
 
 os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
 
-_PREFIXES = ("GRAPHMEM_", "GRAPHITI_", "OPENAI_", "ANTHROPIC_", "VOYAGE_", "AZURE_OPENAI_", "OLLAMA_",
-             "FALKORDB_")
+from graphmem.search_client import PREFIXES as _PREFIXES  # noqa: E402 - the variables settings read
 
 
 @pytest.fixture(autouse=True)

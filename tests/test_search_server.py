@@ -284,3 +284,22 @@ def test_each_setting_that_can_change_a_result_gives_another_server(tmp_path: Pa
     assert client_config(env=base) is None  # in-process: Settings.load names the field
     # every variable the settings read is part of the key
     assert all(name.startswith(PREFIXES) for name in ENV_NAMES)
+
+
+def test_the_client_resolves_home_mode_and_idle_as_settings_load_does(tmp_path: Path):
+    from graphmem.errors import ConfigError
+    from graphmem.settings import Settings
+
+    base = {"GRAPHMEM_HOME": str(tmp_path / "h")}
+    for extra in ({}, {"GRAPHMEM_SEARCH_SERVER": "off"}, {"GRAPHMEM_SEARCH_SERVER_IDLE": "30"},
+                  {"GRAPHMEM_SEARCH_SERVER": "never"}, {"GRAPHMEM_SEARCH_SERVER_IDLE": "0"}):
+        env = dict(base, **extra)
+        cfg = client_config(env=env)
+        try:
+            s = Settings.load(env=env)
+        except ConfigError:
+            assert cfg is None, extra  # refused by both: the CLI falls back to in-process
+            continue
+        assert cfg is not None, extra
+        assert (cfg.home, cfg.mode, cfg.idle) == (str(s.home), s.search_server.mode,
+                                                  s.search_server.idle), extra

@@ -233,5 +233,5 @@ def _cmd_server(args: argparse.Namespace) -> int:
 
 
 command("search-server", "keep the search index and models loaded so `graphmem search` and "
-        "`context` answer in milliseconds (started by them; exits when idle)")(
+        "`context` answer in about 0.15 s (started by them; exits when idle)")(
     _cmd_server)(_server_args)

@@ -29,7 +29,8 @@ from typing import Any
 PREFIXES = ("GRAPHMEM_", "GRAPHITI_", "OPENAI_", "ANTHROPIC_", "VOYAGE_", "AZURE_OPENAI_",
             "OLLAMA_", "FALKORDB_")
 CONTROLS = ("GRAPHMEM_SEARCH_SERVER", "GRAPHMEM_SEARCH_SERVER_IDLE")
-MODES = ("auto", "off")
+MODES = ("auto", "off")  # settings.SearchServerSettings.mode takes its values from here
+DEFAULT_IDLE = 900.0  # seconds without a request before the server exits
 SPAWN_BACKOFF = 120.0  # seconds: a server that failed to start is not retried sooner
 
 
@@ -43,22 +44,8 @@ class ServerConfig:
         if len(os.path.join(base, name)) > 90:  # Unix socket paths are limited to ~107 bytes
             base = "/tmp"
         self.base = os.path.join(base, name)
-
-    @property
-    def socket(self) -> Path:
-        return Path(self.base + ".sock")
-
-    @property
-    def lock(self) -> Path:
-        return Path(self.base + ".lock")
-
-    @property
-    def log(self) -> Path:
-        return Path(self.base + ".log")
-
-    @property
-    def err(self) -> Path:
-        return Path(self.base + ".err")
+        self.socket, self.lock, self.log, self.err = (
+            Path(self.base + ext) for ext in (".sock", ".lock", ".log", ".err"))
 
 
 def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> ServerConfig | None:
@@ -102,7 +89,7 @@ def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> 
         return None
     home = merged.get("GRAPHMEM_HOME") or data.get("home")
     mode = merged.get("GRAPHMEM_SEARCH_SERVER") or section.get("mode", "auto")
-    idle = merged.get("GRAPHMEM_SEARCH_SERVER_IDLE") or section.get("idle", 900.0)
+    idle = merged.get("GRAPHMEM_SEARCH_SERVER_IDLE") or section.get("idle", DEFAULT_IDLE)
     try:
         idle = float(idle)
     except (TypeError, ValueError):
@@ -110,14 +97,19 @@ def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> 
     if mode not in MODES or not idle > 0 or not (home is None or isinstance(home, str)):
         return None
     if home is None:
-        from platformdirs import user_data_dir  # as settings.default_home
-
-        home = user_data_dir("graphmem", appauthor=False)
+        home = default_home()
     home = os.path.realpath(os.path.join(cwd, home))
     material.update(home=home, code=code_stamp(), env=sorted(
         (k, v) for k, v in env.items() if k.startswith(PREFIXES) and k not in CONTROLS))
     key = _digest(json.dumps(material, sort_keys=True).encode("utf-8"))
     return ServerConfig(home, mode, idle, key)
+
+
+def default_home() -> str:
+    """Per-user data folder for the index, the embedded FalkorDB and the project registry."""
+    from platformdirs import user_data_dir
+
+    return user_data_dir("graphmem", appauthor=False)
 
 
 def _digest(raw: bytes) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from . import search_client
 from .errors import ConfigError
 
 
@@ -102,9 +103,7 @@ class ProviderSettings(_Section):
 
 def default_home() -> Path:
     """Per-user data folder for the index, the embedded FalkorDB and the project registry."""
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("graphmem", appauthor=False))
+    return Path(search_client.default_home())  # one definition: the CLI's client needs it too
 
 
 class EpisodeSettings(_Section):
@@ -119,8 +118,8 @@ class EpisodeSettings(_Section):
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
 
-    mode: Literal["auto", "off"] = "auto"  # off: every CLI search loads the models itself
-    idle: float = Field(default=900.0, gt=0)  # seconds without a request before it exits
+    mode: Literal[search_client.MODES] = "auto"  # off: every CLI search loads the models itself
+    idle: float = Field(default=search_client.DEFAULT_IDLE, gt=0)  # seconds without a request before it exits
 
 
 class Settings(_Section):
