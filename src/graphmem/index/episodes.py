@@ -131,16 +131,11 @@ class EpisodeIndex:
         with self._tx() as c:
             self._put_session(c, spec, meta, sizes)
 
-    def add(self, spec: str, sid: str, turns: list[dict], steps: list[dict],
-            sizes: tuple[int, int]) -> None:
-        """Rows for freshly appended turns and steps, and the session's new file sizes."""
-        with self._tx() as c:
-            self.add_rows(c, spec, sid, turns, steps, sizes)
-
     @classmethod
     def add_rows(cls, c: sqlite3.Connection, spec: str, sid: str, turns: list[dict],
                  steps: list[dict], sizes: tuple[int, int]) -> None:
-        """``add`` inside the caller's transaction (the background writer shares the search one).
+        """Rows for freshly appended turns and steps and the session's new file sizes, inside the
+        caller's transaction (the background writer shares the search index's).
 
         Counts and sizes only ever grow to what the records say (last index + 1, the largest
         size seen), so rows applied late, twice or out of order by two processes stay right.
