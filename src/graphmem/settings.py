@@ -79,7 +79,7 @@ class LocalSettings(_Section):
     embedding_model: str = "default"
     reranker: str = "default"
     late_interaction: str = "default"  # ColBERT second stage of the local index; "off" skips it
-    late_search: str = "rerank"  # searches that use that stage: "rerank" (rerank=True) or "all"
+    late_search: str = "auto"  # searches that use that stage: "auto", "rerank" (rerank=True), "all"
 
 
 class ProviderSettings(_Section):

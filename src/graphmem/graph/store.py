@@ -331,7 +331,9 @@ class GraphStore:
         gids = [schema.group_id(p) for p in projects] if projects is not None else await self.graphs()
         if not gids:
             return []
-        vec = schema.as_vectors(await self.embedder.embed([query]))[0]
+        from ..providers.base import embed_query
+
+        vec = schema.as_vectors([await embed_query(self.embedder, query)])[0]
         ft = fulltext_query(query)
         k = limit * (4 if kinds or spec else 2)
         per_graph = await asyncio.gather(*(self._candidates(g, vec, ft, kinds, k, spec) for g in gids))

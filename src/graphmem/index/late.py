@@ -46,6 +46,18 @@ def usable(index: Any) -> bool:
     return enc is not None and stored_model(index.conn) == enc.name
 
 
+def missing(index: Any, hashes: Sequence[str]) -> set[str]:
+    """The hashes that have no token matrix of the index's encoder yet."""
+    todo = set(hashes)
+    if stored_model(index.conn) in (None, index.late.name):
+        keys = list(todo)
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = f"SELECT hash FROM search_tokens WHERE hash IN ({','.join('?' * len(chunk))})"
+            todo.difference_update(r[0] for r in index.conn.execute(q, chunk))
+    return todo
+
+
 async def encode_missing(index: Any, pairs: Sequence[tuple[str, str]]) -> dict[str, bytes]:
     """Packed token matrices for (hash, text) pairs whose hash has none yet.
 
@@ -56,14 +68,7 @@ async def encode_missing(index: Any, pairs: Sequence[tuple[str, str]]) -> dict[s
     if enc is None or not pairs:
         return {}
     todo = dict(pairs)
-    if stored_model(index.conn) in (None, enc.name):
-        have = set()
-        keys = list(todo)
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            q = f"SELECT hash FROM search_tokens WHERE hash IN ({','.join('?' * len(chunk))})"
-            have.update(r[0] for r in index.conn.execute(q, chunk))
-        todo = {h: t for h, t in todo.items() if h not in have}
+    todo = {h: todo[h] for h in missing(index, list(todo))}
     if not todo:
         return {}
     from ..providers.local_colbert import pack
@@ -77,6 +82,42 @@ async def encode_missing(index: Any, pairs: Sequence[tuple[str, str]]) -> dict[s
     except Exception as exc:  # noqa: BLE001 - a model failure must not fail the write
         log.warning("token vectors not computed (%s); `graphmem reindex` fills them", exc)
         return {}
+
+
+def shares_pass(index: Any) -> bool:
+    """True when the index's embedder is the mean of its late encoder's token vectors: then one
+    model pass gives a text both its vector and its token matrix (``encode_shared``)."""
+    enc = getattr(index, "late", None)
+    return enc is not None and getattr(index.embedder, "encoder", None) is enc
+
+
+async def encode_shared(index: Any, pairs: dict[str, str],
+                        have_vectors: set[str]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """(vectors as float32 bytes, packed token matrices) of the texts lacking either, from one
+    ColBERT pass per text. A failing model is logged, not raised (as ``encode_missing``)."""
+    from array import array
+
+    from ..providers.local_colbert import mean_vector, pack
+
+    need_vec = set(pairs) - have_vectors
+    need_tok = missing(index, list(pairs))
+    todo = [h for h in pairs if h in need_vec or h in need_tok]
+    if not todo:
+        return {}, {}
+
+    def run() -> tuple[dict[str, bytes], dict[str, bytes]]:
+        mats = dict(zip(todo, index.late.documents_sync([pairs[h] for h in todo])))
+        return ({h: array("f", mean_vector(mats[h])).tobytes() for h in todo if h in need_vec},
+                {h: pack(mats[h]) for h in todo if h in need_tok})
+
+    try:
+        vectors, tokens = await asyncio.to_thread(run) if len(todo) > 1 else run()
+    except Exception as exc:  # noqa: BLE001 - the rows still go in; reindex fills the rest
+        log.warning("embedding failed, items indexed without vectors: %s", exc)
+        index.last_embed_error = str(exc)
+        return {}, {}
+    index.embedded_count += len(vectors)
+    return vectors, tokens
 
 
 def store(index: Any, tokens: dict[str, bytes]) -> None:
@@ -226,20 +267,25 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
 
 
 def context_rows(snap: Any, pos) -> Any:
-    """(2, n) positions of each row's previous and next item in its session (-1: none)."""
+    """(4, n) positions of each row's items 1 before, 1 after, 2 before and 2 after it in its
+    session (-1: none)."""
     import numpy as np
 
-    return np.stack([snap.neighbours[0][0][pos], snap.neighbours[0][1][pos]])
+    (p1, n1), (p2, n2) = snap.neighbours[0], snap.neighbours[1]
+    return np.stack([p1[pos], n1[pos], p2[pos], n2[pos]])
 
 
 def rescore(ranked: list[tuple[int, float]], best, near_best, near, p: Any) -> list[tuple[int, float]]:
     """Fuse first-stage scores with MaxSim, re-sorted.
 
     ``best`` holds each query token's best match in each pool row (``token_best``), ``near_best``
-    the same for the rows' session neighbours, ``near`` (2, n) the neighbours' pool index (-1: not
-    in the pool). A turn is read in context: a query token may match a neighbour's token at
-    ``p.late_context`` of its value; then the pool neighbours' scores are blended in
-    (``p.late_neighbour``). A row without tokens gets the pool's median.
+    (sides, tokens, n) the same for the rows' session neighbours in ``context_rows`` order, ``near``
+    (2, n) the pool index of the rows just before and after (-1: not in the pool). A turn is read
+    in context: a query token may match a neighbour's token at ``p.late_context[d - 1]`` of its
+    value, d the distance. Query tokens count by how rare a good match is in the pool (1 minus
+    their median best match): a token every row matches ("what", "the") carries little. Then the
+    pool neighbours' scores are blended in (``p.late_neighbour``). A row without tokens gets the
+    pool's median.
     """
     import numpy as np
 
@@ -251,10 +297,16 @@ def rescore(ranked: list[tuple[int, float]], best, near_best, near, p: Any) -> l
     if not has.any():
         return ranked
     best = np.where(has, best, 0.0)
-    if near_best is not None and p.late_context:
-        ctx = np.nan_to_num(np.fmax(near_best[0], near_best[1]), nan=-1.0)  # NaN: no neighbour
-        best = np.maximum(best, p.late_context * ctx)
-    cb = best.mean(axis=0)
+    weights = np.ones(len(best), np.float32)
+    if p.late_token_weights:
+        weights = np.clip(1.0 - np.median(best[:, has], axis=1), 1e-3, None)
+    weights = weights / weights.sum()
+    if near_best is not None:
+        for side, factor in enumerate(p.late_context[d] for d in (0, 0, 1, 1)):
+            if side < len(near_best) and factor:
+                ctx = np.nan_to_num(near_best[side], nan=-1.0)  # NaN: no neighbour there
+                best = np.maximum(best, factor * ctx)
+    cb = weights @ best
     cb = np.where(has, cb, float(np.median(cb[has])))
     if p.late_neighbour:
         ok = near >= 0

@@ -26,14 +26,15 @@ async def query_vector(embedder: Any, query: str):
     """The query's unit vector, or None without an embedder."""
     if embedder is None:
         return None
-    import numpy as np
-
     key = (embedder.name, query)
     if key in _VECTORS:
         _VECTORS.move_to_end(key)
         return _VECTORS[key]
     sync = getattr(embedder, "embed_sync", None)
-    if sync is not None:
+    query_sync = getattr(embedder, "embed_query_sync", None)
+    if query_sync is not None:  # a model that encodes queries its own way
+        vec = await asyncio.to_thread(query_sync, query)
+    elif sync is not None:
         # An in-process model: run it on a worker thread (onnxruntime releases the GIL) while
         # the caller scores words on this one.
         prefix = getattr(embedder, "query_prefix", "")
@@ -41,6 +42,12 @@ async def query_vector(embedder: Any, query: str):
     else:
         embed = getattr(embedder, "embed_query", None)
         vec = (await embed(query)) if embed else (await embedder.embed([query]))[0]
+    return _remember(key, vec)
+
+
+def _remember(key: tuple[str, str], vec: Any):
+    import numpy as np
+
     v = np.asarray(vec, np.float32)
     norm = float(np.linalg.norm(v))
     v = v / norm if norm else v
@@ -48,6 +55,20 @@ async def query_vector(embedder: Any, query: str):
     if len(_VECTORS) > VECTOR_CACHE:
         _VECTORS.popitem(last=False)
     return v
+
+
+async def shared_vector(embedder: Any, tokens: Any, query: str):
+    """The query's vector from its late-interaction token matrix (``tokens``, a future), when
+    the embedder is that matrix's mean: the query's one model pass serves both stages."""
+    key = (embedder.name, query)
+    if key in _VECTORS:
+        _VECTORS.move_to_end(key)
+        return _VECTORS[key]
+    try:
+        qm = await tokens
+    except Exception as exc:  # noqa: BLE001 - the model failed: words alone still answer
+        raise ProviderError(f"query not encoded: {exc}") from exc
+    return _remember(key, qm.mean(axis=0))
 
 
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
@@ -77,7 +98,10 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     pending_late = (asyncio.ensure_future(late.query_tokens(late_enc, query))
                     if late_enc is not None else None)
     if snap.vectors is not None:
-        pending = asyncio.ensure_future(query_vector(index.embedder, query))
+        pending = asyncio.ensure_future(
+            shared_vector(index.embedder, pending_late, query)
+            if pending_late is not None and late.shares_pass(index)
+            else query_vector(index.embedder, query))
     if pending is not None or pending_late is not None:
         await asyncio.sleep(0)  # let the encoders start before the words are scored
     words = snap.lexical(term_ids, p)
@@ -109,16 +133,16 @@ async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, 
     import numpy as np
 
     pos = np.array([i for i, _ in ranked])
-    around = late.context_rows(snap, pos)  # (2, n) previous / next rows in the session
+    around = late.context_rows(snap, pos)  # (4, n) rows 1 and 2 before / after in the session
     at = {int(x): k for k, x in enumerate(pos)}
-    near = np.vectorize(lambda j: at.get(int(j), -1), otypes=[np.int64])(around)
+    near = np.vectorize(lambda j: at.get(int(j), -1), otypes=[np.int64])(around[:2])
     need = sorted({int(x) for x in pos} | {int(j) for j in around.ravel() if j >= 0})
     blobs = late.token_rows(index, [int(snap.rowid[j]) for j in need])
     best = late.token_best(qm, [blobs.get(int(snap.rowid[j])) for j in need])
     col = {j: k for k, j in enumerate(need)}
     own = best[:, [col[int(x)] for x in pos]]
-    nb = np.full((2,) + own.shape, np.nan, np.float32)
-    for side in (0, 1):
+    nb = np.full((len(around),) + own.shape, np.nan, np.float32)
+    for side in range(len(around)):
         ok = around[side] >= 0
         nb[side][:, ok] = best[:, [col[int(j)] for j in around[side][ok]]]
     return late.rescore(ranked, own, nb, near, p)

@@ -38,9 +38,11 @@ class Params:
     lex_floor: float = 1.0  # see ``rank``
     dense_weight: float = 0.3
     late_pool: int = 64  # first-stage rows re-scored by late interaction (``late.py``)
-    late_weight: float = 0.5  # share of MaxSim in the final score
+    late_weight: float = 0.55  # share of MaxSim in the final score
     late_neighbour: float = 0.2  # share of the pool neighbours' MaxSim added to a turn's
-    late_context: float = 0.9  # a query token matching a session neighbour's token counts this much
+    # A query token matching the token of a session neighbour 1 / 2 items away counts this much.
+    late_context: tuple[float, float] = (0.9, 0.8)
+    late_token_weights: bool = True  # query tokens count by how rare a good match is in the pool
     # Not used, measured on LoCoMo: smoothing cosines over neighbours (blurred them), a session's
     # best or mean cosine blended in (+-0.004 R@10), turn+previous-turn vectors (+0.005); RM3
     # expansion (5 rows, 20 terms, weight .3/.5) before late interaction (R@5 -.006, R@10 +-.004);

@@ -177,16 +177,20 @@ class LocalIndex:
         self.check_embedder()
         self.last_embed_error, self.embedded_count = None, 0
         vectors: dict[str, bytes] = {}
-        if self.embedder is not None:
-            hashes = {it.content_hash(): it.text for it in items}
-            have = self._existing_vectors(list(hashes))
-            try:
-                vectors = await self._embed([(h, t) for h, t in hashes.items() if h not in have])
-            except ProviderError as exc:
-                # The rows still go in (lexical search works); reindex fills the vectors later.
-                log.warning("embedding failed, items indexed without vectors: %s", exc)
-                self.last_embed_error = str(exc)
-        token_vecs = await late.encode_missing(self, [(it.content_hash(), it.text) for it in items])
+        hashes = {it.content_hash(): it.text for it in items}
+        if late.shares_pass(self):  # the embedder is the late encoder's mean: one pass for both
+            vectors, token_vecs = await late.encode_shared(
+                self, hashes, self._existing_vectors(list(hashes)))
+        else:
+            if self.embedder is not None:
+                have = self._existing_vectors(list(hashes))
+                try:
+                    vectors = await self._embed([(h, t) for h, t in hashes.items() if h not in have])
+                except ProviderError as exc:
+                    # The rows still go in (lexical search works); reindex fills vectors later.
+                    log.warning("embedding failed, items indexed without vectors: %s", exc)
+                    self.last_embed_error = str(exc)
+            token_vecs = await late.encode_missing(self, list(hashes.items()))
         tokens = [item_terms(it) for it in items]
         names = [name_terms(it) for it in items]
         with self._lock:
