@@ -13,7 +13,9 @@ from graphmem.index.query import search_local
 from graphmem.index.ranker import Params
 from graphmem.index.store import LocalIndex
 from graphmem.models import MemoryItem
-from graphmem.providers.local_colbert import ColbertEncoder, make_late_encoder, pack, unpack
+from graphmem.index import query as query_module
+from graphmem.providers.local_colbert import (ColbertEncoder, ColbertMeanEmbedder, make_late_encoder,
+                                              mean_vector, pack, unpack)
 from graphmem.settings import Settings
 
 TURNS = ["Alice: Work has been rough, the deadline moved up again.",
@@ -35,6 +37,7 @@ class Counting:
 
     def __init__(self, enc: ColbertEncoder):
         self.enc, self.name, self.texts, self.fail = enc, enc.name, [], False
+        self.queries: list[str] = []
 
     def documents_sync(self, texts):
         if self.fail:
@@ -43,6 +46,7 @@ class Counting:
         return self.enc.documents_sync(texts)
 
     def query_sync(self, text):
+        self.queries.append(text)
         return self.enc.query_sync(text)
 
 
@@ -163,3 +167,28 @@ def test_a_rewritten_item_is_scored_by_its_new_text(tmp_path, encoder):
     assert len(new[0]) == len(want) and not np.array_equal(old[0][:1], new[0][:1])
     assert np.abs(new[0] * new[1][:, None] - want).max() < 0.01
     assert tokens_count(idx) == 1  # the old text's tokens left with it
+
+
+def test_the_default_embedder_and_the_tokens_share_one_model_pass(tmp_path, encoder):
+    counting = Counting(encoder)
+    idx = LocalIndex(tmp_path, ColbertMeanEmbedder(counting), counting)
+    assert late.shares_pass(idx)
+    asyncio.run(idx.upsert(turns()))
+    assert sorted(counting.texts) == sorted(TURNS)  # each text once, for its vector and tokens
+    assert tokens_count(idx) == len(TURNS)
+    blob = idx.conn.execute("SELECT v.vec FROM search_vectors v JOIN search_items i "
+                            "ON i.hash=v.hash WHERE i.id='s1-2'").fetchone()[0]
+    want = mean_vector(encoder.documents_sync([TURNS[2]])[0])
+    assert np.allclose(np.frombuffer(blob, np.float32), want, atol=1e-5)
+    late._QUERIES.clear()
+    query_module._VECTORS.clear()
+    hits = asyncio.run(search_local(idx, "we took in a shelter puppy", projects=None, limit=3,
+                                    late_stage=True))
+    assert counting.queries == ["we took in a shelter puppy"]  # one pass served both stages
+    assert hits[0].id == "s1-2"
+    # A model that fails mid-write: the rows still go in, without vector or tokens, and say so.
+    counting.fail = True
+    asyncio.run(idx.upsert(turns(["Carol: the build is green again"], session="s2")))
+    assert idx.last_embed_error == "model crashed" and tokens_count(idx) == len(TURNS)
+    assert idx.count() == len(TURNS) + 1
+    assert idx.conn.execute("SELECT count(*) FROM search_vectors").fetchone()[0] == len(TURNS)
