@@ -1,6 +1,6 @@
 """Cold ``graphmem search`` / ``context`` processes: wall and CPU time, as an agent's tool call sees.
 
-Three cases on one home (default 2000 items, the bundled bge embedder, default settings):
+Three cases on one home (default 2000 items, the bundled default embedder, default settings):
 - ``first``: no server runs (each run stops the one the previous run started); the CLI answers
   in-process, then starts a server in the background.
 - ``server``: later calls, answered by the server the CLI started.

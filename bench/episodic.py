@@ -20,10 +20,11 @@ velune's durability class), and through the sync ``Memory`` as well as ``AsyncMe
     .venv/bin/python bench/episodic.py [--sizes 10000,100000] [--window 1000]
         [--embedder default,wordllama] [--late off]
 
-The defaults embed the 10k turns with bge-small (the default embedder; ~8 ms a turn here) and the
-100k ones with wordllama (bge would take ~15 min), both without the index's ColBERT second stage
-(~60 ms a turn to write; hours at 100k). None of this is on record_turn's path: the background
-writer does it, and the table shows how long it took to catch up.
+The defaults embed the 10k turns with the default local model and the 100k ones with wordllama
+(a transformer would take ~15 min), both without storing the index's ColBERT token vectors
+(``--late default`` stores them: with the default model they come from the same pass). None of
+this is on record_turn's path: the background writer does it, and the table shows how long it
+took to catch up.
 """
 
 from __future__ import annotations
@@ -228,7 +229,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=1000)
     ap.add_argument("--embedder", default="default,wordllama",
                     help="graphmem's local embedding model, one for all sizes or one per size "
-                         "(default = bge-small; wordllama)")
+                         "(default = answerai-colbert-small mean vectors; bge-small-en-v1.5; "
+                         "wordllama)")
     ap.add_argument("--late", default="off",
                     help="the index's ColBERT second stage: default or off, one for all sizes or "
                          "one per size")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -20,6 +21,10 @@ log = logging.getLogger("graphmem.index")
 
 _VECTORS: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (embedder, query) -> unit vector
 VECTOR_CACHE = 256  # agents repeat queries (context, then search); a hit skips the model
+# Score words while the query encoder runs only when cores are left over: the model uses two
+# threads, and on a 2-core machine a third busy thread made a search slower, not faster (10k
+# items, bench/search.py: p50 17.9 ms overlapped vs 17.1 ms model first).
+OVERLAP = (os.cpu_count() or 1) > 2
 
 
 async def query_vector(embedder: Any, query: str):
@@ -91,8 +96,8 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     term_ids = list(index.term_ids(tokenize(query)).values())
     qvec = None
     pending = None
-    # Both query encoders start now, on worker threads (onnxruntime releases the GIL), while
-    # this thread scores the words.
+    # The query encoders run on worker threads (onnxruntime releases the GIL), beside the word
+    # scoring when cores allow (``OVERLAP``); with the default local model one pass serves both.
     wanted = index.late_always if late_stage is None else late_stage
     late_enc = index.late if wanted and p.late_pool and late.usable(index) else None
     pending_late = (asyncio.ensure_future(late.query_tokens(late_enc, query))
@@ -102,8 +107,11 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
             shared_vector(index.embedder, pending_late, query)
             if pending_late is not None and late.shares_pass(index)
             else query_vector(index.embedder, query))
-    if pending is not None or pending_late is not None:
+    running = [f for f in (pending, pending_late) if f is not None]
+    if running and OVERLAP:
         await asyncio.sleep(0)  # let the encoders start before the words are scored
+    elif running:
+        await asyncio.wait(running)  # errors surface where each result is read, below
     words = snap.lexical(term_ids, p)
     if pending is not None:
         try:
@@ -132,20 +140,28 @@ async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, 
         return ranked
     import numpy as np
 
-    pos = np.array([i for i, _ in ranked])
+    pos = np.array([i for i, _ in ranked], np.int64)
     around = late.context_rows(snap, pos)  # (4, n) rows 1 and 2 before / after in the session
-    at = {int(x): k for k, x in enumerate(pos)}
-    near = np.vectorize(lambda j: at.get(int(j), -1), otypes=[np.int64])(around[:2])
-    need = sorted({int(x) for x in pos} | {int(j) for j in around.ravel() if j >= 0})
-    blobs = late.token_rows(index, [int(snap.rowid[j]) for j in need])
-    best = late.token_best(qm, [blobs.get(int(snap.rowid[j])) for j in need])
-    col = {j: k for k, j in enumerate(need)}
-    own = best[:, [col[int(x)] for x in pos]]
+    near = _index_in(pos, around[:2])  # the pool index of the rows just before / after
+    need = np.unique(np.concatenate([pos, around[around >= 0]]))  # sorted positions
+    rowids = [int(r) for r in snap.rowid[need]]
+    blobs = late.token_rows(index, rowids)
+    best = late.token_best(qm, [blobs.get(r) for r in rowids])
+    own = best[:, np.searchsorted(need, pos)]
     nb = np.full((len(around),) + own.shape, np.nan, np.float32)
     for side in range(len(around)):
         ok = around[side] >= 0
-        nb[side][:, ok] = best[:, [col[int(j)] for j in around[side][ok]]]
+        nb[side][:, ok] = best[:, np.searchsorted(need, around[side][ok])]
     return late.rescore(ranked, own, nb, near, p)
+
+
+def _index_in(pos, values):
+    """For each of ``values``, its index in ``pos`` (distinct positions), or -1."""
+    import numpy as np
+
+    order = np.argsort(pos)
+    at = np.minimum(np.searchsorted(pos[order], values), len(pos) - 1)
+    return np.where(pos[order][at] == values, order[at], -1)
 
 
 def _hit(row, score: float) -> Hit:

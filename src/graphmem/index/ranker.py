@@ -37,7 +37,9 @@ class Params:
     name_boost: float = 1.5
     lex_floor: float = 1.0  # see ``rank``
     dense_weight: float = 0.3
-    late_pool: int = 64  # first-stage rows re-scored by late interaction (``late.py``)
+    # First-stage rows re-scored by late interaction (``late.py``): on LoCoMo 32 ranked like 64
+    # (unseen R@10 .805 vs .807) at half the stage's cost.
+    late_pool: int = 32
     late_weight: float = 0.55  # share of MaxSim in the final score
     late_neighbour: float = 0.2  # share of the pool neighbours' MaxSim added to a turn's
     # A query token matching the token of a session neighbour 1 / 2 items away counts this much.
