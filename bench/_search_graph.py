@@ -78,14 +78,20 @@ async def _time_store(store, queries: list[str], projects) -> list[float]:
 
 async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> list[float]:
     from graphmem import AsyncMemory
+    from graphmem.index import late
     from graphmem.index import query as local_query
+    from graphmem.providers import get_embedder
 
     lat = []
     m = AsyncMemory(spec, settings=settings)
+    recent = getattr(getattr(get_embedder(settings), "encoder", None), "recent", {})
     try:
         await m.search("warm up", scope=scope)
         for q in queries:
-            local_query._VECTORS.clear()  # a new query: the model runs (graph and local)
+            # A new query: the model runs (once for graph and local with the default model).
+            local_query._VECTORS.clear()
+            late._QUERIES.clear()
+            recent.clear()
             t = time.perf_counter()
             await m.search(q, scope=scope, limit=10)
             lat.append((time.perf_counter() - t) * 1000)

@@ -146,6 +146,8 @@ def time_searches(specs: list[Path], settings, scope: str,
     def forget() -> None:  # a new query: the models run
         local_query._VECTORS.clear()
         late._QUERIES.clear()
+        if shared is not None:
+            shared.recent.clear()
 
     out: dict[str, list[float]] = {"new": [], "serial": [], "repeat": []}
     with Memory(specs[0], settings=settings) as m:

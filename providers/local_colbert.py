@@ -23,6 +23,7 @@ QUERY_TOKENS = 48  # questions are short; a long query is cut (ColBERT trains wi
 DOC_TOKENS = 256  # longer items keep their first 256 word pieces
 Q_MARKER, D_MARKER = 1, 2  # [unused0], [unused1]
 CHOICES = ("default", "answerai-colbert-small-v1", "off")
+RECENT_QUERIES = 16
 
 
 def _skip(token: str) -> bool:
@@ -41,6 +42,7 @@ class ColbertEncoder:
         self.cache_dir = cache_dir
         self._loaded: tuple[Any, Any, set] | None = None
         self._lock = threading.Lock()
+        self.recent: dict[str, Any] = {}  # query text -> token matrix (``query_sync``)
 
     def _model(self) -> tuple[Any, Any, set]:
         """(session, tokenizer, input names), loaded once: a process that never searches or
@@ -77,8 +79,20 @@ class ColbertEncoder:
         return (hidden / np.maximum(norms, 1e-12)).astype(np.float32)
 
     def query_sync(self, text: str) -> Any:
-        """(tokens, 384) unit vectors of a query, markers included (they match context)."""
-        return self._run(text, Q_MARKER, QUERY_TOKENS, skip_punct=False)
+        """(tokens, 384) unit vectors of a query, markers included (they match context).
+
+        The last few queries are remembered: one search asks for the same query's tokens (late
+        stage), its vector (local first stage) and again its vector (graph search).
+        """
+        with self._lock:
+            got = self.recent.get(text)
+        if got is None:
+            got = self._run(text, Q_MARKER, QUERY_TOKENS, skip_punct=False)
+            with self._lock:
+                self.recent[text] = got
+                while len(self.recent) > RECENT_QUERIES:
+                    self.recent.pop(next(iter(self.recent)))
+        return got
 
     def documents_sync(self, texts: Sequence[str]) -> list[Any]:
         """One (tokens, 384) matrix of unit vectors per text."""

@@ -212,6 +212,15 @@ def test_graph_answers_are_fused_and_failures_fall_back(world):
         assert [h.id for h in fused[:3]] == [h.id for h in local[:3]]
         assert [h.backend for h in fused].index("graph") == 3
 
+        async def also_known(query, projects, kinds, limit, **kw):
+            return [local[2].model_copy(update={"backend": "graph"}),
+                    _graph_hit(world, "CI timeouts relate to the runner's idle limit")]
+        be.search_graph = also_known
+        fused = await mem.search("CI job output timeout", limit=5)
+        # an item the index holds keeps the index's rank (the graph ranks such items worse)
+        assert [(h.id, h.backend) for h in fused[:3]] == [(h.id, "local") for h in local[:3]]
+        assert [h.id for h in fused].count(local[2].id) == 1 and fused[3].id == "graph-1"
+
         async def down(*a, **kw):
             raise GraphError("FalkorDB went away")
         be.search_graph = down

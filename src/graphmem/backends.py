@@ -58,6 +58,10 @@ class Backends:
         """Search the local index (see ``LocalBackend.search``)."""
         return await self.local.search(query, **kw)
 
+    def known_locally(self, ids: list[str]) -> set[str]:
+        """The given item ids that the local index holds (and therefore ranks itself)."""
+        return self.local.index.known(ids)
+
     async def reindex_local(self, project: str, items: list[MemoryItem]) -> dict:
         """Make the local index hold exactly ``items`` for ``project``."""
         return await self.local.reindex(project, items)

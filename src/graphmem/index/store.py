@@ -287,6 +287,16 @@ class LocalIndex:
         return [r[0] for r in self.conn.execute("SELECT id FROM search_items WHERE project_id=?",
                                                 (pid,))]
 
+    def known(self, ids: Sequence[str]) -> set[str]:
+        """The given item ids that the index holds."""
+        out: set[str] = set()
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            q = f"SELECT id FROM search_items WHERE id IN ({','.join('?' * len(chunk))})"
+            out.update(r[0] for r in self.conn.execute(q, chunk))
+        return out
+
     def _rollback(self) -> None:
         try:
             self.conn.execute("ROLLBACK")
