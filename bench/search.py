@@ -19,8 +19,9 @@ with ``GRAPHMEM_LOCAL_LATE_INTERACTION=off`` to time the first stage alone. Buil
 with a transformer takes long (about 90 items/s here): ``--keep DIR`` keeps the corpus,
 ``--reuse DIR`` measures it again without ingesting.
 
-"embed" times the query embedding alone; "serial" (embed + repeat) is what a search would cost
-if the model did not run beside the word scoring. The graph side (``_search_graph.py``) writes
+"embed" times the query embedding alone; "serial" encodes the query here first and then searches
+(what a search costs when the model does not run beside the word scoring, as on 2 cores:
+``index.query.OVERLAP``). The graph side (``_search_graph.py``) writes
 the same items to embedded FalkorDB graphs and times graph search and the fused search.
 """
 
@@ -129,9 +130,8 @@ def make_queries(rng: random.Random, n: int) -> list[str]:
 
 def time_searches(specs: list[Path], settings, scope: str,
                   qs: list[str]) -> dict[str, list[float]]:
-    """Latencies in ms per query: "new" (fresh vector: the model runs beside the word scoring),
-    "serial" (the model first, then the search: what the overlap saves) and "repeat" (vector
-    cached: ranking only). The three are interleaved so other processes' load hits them alike."""
+    """Latencies in ms per query: "new" (a fresh query: the search runs the model), "serial" (the
+    model here first, then the search) and "repeat" (query encoded already: ranking only). The three are interleaved so other processes' load hits them alike."""
     import numpy as np
 
     from graphmem import Memory
@@ -336,9 +336,9 @@ def main() -> int:
                       flush=True)
             out["sizes"][str(size)] = res
             write_json(args.out, out)  # partial results survive a later failure
-    table(f"Local search at scale ({args.embedder}; ms; new = fresh query vector, the model "
-          "runs beside the word scoring; serial = the model first, then the search; repeat = "
-          "vector cached; embed = the model alone)",
+    table(f"Local search at scale ({args.embedder}; ms; new = a fresh query, the search runs "
+          "the model; serial = the model first, then the search; repeat = query encoded "
+          "already; embed = the model alone)",
           ["items", "scope", "ingest/s", "new p50", "new p95", "serial p50", "serial p95",
            "repeat p50", "repeat p95", "embed p50", "load"], rows)
     if grows:

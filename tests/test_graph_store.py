@@ -194,3 +194,19 @@ def test_reindex_rebuilds_the_graph_with_another_embedder(settings, spec_dir, mo
         d = mem.drift()
         assert d["in_graph"] == 3 and d["missing"] == [] and d["queued"] == 0
         assert mem.append_gotcha("and now it writes again").graph == "written"
+
+
+def test_a_search_over_many_graphs_stays_within_the_connection_pool(settings):
+    # 40 project graphs x 3 queries each at once used to exceed the client's 100 connections.
+    projects = [f"/work/service-{i:02d}" for i in range(40)]
+
+    async def go():
+        store = await open_graph(settings, HashEmbedder())
+        try:
+            await store.save([item(p, f"the deploy of {p} needs the vault token") for p in projects])
+            hits = await store.search("deploy vault token", None, None, 50)
+            return {h.project for h in hits}
+        finally:
+            await store.aclose()
+
+    assert run(go()) == set(projects)

@@ -27,6 +27,7 @@ from . import schema
 from .schema import rrf
 
 log = logging.getLogger("graphmem.graph")
+MAX_IN_FLIGHT = 32
 
 BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
 EXTRACT_FIELDS = {"what_worked", "what_failed", "recommendations_for_next_session"}
@@ -71,6 +72,10 @@ class GraphStore:
         self._graphitis: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._connect_lock = asyncio.Lock()
+        # At most this many queries in flight: the client's pool holds 100 connections, and a
+        # search over every graph sends 2-3 queries per graph at once (MaxConnectionsError past
+        # ~35 projects before this bound).
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     # ---- connection ------------------------------------------------------------------------
     @property
@@ -134,9 +139,10 @@ class GraphStore:
         graph = self._client.select_graph(gid)
         text = schema.with_params(cypher, params)  # our serialiser: much faster on vectors
         try:
-            if ro:
-                return await graph.ro_query(text)
-            return await graph.query(text)
+            async with self._slots:
+                if ro:
+                    return await graph.ro_query(text)
+                return await graph.query(text)
         except Exception as exc:
             if _connection_error(exc):
                 await self._drop_client(f"{type(exc).__name__}: {exc}")
