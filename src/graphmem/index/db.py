@@ -27,6 +27,19 @@ def register_migrations(component: str, migrations: list[tuple[int, str]]) -> No
     MIGRATIONS[component] = migrations
 
 
+MAX_PARAMS = 500  # keys bound per statement (SQLite caps bound parameters)
+
+
+def select_in(conn: sqlite3.Connection, sql: str, keys) -> list:
+    """Rows of ``sql`` run over ``keys`` in slices; ``sql`` holds ``IN ({})`` for the marks."""
+    keys = list(keys)
+    rows: list = []
+    for i in range(0, len(keys), MAX_PARAMS):
+        chunk = keys[i:i + MAX_PARAMS]
+        rows += conn.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+    return rows
+
+
 def db_path(home: Path) -> Path:
     return Path(home) / "index.sqlite3"
 

@@ -53,11 +53,8 @@ def missing(index: Any, hashes: Sequence[str]) -> set[str]:
     """The hashes that have no token matrix of the index's encoder yet."""
     todo = set(hashes)
     if stored_model(index.conn) in (None, index.late.name):
-        keys = list(todo)
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
-            q = f"SELECT hash FROM search_tokens WHERE hash IN ({','.join('?' * len(chunk))})"
-            todo.difference_update(r[0] for r in index.conn.execute(q, chunk))
+        todo.difference_update(r[0] for r in db.select_in(
+            index.conn, "SELECT hash FROM search_tokens WHERE hash IN ({})", todo))
     return todo
 
 
@@ -137,12 +134,8 @@ def store(index: Any, tokens: dict[str, bytes]) -> None:
 
 def hashes_of(conn, ids: Sequence[str]) -> list[str]:
     """Content hashes the given item ids have now (before a rewrite replaces them)."""
-    out: list[str] = []
-    for i in range(0, len(ids), 500):
-        chunk = list(ids[i:i + 500])
-        q = f"SELECT DISTINCT hash FROM search_items WHERE id IN ({','.join('?' * len(chunk))})"
-        out += [r[0] for r in conn.execute(q, chunk)]
-    return out
+    return [r[0] for r in db.select_in(
+        conn, "SELECT DISTINCT hash FROM search_items WHERE id IN ({})", ids)]
 
 
 def prune(conn, hashes: Sequence[str] | None = None,
@@ -224,24 +217,21 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
     cache = getattr(index, "_late_cache", None)
     if cache is None:
         cache = index._late_cache = TokenCache()
-    marks = ",".join("?" * len(rowids))
-    hashes = dict(index.conn.execute(
-        f"SELECT rowid, hash FROM search_items WHERE rowid IN ({marks})", list(rowids)).fetchall())
-    out, missing = {}, {}
+    hashes = dict(db.select_in(index.conn, "SELECT rowid, hash FROM search_items WHERE rowid IN ({})",
+                               rowids))
+    out, todo = {}, {}
     for r, h in hashes.items():
         got = cache.get(h)
         if got is None:
-            missing.setdefault(h, []).append(r)
+            todo.setdefault(h, []).append(r)
         else:
             out[r] = got
-    if missing:
-        keys = list(missing)
-        q = f"SELECT hash, toks FROM search_tokens WHERE hash IN ({','.join('?' * len(keys))})"
-        for h, blob in index.conn.execute(q, keys).fetchall():
-            got = unpack(blob)
-            cache.put(h, got)
-            for r in missing[h]:
-                out[r] = got
+    for h, blob in db.select_in(index.conn, "SELECT hash, toks FROM search_tokens WHERE hash IN ({})",
+                                todo):
+        got = unpack(blob)
+        cache.put(h, got)
+        for r in todo[h]:
+            out[r] = got
     return out
 
 

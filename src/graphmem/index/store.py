@@ -160,10 +160,8 @@ class LocalIndex:
         if missing:
             self.conn.executemany("INSERT OR IGNORE INTO search_terms(term) VALUES (?)",
                                   [(t,) for t in missing])
-            for i in range(0, len(missing), 500):
-                chunk = missing[i:i + 500]
-                q = f"SELECT term, id FROM search_terms WHERE term IN ({','.join('?' * len(chunk))})"
-                self._term_ids.update({r[0]: r[1] for r in self.conn.execute(q, chunk)})
+            self._term_ids.update(db.select_in(
+                self.conn, "SELECT term, id FROM search_terms WHERE term IN ({})", missing))
         return self._term_ids
 
     async def upsert(self, items: Sequence[MemoryItem],
@@ -289,13 +287,8 @@ class LocalIndex:
 
     def known(self, ids: Sequence[str]) -> set[str]:
         """The given item ids that the index holds."""
-        out: set[str] = set()
-        ids = list(ids)
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            q = f"SELECT id FROM search_items WHERE id IN ({','.join('?' * len(chunk))})"
-            out.update(r[0] for r in self.conn.execute(q, chunk))
-        return out
+        return {r[0] for r in db.select_in(
+            self.conn, "SELECT id FROM search_items WHERE id IN ({})", ids)}
 
     def _rollback(self) -> None:
         try:
@@ -304,12 +297,8 @@ class LocalIndex:
             pass
 
     def _existing_vectors(self, hashes: list[str]) -> set[str]:
-        found: set[str] = set()
-        for i in range(0, len(hashes), 500):
-            chunk = hashes[i:i + 500]
-            q = f"SELECT hash FROM search_vectors WHERE hash IN ({','.join('?' * len(chunk))})"
-            found.update(r[0] for r in self.conn.execute(q, chunk))
-        return found
+        return {r[0] for r in db.select_in(
+            self.conn, "SELECT hash FROM search_vectors WHERE hash IN ({})", hashes)}
 
     def delete(self, *, project: str, spec: str | None = None, ids: Sequence[str] | None = None,
                kinds: Sequence[str] | None = None) -> int:
@@ -322,9 +311,10 @@ class LocalIndex:
             where.append("spec=?")
             args.append(spec)
         if ids is not None:
-            if len(ids) > 500:  # SQLite caps bound parameters; delete in slices
-                return sum(self.delete(project=project, spec=spec, ids=ids[i:i + 500], kinds=kinds)
-                           for i in range(0, len(ids), 500))
+            n = db.MAX_PARAMS
+            if len(ids) > n:  # SQLite caps bound parameters; delete in slices
+                return sum(self.delete(project=project, spec=spec, ids=ids[i:i + n], kinds=kinds)
+                           for i in range(0, len(ids), n))
             where.append(f"id IN ({','.join('?' * len(ids))})")
             args.extend(ids)
         if kinds is not None:
