@@ -78,7 +78,6 @@ async def _time_store(store, queries: list[str], projects) -> list[float]:
 
 async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> list[float]:
     from graphmem import AsyncMemory
-    from graphmem.index import late
     from graphmem.index import query as local_query
     from graphmem.providers import get_embedder
 
@@ -90,7 +89,6 @@ async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> 
         for q in queries:
             # A new query: the model runs (once for graph and local with the default model).
             local_query._VECTORS.clear()
-            late._QUERIES.clear()
             recent.clear()
             t = time.perf_counter()
             await m.search(q, scope=scope, limit=10)

@@ -135,7 +135,6 @@ def time_searches(specs: list[Path], settings, scope: str,
     import numpy as np
 
     from graphmem import Memory
-    from graphmem.index import late
     from graphmem.index import query as local_query
     from graphmem.providers import get_embedder
 
@@ -145,7 +144,6 @@ def time_searches(specs: list[Path], settings, scope: str,
 
     def forget() -> None:  # a new query: the models run
         local_query._VECTORS.clear()
-        late._QUERIES.clear()
         if shared is not None:
             shared.recent.clear()
 
@@ -161,9 +159,7 @@ def time_searches(specs: list[Path], settings, scope: str,
                 forget()
                 t = time.perf_counter()
                 if shared is not None:
-                    qm = shared.query_sync(q)
-                    late._QUERIES[(shared.name, q)] = qm
-                    v = qm.mean(axis=0)
+                    v = shared.query_sync(q).mean(axis=0)  # remembered by the encoder
                 else:
                     v = np.asarray(sync([prefix + q])[0], np.float32)
                 local_query._VECTORS[(emb.name, q)] = v / np.linalg.norm(v)

@@ -23,7 +23,7 @@ QUERY_TOKENS = 48  # questions are short; a long query is cut (ColBERT trains wi
 DOC_TOKENS = 256  # longer items keep their first 256 word pieces
 Q_MARKER, D_MARKER = 1, 2  # [unused0], [unused1]
 CHOICES = ("default", "answerai-colbert-small-v1", "off")
-RECENT_QUERIES = 16
+RECENT_QUERIES = 256  # agents repeat queries (context, then search); ~25 KB each
 
 
 def _skip(token: str) -> bool:
@@ -81,8 +81,9 @@ class ColbertEncoder:
     def query_sync(self, text: str) -> Any:
         """(tokens, 384) unit vectors of a query, markers included (they match context).
 
-        The last few queries are remembered: one search asks for the same query's tokens (late
-        stage), its vector (local first stage) and again its vector (graph search).
+        The last queries are remembered: one search asks for the same query's tokens (late
+        stage), its vector (local first stage) and again its vector (graph search), and agents
+        repeat queries.
         """
         with self._lock:
             got = self.recent.get(text)

@@ -180,7 +180,7 @@ def test_the_default_embedder_and_the_tokens_share_one_model_pass(tmp_path, enco
                             "ON i.hash=v.hash WHERE i.id='s1-2'").fetchone()[0]
     want = mean_vector(encoder.documents_sync([TURNS[2]])[0])
     assert np.allclose(np.frombuffer(blob, np.float32), want, atol=1e-5)
-    late._QUERIES.clear()
+    encoder.recent.clear()
     query_module._VECTORS.clear()
     hits = asyncio.run(search_local(idx, "we took in a shelter puppy", projects=None, limit=3,
                                     late_stage=True))

@@ -33,8 +33,6 @@ CREATE TABLE search_tokens (hash TEXT PRIMARY KEY, toks BLOB NOT NULL);
 CREATE TABLE search_tokens_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """)])
 
-_QUERIES: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (model, query) -> token matrix
-QUERY_CACHE = 256
 
 
 def stored_model(conn) -> str | None:
@@ -173,17 +171,10 @@ async def refill(index: Any) -> int:
 
 
 async def query_tokens(enc: Any, query: str):
-    """The query's token matrix (encoded on a worker thread; onnxruntime releases the GIL)."""
-    key = (enc.name, query)
-    got = _QUERIES.get(key)
-    if got is not None:
-        _QUERIES.move_to_end(key)
-        return got
-    got = await asyncio.to_thread(enc.query_sync, query)
-    _QUERIES[key] = got
-    if len(_QUERIES) > QUERY_CACHE:
-        _QUERIES.popitem(last=False)
-    return got
+    """The query's token matrix: the encoder's own memory of its last queries, else encoded on a
+    worker thread (onnxruntime releases the GIL)."""
+    got = getattr(enc, "recent", {}).get(query)
+    return got if got is not None else await asyncio.to_thread(enc.query_sync, query)
 
 
 class TokenCache:
