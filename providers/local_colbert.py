@@ -119,8 +119,9 @@ class ColbertMeanEmbedder:
 
     Chosen as the local default by LoCoMo: alone it finds more evidence than bge-small (dense-only
     R@10 .662 vs .598 on conversations 0-4, ``bench/providers.py``); with words and the late stage
-    unseen R@5 / R@10 went .688 / .775 -> .742 / .805 (``bench/locomo.py``), and the index stores its token matrices from the same
-    pass (``index/late.py``), so a write or a query runs one model, not two.
+    unseen R@5 / R@10 went .688 / .775 -> .742 / .805 (``bench/locomo.py``), and the index stores
+    its token matrices from the same pass (``index/late.py``), so a write or a query runs one
+    model, not two.
     """
 
     name = "local/answerai-colbert-small-v1"  # its vectors: the token matrices' means

@@ -15,10 +15,11 @@ def open_index(settings: Any, embedder: Any = None):
     """The ``LocalIndex`` of ``settings.home`` (numpy loads only when a search needs it)."""
     from .store import LocalIndex
 
-    late = late_encoder(settings)
-    shared = late is not None and getattr(embedder, "encoder", None) is late
-    return LocalIndex(Path(settings.home), embedder, late,
-                      late_always=late_in_every_search(settings, shared))
+    from .late import shares_pass
+
+    index = LocalIndex(Path(settings.home), embedder, late_encoder(settings))
+    index.late_always = late_in_every_search(settings, shares_pass(index))
+    return index
 
 
 LATE_SEARCH = ("auto", "rerank", "all")
