@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
 import threading
 from pathlib import Path
@@ -54,15 +55,31 @@ def _vectrix_dir(sub: str) -> Path:
     return path
 
 
-def _session(path: Path, cache_dir: Path | None = None) -> Any:
-    """An ONNX session; the optimised graph is kept in ``cache_dir`` so later loads skip that step."""
+def _session(path: Path, cache_dir: Path | None = None, fuse: bool = False) -> Any:
+    """An ONNX session of the model in ``path``. ``fuse``: run its fused copy when one can be
+    built (``local_fuse.py``), else the shipped file."""
+    from .local_fuse import fused
+
+    source = fused(path / "model.onnx") if fuse else None
+    if source is not None:
+        try:
+            return _cached_session(source, f"{path.name}-fused", cache_dir)
+        except Exception as exc:  # noqa: BLE001 - a damaged copy: the next load rebuilds it
+            logging.getLogger("graphmem.providers").warning(
+                "fused model %s unusable (%s); running the shipped one", source, exc)
+            source.unlink(missing_ok=True)
+    return _cached_session(path / "model.onnx", path.name, cache_dir)
+
+
+def _cached_session(source: Path, stem: str, cache_dir: Path | None) -> Any:
+    """A session of ``source``; its optimised graph is kept in ``cache_dir`` so later loads skip
+    that step."""
     import onnxruntime as ort
 
-    source = path / "model.onnx"
     cached = None
     if cache_dir is not None:
         stat = source.stat()
-        cached = cache_dir / f"{path.name}-ort{ort.__version__}-{stat.st_size}-{int(stat.st_mtime)}.onnx"
+        cached = cache_dir / f"{stem}-ort{ort.__version__}-{stat.st_size}-{int(stat.st_mtime)}.onnx"
     if cached is not None and cached.is_file():
         try:
             return ort.InferenceSession(str(cached), _options(ort, optimise=False),
@@ -214,7 +231,7 @@ class CrossEncoderReranker(_Onnx):
 
     def __init__(self, cache_dir: Path | None = None) -> None:
         path = _vectrix_dir("reranker_en")
-        self.session = _session(path, cache_dir)
+        self.session = _session(path, cache_dir, fuse=True)
         self.tokenizer = _tokenizer(path, 512, pair=True)
 
     def score_sync(self, pairs: list[tuple[str, str]]) -> list[float]:

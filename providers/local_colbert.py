@@ -51,7 +51,7 @@ class ColbertEncoder:
             if self._loaded is None:
                 from tokenizers import Tokenizer
 
-                session = _session(self.path, self.cache_dir)
+                session = _session(self.path, self.cache_dir, fuse=True)
                 tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tok.no_padding()  # the shipped file pads every text to 512
                 tok.no_truncation()

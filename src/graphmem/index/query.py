@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..errors import ProviderError
 from ..models import Hit
-from . import late
+from . import blas, late
 from .ranker import Params
 from .store import LocalIndex, row_time
 from .text import tokenize
@@ -118,7 +118,8 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
             qvec = await pending
         except ProviderError as exc:  # the embedder is down: words alone still answer
             log.warning("query not embedded (%s); ranking by words only", exc)
-    ranked = snap.rank(words, qvec, scope, max(limit, p.late_pool if pending_late else 0), p)
+    with blas.one_thread():
+        ranked = snap.rank(words, qvec, scope, max(limit, p.late_pool if pending_late else 0), p)
     if pending_late is not None:
         ranked = await _late_stage(index, snap, pending_late, ranked, p)
     ranked = ranked[:limit]
@@ -138,6 +139,12 @@ async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, 
         return ranked
     if not ranked:
         return ranked
+    with blas.one_thread():
+        return _late_rescore(index, snap, qm, ranked, p)
+
+
+def _late_rescore(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]],
+                  p: Params) -> list[tuple[int, float]]:
     import numpy as np
 
     pos = np.array([i for i, _ in ranked], np.int64)
