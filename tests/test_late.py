@@ -192,3 +192,31 @@ def test_the_default_embedder_and_the_tokens_share_one_model_pass(tmp_path, enco
     assert idx.last_embed_error == "model crashed" and tokens_count(idx) == len(TURNS)
     assert idx.count() == len(TURNS) + 1
     assert idx.conn.execute("SELECT count(*) FROM search_vectors").fetchone()[0] == len(TURNS)
+
+
+def test_token_best_is_the_same_in_onnxruntime_and_numpy(monkeypatch):
+    """The late stage's product runs in onnxruntime (threads that sleep when idle); numpy is the
+    fallback. Both give each query token's best scaled dot product per document."""
+    import numpy as np
+
+    from graphmem.providers.local_colbert import pack, unpack
+
+    rng = np.random.default_rng(7)
+    docs = []
+    for n in (3, 17, 1, 40):
+        m = rng.standard_normal((n, 384)).astype(np.float32)
+        docs.append(unpack(pack(m / np.linalg.norm(m, axis=1, keepdims=True))))
+    docs.insert(2, None)  # a row without tokens
+    qm = rng.standard_normal((9, 384)).astype(np.float32)
+    expected = np.full((9, 5), np.nan, np.float32)
+    for j, doc in enumerate(docs):
+        if doc is not None:
+            expected[:, j] = (qm @ (doc[0].astype(np.float32) * doc[1][:, None]).T).max(axis=1)
+    assert late._maxsim() is not None  # the onnxruntime path is the one measured
+    fast = late.token_best(qm, docs)
+    monkeypatch.setitem(late._MAXSIM, "session", None)
+    slow = late.token_best(qm, docs)
+    for got in (fast, slow):
+        assert np.isnan(got[:, 2]).all()
+        np.testing.assert_allclose(np.delete(got, 2, axis=1), np.delete(expected, 2, axis=1),
+                                   atol=1e-4)

@@ -62,18 +62,31 @@ def _remember(key: tuple[str, str], vec: Any):
     return v
 
 
-async def shared_vector(embedder: Any, tokens: Any, query: str):
-    """The query's vector from its late-interaction token matrix (``tokens``, a future), when
-    the embedder is that matrix's mean: the query's one model pass serves both stages."""
-    key = (embedder.name, query)
-    if key in _VECTORS:
-        _VECTORS.move_to_end(key)
-        return _VECTORS[key]
+async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: bool
+                  ) -> tuple[Any, Any]:
+    """(query token matrix, query unit vector) for the stages that run. Each is None when not
+    wanted, or the exception that stopped its model: words alone still answer. With the default
+    local model one pass gives both (the vector is the token matrix's mean)."""
+    qm: Any = None
+    if late_enc is not None:
+        try:
+            qm = await late.query_tokens(late_enc, query)
+        except Exception as exc:  # noqa: BLE001 - reported where it is read
+            qm = exc
+    if not want_vector:
+        return qm, None
+    if late_enc is not None and late.shares_pass(index):
+        key = (index.embedder.name, query)
+        if key in _VECTORS:
+            _VECTORS.move_to_end(key)
+            return qm, _VECTORS[key]
+        if isinstance(qm, Exception):
+            return qm, ProviderError(f"query not encoded: {qm}")
+        return qm, _remember(key, qm.mean(axis=0))
     try:
-        qm = await tokens
-    except Exception as exc:  # noqa: BLE001 - the model failed: words alone still answer
-        raise ProviderError(f"query not encoded: {exc}") from exc
-    return _remember(key, qm.mean(axis=0))
+        return qm, await query_vector(index.embedder, query)
+    except ProviderError as exc:
+        return qm, exc
 
 
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
@@ -94,34 +107,29 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
             return []
     scope = snap.mask(pids, spec, tuple(sorted(kinds)) if kinds else None)
     term_ids = list(index.term_ids(tokenize(query)).values())
-    qvec = None
-    pending = None
-    # The query encoders run on worker threads (onnxruntime releases the GIL), beside the word
-    # scoring when cores allow (``OVERLAP``); with the default local model one pass serves both.
+    # The query encoders run on a worker thread (onnxruntime releases the GIL): beside the word
+    # scoring when cores allow (``OVERLAP``), else first, awaited directly (no task to schedule).
     wanted = index.late_always if late_stage is None else late_stage
     late_enc = index.late if wanted and p.late_pool and late.usable(index) else None
-    pending_late = (asyncio.ensure_future(late.query_tokens(late_enc, query))
-                    if late_enc is not None else None)
-    if snap.vectors is not None:
-        pending = asyncio.ensure_future(
-            shared_vector(index.embedder, pending_late, query)
-            if pending_late is not None and late.shares_pass(index)
-            else query_vector(index.embedder, query))
-    running = [f for f in (pending, pending_late) if f is not None]
-    if running and OVERLAP:
+    encoding = _encode(index, late_enc, query, snap.vectors is not None)
+    if OVERLAP:
+        encoding = asyncio.ensure_future(encoding)
         await asyncio.sleep(0)  # let the encoders start before the words are scored
-    elif running:
-        await asyncio.wait(running)  # errors surface where each result is read, below
-    words = snap.lexical(term_ids, p)
-    if pending is not None:
-        try:
-            qvec = await pending
-        except ProviderError as exc:  # the embedder is down: words alone still answer
-            log.warning("query not embedded (%s); ranking by words only", exc)
+        words = snap.lexical(term_ids, p)
+        qm, qvec = await encoding
+    else:
+        qm, qvec = await encoding
+        words = snap.lexical(term_ids, p)
+    if isinstance(qvec, Exception):  # the embedder is down: words alone still answer
+        log.warning("query not embedded (%s); ranking by words only", qvec)
+        qvec = None
+    if isinstance(qm, Exception):  # a model failure leaves the first stage's order
+        log.warning("late interaction skipped (%s)", qm)
+        qm = None
     with blas.one_thread():
-        ranked = snap.rank(words, qvec, scope, max(limit, p.late_pool if pending_late else 0), p)
-    if pending_late is not None:
-        ranked = await _late_stage(index, snap, pending_late, ranked, p)
+        ranked = snap.rank(words, qvec, scope, max(limit, p.late_pool if late_enc else 0), p)
+        if qm is not None and ranked:
+            ranked = _late_stage(index, snap, qm, ranked, p)
     ranked = ranked[:limit]
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
     hits = [_hit(rows[int(snap.rowid[i])], score) for i, score in ranked
@@ -129,22 +137,9 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     return hits
 
 
-async def _late_stage(index: LocalIndex, snap, pending, ranked: list[tuple[int, float]],
-                      p: Params) -> list[tuple[int, float]]:
+def _late_stage(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]],
+                p: Params) -> list[tuple[int, float]]:
     """Re-score the first stage's pool by MaxSim over stored token vectors (``late.py``)."""
-    try:
-        qm = await pending
-    except Exception as exc:  # noqa: BLE001 - a model failure leaves the first stage's order
-        log.warning("late interaction skipped (%s)", exc)
-        return ranked
-    if not ranked:
-        return ranked
-    with blas.one_thread():
-        return _late_rescore(index, snap, qm, ranked, p)
-
-
-def _late_rescore(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]],
-                  p: Params) -> list[tuple[int, float]]:
     import numpy as np
 
     pos = np.array([i for i, _ in ranked], np.int64)
