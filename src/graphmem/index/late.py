@@ -171,11 +171,13 @@ async def refill(index: Any) -> int:
     return len(tokens)
 
 
-async def query_tokens(enc: Any, query: str):
+async def query_tokens(enc: Any, query: str, inline: bool = False):
     """The query's token matrix: the encoder's own memory of its last queries, else encoded on a
-    worker thread (onnxruntime releases the GIL)."""
+    worker thread (onnxruntime releases the GIL), or in this thread when ``inline``."""
     got = getattr(enc, "recent", {}).get(query)
-    return got if got is not None else await asyncio.to_thread(enc.query_sync, query)
+    if got is not None:
+        return got
+    return enc.query_sync(query) if inline else await asyncio.to_thread(enc.query_sync, query)
 
 
 class TokenCache:

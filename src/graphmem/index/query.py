@@ -23,7 +23,10 @@ _VECTORS: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (embedder, query)
 VECTOR_CACHE = 256  # agents repeat queries (context, then search); a hit skips the model
 # Score words while the query encoder runs only when cores are left over: the model uses two
 # threads, and on a 2-core machine a third busy thread made a search slower, not faster (10k
-# items, bench/search.py: p50 17.9 ms overlapped vs 17.1 ms model first).
+# items, bench/search.py: p50 17.9 ms overlapped vs 17.1 ms model first). Without overlap the
+# ColBERT query pass runs in the searching thread itself, blocking its event loop for the pass
+# (~8 ms): handing it to a worker thread and back cost 2 ms a search on LoCoMo (p50 16.7 vs 14.7
+# ms, p95 21.8 vs 19.6, interleaved A/B on 2 cores).
 OVERLAP = (os.cpu_count() or 1) > 2
 
 
@@ -70,7 +73,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
     qm: Any = None
     if late_enc is not None:
         try:
-            qm = await late.query_tokens(late_enc, query)
+            qm = await late.query_tokens(late_enc, query, inline=not OVERLAP)
         except Exception as exc:  # noqa: BLE001 - reported where it is read
             qm = exc
     if not want_vector:
@@ -107,8 +110,8 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
             return []
     scope = snap.mask(pids, spec, tuple(sorted(kinds)) if kinds else None)
     term_ids = list(index.term_ids(tokenize(query)).values())
-    # The query encoders run on a worker thread (onnxruntime releases the GIL): beside the word
-    # scoring when cores allow (``OVERLAP``), else first, awaited directly (no task to schedule).
+    # The query encoders run beside the word scoring on a worker thread (onnxruntime releases the
+    # GIL) when cores allow (``OVERLAP``), else first, in this thread for the ColBERT pass.
     wanted = index.late_always if late_stage is None else late_stage
     late_enc = index.late if wanted and p.late_pool and late.usable(index) else None
     encoding = _encode(index, late_enc, query, snap.vectors is not None)
