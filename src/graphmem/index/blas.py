@@ -5,7 +5,8 @@ a while before sleeping. On a 2-core machine they spin on the core the query enc
 2 threads) needs for the next search: measured on LoCoMo, the encoder took 10.0 ms p50 with 2 BLAS
 threads and 8.4 ms with 1, while the late stage's product lost 0.3 ms (search p95 24.1 -> 21.9
 ms). Only search's own sections are limited (``one_thread``); the limit is lifted when the last
-one ends, so the host application's numpy keeps its threads.
+one ends, so the host application's numpy keeps its threads. (When graphmem is imported before
+numpy, ``graphmem.index`` also asks OpenBLAS for one thread from the start.)
 """
 
 from __future__ import annotations
@@ -15,36 +16,39 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"controller": None, "depth": 0, "saved": None}
+_controller: list[Any] = []  # the one ThreadpoolController (False: none usable)
+_local = threading.local()  # per thread: open blocks and the limit to lift at the last one
 
 
-def _controller() -> Any:
-    if _state["controller"] is None:
-        try:
-            from threadpoolctl import ThreadpoolController
+def _get_controller() -> Any:
+    with _lock:
+        if not _controller:
+            try:
+                from threadpoolctl import ThreadpoolController
 
-            _state["controller"] = ThreadpoolController()
-        except Exception:  # noqa: BLE001 - no threadpoolctl or an unknown BLAS: leave it alone
-            _state["controller"] = False
-    return _state["controller"]
+                _controller.append(ThreadpoolController())
+            except Exception:  # noqa: BLE001 - no threadpoolctl or an unknown BLAS: leave it
+                _controller.append(False)
+        return _controller[0]
 
 
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """BLAS limited to one thread inside the block (nested and concurrent blocks are fine)."""
-    with _lock:
-        ctl = _controller()
-        if ctl and _state["depth"] == 0:
-            try:
-                _state["saved"] = ctl.limit(limits=1, user_api="blas")
-            except Exception:  # noqa: BLE001 - a BLAS threadpoolctl cannot drive
-                _state["saved"] = None
-        _state["depth"] += 1
+    """BLAS limited to one thread inside the block; nested blocks are fine. The setting is
+    restored by the thread that changed it (OpenBLAS did not take a restore from another
+    thread), so two threads' overlapping blocks each restore their own."""
+    depth = getattr(_local, "depth", 0)
+    if depth == 0:
+        ctl = _get_controller()
+        try:
+            _local.saved = ctl.limit(limits=1, user_api="blas") if ctl else None
+        except Exception:  # noqa: BLE001 - a BLAS threadpoolctl cannot drive
+            _local.saved = None
+    _local.depth = depth + 1
     try:
         yield
     finally:
-        with _lock:
-            _state["depth"] -= 1
-            if _state["depth"] == 0 and _state["saved"] is not None:
-                _state["saved"].restore_original_limits()
-                _state["saved"] = None
+        _local.depth -= 1
+        if _local.depth == 0 and _local.saved is not None:
+            _local.saved.restore_original_limits()
+            _local.saved = None
