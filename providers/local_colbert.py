@@ -118,8 +118,9 @@ class ColbertMeanEmbedder:
     """An embedder from the same ColBERT pass: the mean of a text's token vectors (384-d).
 
     Chosen as the local default by LoCoMo: alone it finds more evidence than bge-small (dense-only
-    R@10 .662 vs .598 on conversations 0-4, ``bench/providers.py``); with words and the late stage
-    unseen R@5 / R@10 went .688 / .775 -> .742 / .805 (``bench/locomo.py``), and the index stores
+    R@10 .644 vs .598 on conversations 0-4, ``bench/providers.py``; .662 with the shipped, unfused
+    model file, ``local_fuse.py``); with words and the late stage unseen R@5 / R@10 went .688 /
+    .775 -> .742 / .805 (.752 / .804 fused, late pool 24; ``bench/locomo.py``), and the index stores
     its token matrices from the same pass (``index/late.py``), so a write or a query runs one
     model, not two.
     """

@@ -8,11 +8,14 @@ onnxruntime runs some 700 small nodes per text. Here each model is rebuilt once 
 3. the result is quantised again to int8 (``quantize_dynamic``, signed weights).
 
 Used for the ColBERT encoder and the cross-encoder. Measured on this 2-core machine with
-graphmem's session options (LoCoMo questions and turns): a ColBERT query 11.6 -> 9.3 ms p50, a
-cross-encoder pair 14.2 -> 13.2 ms. The rebuilt ColBERT model is another int8 rounding of the
-same weights: its token vectors sit at cosine .996 to the float model's (the shipped one: .997),
-so stored vectors stay comparable and no reindex is needed; cross-encoder logits move as much as
-the shipped model's do (mean 0.17 from the float model's). bge-small is left as shipped: its
+graphmem's session options (LoCoMo questions and turns): a ColBERT query 11.6 -> 9.3 ms p50
+(``bench/providers.py``, conversations 0-4: 9.8 -> 7.2 ms), a cross-encoder pair 14.2 -> 13.2 ms.
+The rebuilt ColBERT model is another int8 rounding of the same weights: its token vectors sit at
+cosine .996 to the float model's (the shipped one: .997), so stored vectors stay comparable and
+no reindex is needed. Search ranks as well or better with it (``bench/locomo.py``, unseen R@5 /
+R@10 .753 / .808 vs .742 / .805 at the same settings), though its mean vectors alone rank a
+little worse (dense-only R@10 .644 vs .662). Cross-encoder logits move as much as the shipped
+model's do (mean 0.17 from the float model's). bge-small is left as shipped: its
 single [CLS] vector moved to cosine .978 from the float model's (shipped: .998) and it ran no
 faster.
 
