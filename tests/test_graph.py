@@ -163,6 +163,31 @@ def test_two_projects_are_isolated(graph_on, tmp_path):
         assert not any(other in t[0] for t in texts)
 
 
+def test_graph_search_skips_excluded_ids_and_returns_its_best_others(graph_on, spec_dir):
+    with Memory(spec_dir) as mem:
+        for i, text in enumerate(["the queue drops messages over 1 MB",
+                                  "retry the queue consumer with backoff",
+                                  "queue metrics are exported every minute",
+                                  "timezone handling in reports"]):
+            mem.append_gotcha(text)
+        search = mem.backends.search_graph
+        full = _run(mem, search("queue messages", [str(mem.project_dir)], None, 2))
+        asked = []
+
+        def exclude(ids):
+            asked.append(list(ids))
+            return {full[0].id}
+
+        rest = _run(mem, search("queue messages", [str(mem.project_dir)], None, 2, exclude=exclude))
+        nothing = _run(mem, search("queue messages", [str(mem.project_dir)], None, 2,
+                                   exclude=lambda ids: set(ids)))
+    assert len(full) == 2 and full[0].text == "the queue drops messages over 1 MB"
+    # the excluded best is skipped and the next ones fill the limit, in the graph's order
+    assert [h.id for h in rest] == [full[1].id, rest[1].id] and rest[1].id not in {h.id for h in full}
+    assert full[0].id in asked[0] and len(asked[0]) > 2  # every candidate was offered, best first
+    assert nothing == []
+
+
 def test_graph_off_never_touches_falkordb(monkeypatch, spec_dir, isolated_env):
     monkeypatch.setenv("GRAPHMEM_GRAPH", "off")
     with Memory(spec_dir) as mem:

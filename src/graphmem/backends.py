@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .models import MemoryItem, SaveReport
 from .settings import Settings
@@ -138,7 +138,8 @@ class Backends:
         return {"replayed": replayed, "entries": done, "remaining": outbox.size(), "graph": "written"}
 
     async def search_graph(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
-                           limit: int = 10, spec: str | None = None) -> list | None:
+                           limit: int = 10, spec: str | None = None,
+                           exclude: Any = None) -> list | None:
         """Graph hits (``backend="graph"``, ids = MemoryItem ids); None when the graph is off.
         ``projects`` None = every project graph. Raises GraphError when the graph is on but
         cannot answer (the caller falls back to the local index)."""
@@ -150,7 +151,7 @@ class Backends:
             graph = await self.graph_store()
             if graph is None:
                 return None
-            return await graph.search(query, projects, kinds, limit, spec=spec)
+            return await graph.search(query, projects, kinds, limit, spec=spec, exclude=exclude)
         except GraphError:
             raise
         except GraphmemError as exc:  # embedder failure or mismatch: still "the graph failed"

@@ -113,8 +113,10 @@ class SearchMixin:
         if fn is None or self.settings.graph.mode == "off":
             return None
         try:
+            # Items the local index holds keep its rank (``search``), so the graph skips them
+            # and returns its best others (and fetches no fields when there are none).
             hits = await asyncio.wait_for(fn(query, projects, list(kinds) if kinds else None, limit,
-                                             spec=spec),
+                                             spec=spec, exclude=self.backends.known_locally),
                                           self.settings.graph.search_deadline)
         except asyncio.TimeoutError:
             log.warning("graph search slower than %.1fs; the local index answered",

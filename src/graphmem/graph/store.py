@@ -18,7 +18,7 @@ import logging
 import re
 import time
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import GraphError, GraphmemError, IndexMismatchError, ServerError
 from ..models import Hit, MemoryItem
@@ -329,9 +329,14 @@ class GraphStore:
         return sorted(n for n in names if n.startswith(schema.GROUP_PREFIX))
 
     async def search(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
-                     limit: int = 10, spec: str | None = None) -> list[Hit]:
+                     limit: int = 10, spec: str | None = None,
+                     exclude: Callable[[list[str]], set[str]] | None = None) -> list[Hit]:
         """Hybrid search (cosine + full text, fused by RRF) over each project's graph
-        (every graphmem graph when ``projects`` is None), optionally within one spec."""
+        (every graphmem graph when ``projects`` is None), optionally within one spec.
+
+        ``exclude``: given candidate ids, the ones not wanted (the items the local index holds
+        and ranks itself): the best ``limit`` of the others are returned, and no fields are
+        fetched for the excluded ones (when all are excluded, no second query runs)."""
         if not query.strip():
             return []
         gids = [schema.group_id(p) for p in projects] if projects is not None else await self.graphs()
@@ -357,7 +362,13 @@ class GraphStore:
         ranked = [[pos[u] for u, _ in sorted(found, key=lambda r: -r[1])] for found in rankings]
         fused = rrf(ranked, len(ids))
         best = 2.0 / 61  # first in both rankings: scores are scaled into 0..1
-        top = sorted(range(len(ids)), key=lambda i: -fused[i])[:limit]
+        order = sorted(range(len(ids)), key=lambda i: -fused[i])
+        if exclude is not None:
+            drop = exclude([ids[i] for i in order])
+            order = [i for i in order if ids[i] not in drop]
+        top = order[:limit]
+        if not top:
+            return []
         # Only the winners' fields are fetched (by the uuid index), one query per graph.
         wanted: dict[str, list[str]] = {}
         for i in top:
