@@ -220,3 +220,39 @@ def test_token_best_is_the_same_in_onnxruntime_and_numpy(monkeypatch):
         assert np.isnan(got[:, 2]).all()
         np.testing.assert_allclose(np.delete(got, 2, axis=1), np.delete(expected, 2, axis=1),
                                    atol=1e-4)
+
+
+def test_another_embedder_and_the_tokens_each_encode_the_query_once(tmp_path, encoder):
+    """bge vectors with ColBERT tokens: two models, both asked once per query; a failing
+    embedder leaves words and the late stage to answer."""
+    from graphmem.errors import ProviderError
+    from graphmem.providers.local import BgeEmbedder
+
+    class CountingBge:
+        name, dimension = "local/bge-small-en-v1.5", 384
+
+        def __init__(self):
+            self.bge, self.queries, self.fail = BgeEmbedder(), [], False
+
+        async def embed(self, texts):
+            return await self.bge.embed(texts)
+
+        async def embed_query(self, text):
+            self.queries.append(text)
+            if self.fail:
+                raise ProviderError("embedder down", provider="test")
+            return await self.bge.embed_query(text)
+
+    counting, bge = Counting(encoder), CountingBge()
+    idx = LocalIndex(tmp_path, bge, counting, late_always=True)
+    assert not late.shares_pass(idx)
+    asyncio.run(idx.upsert(turns()))
+    encoder.recent.clear()
+    query_module._VECTORS.clear()
+    q = "Which animal joined Alice's family?"
+    hits = asyncio.run(search_local(idx, q, projects=None, limit=3))
+    assert counting.queries == [q] and bge.queries == [q] and hits[0].id == "s1-2"
+    bge.fail = True
+    query_module._VECTORS.clear()
+    again = asyncio.run(search_local(idx, "a beagle named Max", projects=None, limit=3))
+    assert again[0].id == "s1-2"  # words and tokens still answer

@@ -70,6 +70,17 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
     """(query token matrix, query unit vector) for the stages that run. Each is None when not
     wanted, or the exception that stopped its model: words alone still answer. With the default
     local model one pass gives both (the vector is the token matrix's mean)."""
+    if late_enc is not None and want_vector and not late.shares_pass(index):
+        # two models (e.g. bge vectors and ColBERT tokens): side by side on worker threads
+        qm, qvec = await asyncio.gather(late.query_tokens(late_enc, query),
+                                        query_vector(index.embedder, query),
+                                        return_exceptions=True)
+        for got in (qm, qvec):  # cancellation, or an embedder bug: not "words alone"
+            if isinstance(got, BaseException) and not isinstance(got, Exception):
+                raise got
+        if isinstance(qvec, Exception) and not isinstance(qvec, ProviderError):
+            raise qvec
+        return qm, qvec
     qm: Any = None
     if late_enc is not None:
         try:
@@ -78,7 +89,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
             qm = exc
     if not want_vector:
         return qm, None
-    if late_enc is not None and late.shares_pass(index):
+    if late_enc is not None:  # the embedder is the token matrix's mean: one pass gave both
         key = (index.embedder.name, query)
         if key in _VECTORS:
             _VECTORS.move_to_end(key)
