@@ -30,7 +30,7 @@ GOTCHA = "Timestamps from the billing API are in Pacific time, not UTC"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """One spec with a gotcha and a session of turns, in a real local index (bge embedder)."""
+    """One spec with a gotcha and a session of turns, in a real local index (default embedder)."""
     root = tmp_path_factory.mktemp("rerank")
     spec = root / "proj" / "specs" / "001"
     spec.mkdir(parents=True)
