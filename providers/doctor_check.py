@@ -66,6 +66,19 @@ async def _live(settings: Any) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _fused_status() -> tuple[str, str]:
+    """The fused copies of the local ColBERT model and cross-encoder (``local_fuse.py``)."""
+    from .local import _vectrix_dir
+    from .local_fuse import status
+
+    try:
+        sources = {name: _vectrix_dir(sub) / "model.onnx"
+                   for name, sub in (("ColBERT", "colbert"), ("cross-encoder", "reranker_en"))}
+    except Exception as exc:  # noqa: BLE001 - validate() reports missing model files
+        return "warn", f"local model files: {exc}"
+    return status(sources)
+
+
 def check(sections: dict, settings: Any, ctx: Any) -> None:
     """Append the providers section to a doctor report."""
     from graphmem.doctor import row
@@ -79,6 +92,8 @@ def check(sections: dict, settings: Any, ctx: Any) -> None:
     rows.append(row("embedder", "ok", _describe(settings, "embedder", ps.embedder or "local")))
     rows.append(row("reranker", "ok", _describe(settings, "reranker", ps.reranker)
                     if ps.reranker else "none"))
+    if (ps.embedder or "local") == "local" or ps.reranker == "local":
+        rows.append(row("fused models", *_fused_status()))
     used = {ps.llm, ps.embedder, ps.reranker}
     for name, (env, section) in _KEYS.items():
         secret = getattr(ps, section).api_key

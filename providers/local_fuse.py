@@ -51,20 +51,17 @@ def fused(source: Path) -> Path | None:
     if os.environ.get("GRAPHMEM_FUSE_MODELS", "on").strip().lower() in ("0", "off", "false", "no"):
         return None
     try:
-        import onnx
-        import onnxruntime as ort
-    except ImportError as exc:
+        target = _target(source)
+    except Exception as exc:  # noqa: BLE001 - onnx missing, or the source unreadable
         log.warning("running %s unfused: %s", source, exc)
         return None
-    stat = source.stat()
-    name = (f"{source.parent.name}-fused-ort{ort.__version__}-onnx{onnx.__version__}-"
-            f"{stat.st_size}-{int(stat.st_mtime)}.onnx")
-    target = model_cache() / name
     if target.is_file():
         return target
     with _lock:
         if target.is_file():
             return target
+        log.info("building a fused copy of %s in %s (once per machine, about 10 s)", source,
+                 target.parent)
         try:
             _build(source, target)
         except Exception as exc:  # noqa: BLE001 - the shipped model still works, only slower
@@ -78,6 +75,29 @@ class _Quiet(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "onnxruntime" not in record.pathname
+
+
+def _target(source: Path) -> Path:
+    """Where the fused copy of ``source`` lives: named by the source file and the versions of
+    the two libraries that build it (read from their metadata: nothing is imported)."""
+    from importlib.metadata import version
+
+    stat = source.stat()
+    return model_cache() / (f"{source.parent.name}-fused-ort{version('onnxruntime')}-"
+                            f"onnx{version('onnx')}-{stat.st_size}-{int(stat.st_mtime)}.onnx")
+
+
+def status(sources: dict[str, Path]) -> tuple[str, str]:
+    """(doctor status, detail) of the fused copies of ``sources`` (label -> ONNX file)."""
+    if os.environ.get("GRAPHMEM_FUSE_MODELS", "on").strip().lower() in ("0", "off", "false", "no"):
+        return "ok", "off (GRAPHMEM_FUSE_MODELS): the shipped model files run as they are"
+    parts = []
+    for label, source in sources.items():
+        try:
+            parts.append(f"{label} {'ready' if _target(source).is_file() else 'built on first use'}")
+        except Exception as exc:  # noqa: BLE001 - the finding: it will run unfused
+            return "warn", f"{label}: cannot fuse ({exc}); the shipped files run, slower"
+    return "ok", f"{model_cache()}: " + ", ".join(parts)
 
 
 def _build(source: Path, target: Path) -> None:

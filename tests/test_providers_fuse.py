@@ -29,7 +29,9 @@ def cache(tmp_path, monkeypatch):
 
 def test_fused_model_is_built_once_and_computes_what_the_shipped_one_does(cache, monkeypatch):
     source = local._vectrix_dir("colbert") / "model.onnx"
+    assert local_fuse.status({"ColBERT": source}) == ("ok", f"{cache}: ColBERT built on first use")
     built = local_fuse.fused(source)
+    assert local_fuse.status({"ColBERT": source}) == ("ok", f"{cache}: ColBERT ready")
     assert built is not None and built.parent == cache and built.stat().st_size > 1_000_000
     assert [p.name for p in cache.iterdir()] == [built.name]  # no work files left behind
     stamp = built.stat().st_mtime_ns
@@ -46,8 +48,10 @@ def test_fused_model_is_built_once_and_computes_what_the_shipped_one_does(cache,
 
 def test_the_switch_turns_fusing_off(cache, monkeypatch):
     monkeypatch.setenv("GRAPHMEM_FUSE_MODELS", "off")
-    assert local_fuse.fused(local._vectrix_dir("colbert") / "model.onnx") is None
+    source = local._vectrix_dir("colbert") / "model.onnx"
+    assert local_fuse.fused(source) is None
     assert not cache.exists()
+    assert local_fuse.status({"ColBERT": source})[1].startswith("off (GRAPHMEM_FUSE_MODELS)")
 
 
 def test_a_model_that_cannot_be_fused_runs_as_shipped_and_leaves_nothing(cache, tmp_path, caplog):
@@ -58,6 +62,9 @@ def test_a_model_that_cannot_be_fused_runs_as_shipped_and_leaves_nothing(cache, 
         assert local_fuse.fused(garbage) is None
     assert "unfused" in caplog.text
     assert not any(cache.iterdir())  # no half-built model, no work folder
+    missing = tmp_path / "gone" / "model.onnx"
+    status, detail = local_fuse.status({"ColBERT": missing})
+    assert status == "warn" and "cannot fuse" in detail and "gone" in detail
 
 
 def test_a_damaged_fused_model_is_replaced_by_the_shipped_one(cache, caplog):
