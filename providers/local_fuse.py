@@ -46,9 +46,13 @@ def model_cache() -> Path:
     return Path(base) / "graphmem"
 
 
+def _off() -> bool:
+    return os.environ.get("GRAPHMEM_FUSE_MODELS", "on").strip().lower() in ("0", "off", "false", "no")
+
+
 def fused(source: Path) -> Path | None:
     """The fused int8 copy of ``source`` (an ONNX file), built on first use; None if that fails."""
-    if os.environ.get("GRAPHMEM_FUSE_MODELS", "on").strip().lower() in ("0", "off", "false", "no"):
+    if _off():
         return None
     try:
         target = _target(source)
@@ -89,7 +93,7 @@ def _target(source: Path) -> Path:
 
 def status(sources: dict[str, Path]) -> tuple[str, str]:
     """(doctor status, detail) of the fused copies of ``sources`` (label -> ONNX file)."""
-    if os.environ.get("GRAPHMEM_FUSE_MODELS", "on").strip().lower() in ("0", "off", "false", "no"):
+    if _off():
         return "ok", "off (GRAPHMEM_FUSE_MODELS): the shipped model files run as they are"
     parts = []
     for label, source in sources.items():
@@ -103,24 +107,19 @@ def status(sources: dict[str, Path]) -> tuple[str, str]:
 def _build(source: Path, target: Path) -> None:
     import tempfile
 
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
     target.parent.mkdir(parents=True, exist_ok=True)
     quiet = _Quiet()
     logging.getLogger().addFilter(quiet)
     try:
-        _build_in(source, target, tempfile.TemporaryDirectory(dir=target.parent, prefix=".fuse-"))
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fuse-") as tmp:
+            plain, fused_f32, out = (Path(tmp) / n for n in ("plain.onnx", "fused.onnx", "int8.onnx"))
+            _fuse(plain, fused_f32, dequantise(source, plain))
+            quantize_dynamic(str(fused_f32), str(out), weight_type=QuantType.QInt8)
+            os.replace(out, target)  # atomic: a concurrent reader never sees half a file
     finally:
         logging.getLogger().removeFilter(quiet)
-
-
-def _build_in(source: Path, target: Path, workdir: Any) -> None:
-    with workdir as tmp:
-        plain, fused_f32, out = (Path(tmp) / n for n in ("plain.onnx", "fused.onnx", "int8.onnx"))
-        layers = dequantise(source, plain)
-        _fuse(plain, fused_f32, layers)
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        quantize_dynamic(str(fused_f32), str(out), weight_type=QuantType.QInt8)
-        os.replace(out, target)  # atomic: a concurrent reader never sees half a file
 
 
 def dequantise(source: Path, target: Path) -> int:
