@@ -95,13 +95,27 @@ def status(sources: dict[str, Path]) -> tuple[str, str]:
     """(doctor status, detail) of the fused copies of ``sources`` (label -> ONNX file)."""
     if _off():
         return "ok", "off (GRAPHMEM_FUSE_MODELS): the shipped model files run as they are"
-    parts = []
+    parts, missing = [], False
     for label, source in sources.items():
         try:
-            parts.append(f"{label} {'ready' if _target(source).is_file() else 'built on first use'}")
+            ready = _target(source).is_file()
         except Exception as exc:  # noqa: BLE001 - the finding: it will run unfused
             return "warn", f"{label}: cannot fuse ({exc}); the shipped files run, slower"
-    return "ok", f"{model_cache()}: " + ", ".join(parts)
+        missing = missing or not ready
+        parts.append(f"{label} {'ready' if ready else 'built on first use'}")
+    cache = model_cache()
+    if missing and not _writable(cache):
+        return "warn", (f"{cache} cannot be written: the shipped model files run, slower "
+                        "(set GRAPHMEM_MODEL_CACHE to a writable folder)")
+    return "ok", f"{cache}: " + ", ".join(parts)
+
+
+def _writable(folder: Path) -> bool:
+    """Whether ``folder`` exists writable, or could be made in its nearest existing parent."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+    return False
 
 
 def _build(source: Path, target: Path) -> None:

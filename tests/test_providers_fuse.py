@@ -54,6 +54,15 @@ def test_the_switch_turns_fusing_off(cache, monkeypatch):
     assert local_fuse.status({"ColBERT": source})[1].startswith("off (GRAPHMEM_FUSE_MODELS)")
 
 
+def test_doctor_warns_when_the_cache_cannot_be_written(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(blocker / "cache"))
+    source = local._vectrix_dir("colbert") / "model.onnx"
+    status, detail = local_fuse.status({"ColBERT": source})
+    assert status == "warn" and "cannot be written" in detail and "GRAPHMEM_MODEL_CACHE" in detail
+
+
 def test_a_model_that_cannot_be_fused_runs_as_shipped_and_leaves_nothing(cache, tmp_path, caplog):
     garbage = tmp_path / "broken" / "model.onnx"
     garbage.parent.mkdir()
