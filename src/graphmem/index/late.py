@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -249,65 +248,17 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
 
 def _products(mats, scales, qm):
     """int8 token rows times their scales times the query's tokens, as float32."""
-    session = _maxsim()
+    from ..providers.local_fuse import maxsim_failed, maxsim_session
+
+    session = maxsim_session()
     if session is not None and mats.shape[1] == qm.shape[1]:
         try:
             return session.run(None, {"tokens": mats, "scales": scales[:, None],
                                       "query": qm.T.copy()})[0]
         except Exception as exc:  # noqa: BLE001 - numpy below computes the same thing
             log.warning("late interaction product fell back to numpy: %s", exc)
-            _MAXSIM["session"] = None
+            maxsim_failed()
     return (mats.astype("float32") @ qm.T) * scales[:, None]
-
-
-_MAXSIM: dict[str, Any] = {}
-_MAXSIM_LOCK = threading.Lock()
-
-
-def _maxsim() -> Any:
-    """An onnxruntime session for ``_products``: its threads sleep when idle, where numpy's
-    OpenBLAS threads would spin on the core the next query's encoder needs (``blas.py``). Over
-    numpy on one thread it saved 0.7 ms of 2.9 per LoCoMo search. The tiny graph is written once
-    to the model cache (building it imports ``onnx``, 0.3 s); None if that fails."""
-    with _MAXSIM_LOCK:
-        if "session" not in _MAXSIM:
-            _MAXSIM["session"] = None
-            try:
-                import onnxruntime as ort
-
-                from ..providers.local import _options
-                from ..providers.local_fuse import model_cache
-
-                path = model_cache() / "maxsim-v1-onnx-ir8.onnx"
-                if not path.is_file():
-                    _write_maxsim(path)
-                _MAXSIM["session"] = ort.InferenceSession(str(path), _options(ort, optimise=True),
-                                                          providers=["CPUExecutionProvider"])
-            except Exception as exc:  # noqa: BLE001 - numpy does the same, a little slower
-                log.info("late interaction products run in numpy: %s", exc)
-        return _MAXSIM["session"]
-
-
-def _write_maxsim(path) -> None:
-    import os
-
-    from onnx import TensorProto, helper
-
-    f, i8 = TensorProto.FLOAT, TensorProto.INT8
-    graph = helper.make_graph(
-        [helper.make_node("Cast", ["tokens"], ["tokens_f"], to=f),
-         helper.make_node("MatMul", ["tokens_f", "query"], ["raw"]),
-         helper.make_node("Mul", ["raw", "scales"], ["sims"])], "maxsim",
-        [helper.make_tensor_value_info("tokens", i8, ["n", "d"]),
-         helper.make_tensor_value_info("scales", f, ["n", 1]),
-         helper.make_tensor_value_info("query", f, ["d", "q"])],
-        [helper.make_tensor_value_info("sims", f, ["n", "q"])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(model.SerializeToString())
-    os.replace(tmp, path)  # atomic: a concurrent process never reads half a file
 
 
 def context_rows(snap: Any, pos) -> Any:
