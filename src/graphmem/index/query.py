@@ -35,9 +35,9 @@ async def query_vector(embedder: Any, query: str):
     if embedder is None:
         return None
     key = (embedder.name, query)
-    if key in _VECTORS:
-        _VECTORS.move_to_end(key)
-        return _VECTORS[key]
+    got = _recall(key)
+    if got is not None:
+        return got
     sync = getattr(embedder, "embed_sync", None)
     query_sync = getattr(embedder, "embed_query_sync", None)
     if query_sync is not None:  # a model that encodes queries its own way
@@ -51,6 +51,14 @@ async def query_vector(embedder: Any, query: str):
         embed = getattr(embedder, "embed_query", None)
         vec = (await embed(query)) if embed else (await embedder.embed([query]))[0]
     return _remember(key, vec)
+
+
+def _recall(key: tuple[str, str]):
+    """A query vector computed lately, or None."""
+    got = _VECTORS.get(key)
+    if got is not None:
+        _VECTORS.move_to_end(key)
+    return got
 
 
 def _remember(key: tuple[str, str], vec: Any):
@@ -91,9 +99,9 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
         return qm, None
     if late_enc is not None:  # the embedder is the token matrix's mean: one pass gave both
         key = (index.embedder.name, query)
-        if key in _VECTORS:
-            _VECTORS.move_to_end(key)
-            return qm, _VECTORS[key]
+        got = _recall(key)
+        if got is not None:
+            return qm, got
         if isinstance(qm, Exception):
             return qm, ProviderError(f"query not encoded: {qm}")
         return qm, _remember(key, qm.mean(axis=0))
