@@ -212,9 +212,11 @@ def test_graph_answers_are_fused_and_failures_fall_back(world):
         assert [h.id for h in fused[:3]] == [h.id for h in local[:3]]
         assert [h.backend for h in fused].index("graph") == 3
 
-        async def also_known(query, projects, kinds, limit, **kw):
-            return [local[2].model_copy(update={"backend": "graph"}),
-                    _graph_hit(world, "CI timeouts relate to the runner's idle limit")]
+        async def also_known(query, projects, kinds, limit, exclude=None, **kw):
+            found = [local[2].model_copy(update={"backend": "graph"}),
+                     _graph_hit(world, "CI timeouts relate to the runner's idle limit")]
+            skip = exclude([h.id for h in found])  # as GraphStore.search does
+            return [h for h in found if h.id not in skip]
         be.search_graph = also_known
         fused = await mem.search("CI job output timeout", limit=5)
         # an item the index holds keeps the index's rank (the graph ranks such items worse)

@@ -101,9 +101,6 @@ class SearchMixin:
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       limit=limit, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
-        if graph:
-            known = be.known_locally([h.id for h in graph])
-            graph = [h for h in graph if h.id not in known]
         return fuse(local, graph, limit) if graph else local
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
