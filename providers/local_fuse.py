@@ -7,9 +7,10 @@ onnxruntime runs some 700 small nodes per text. Here each model is rebuilt once 
 2. onnxruntime's BERT optimiser fuses each layer's attention, GELU and skip layer norms,
 3. the result is quantised again to int8 (``quantize_dynamic``, signed weights).
 
-Used for the ColBERT encoder and the cross-encoder. Measured on this 2-core machine with
-graphmem's session options (LoCoMo questions and turns): a ColBERT query 11.6 -> 9.3 ms p50
-(``bench/providers.py``, conversations 0-4: 9.8 -> 7.2 ms), a cross-encoder pair 14.2 -> 13.2 ms.
+Used for the ColBERT encoder and the cross-encoder. A ColBERT query: 9.8 -> 7.2 ms p50
+(``bench/providers.py --convs 0,1,2,3,4``, run with ``GRAPHMEM_FUSE_MODELS=off`` and without). The
+cross-encoder gained less: 14.2 -> 13.2 ms a pair in a probe outside the repo (its bench,
+``bench/rerank.py``, was not re-run unfused).
 The rebuilt ColBERT model is another int8 rounding of the same weights: its token vectors sit at
 cosine .996 to the float model's (the shipped one: .997), so stored vectors stay comparable and
 no reindex is needed. Search ranks as well or better with it (``bench/locomo.py``, unseen R@5 /

@@ -2,9 +2,9 @@
 
 numpy's OpenBLAS splits even small products over every core, and its idle workers then spin for
 a while before sleeping. On a 2-core machine they spin on the core the query encoder (onnxruntime,
-2 threads) needs for the next search: measured on LoCoMo, the encoder took 10.0 ms p50 with 2 BLAS
-threads and 8.4 ms with 1, while the late stage's product lost 0.3 ms (search p95 24.1 -> 21.9
-ms). Only search's own sections are limited (``one_thread``); the limit is lifted when the last
+2 threads) needs for the next search: in a LoCoMo profile outside the repo the encoder took 10.0 ms
+p50 with 2 BLAS threads and 8.4 ms with 1 (``OPENBLAS_NUM_THREADS`` set for the whole process).
+Only search's own sections are limited (``one_thread``); the limit is lifted when the last
 one ends, so the host application's numpy keeps its threads. (When graphmem is imported before
 numpy, ``graphmem.index`` also asks OpenBLAS for one thread from the start.)
 """

@@ -25,8 +25,9 @@ VECTOR_CACHE = 256  # agents repeat queries (context, then search); a hit skips 
 # threads, and on a 2-core machine a third busy thread made a search slower, not faster (10k
 # items, bench/search.py: p50 17.9 ms overlapped vs 17.1 ms model first). Without overlap the
 # ColBERT query pass runs in the searching thread itself, blocking its event loop for the pass
-# (~8 ms): handing it to a worker thread and back cost 2 ms a search on LoCoMo (p50 16.7 vs 14.7
-# ms, p95 21.8 vs 19.6, interleaved A/B on 2 cores).
+# (~8 ms): handing it to a worker thread and back cost about 2 ms a search. That split comes
+# from an interleaved profile kept outside the repo; bench/locomo.py has the sum of the latency
+# work it was part of (default search p95 24.0 -> 17.6-20.2 ms across runs).
 OVERLAP = (os.cpu_count() or 1) > 2
 
 

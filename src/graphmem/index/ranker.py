@@ -39,8 +39,8 @@ class Params:
     dense_weight: float = 0.3
     # First-stage rows re-scored by late interaction (``late.py``). On LoCoMo (bench/locomo.py)
     # 32 ranked like 64 (unseen R@10 .805 vs .807; p50 23.1 -> 19.6 ms), and 24 like 32 (R@5 /
-    # R@10 tuned .783 / .839 vs .778 / .842, unseen .752 / .804 vs .753 / .808; p50 15.4 -> 14.9,
-    # p95 20.5 -> 19.5 ms, interleaved A/B); 16 lost (unseen R@10 .796).
+    # R@10 tuned .783 / .839 vs .778 / .842, unseen .752 / .804 vs .753 / .808, bench/locomo.py;
+    # about 1 ms less at p95 in an interleaved profile outside the repo); 16 lost (unseen R@10 .796).
     late_pool: int = 24
     late_weight: float = 0.55  # share of MaxSim in the final score
     late_neighbour: float = 0.2  # share of the pool neighbours' MaxSim added to a turn's
