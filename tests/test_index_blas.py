@@ -1,8 +1,8 @@
 """Search limits numpy's BLAS to one thread only while it runs, and gives the host its setting back.
 
 Each scenario runs in a fresh interpreter where numpy starts with two BLAS threads (in this test
-process graphmem may have loaded numpy with one already, and OpenBLAS cannot be raised past the
-threads it started with, so a restore could not be seen here).
+process numpy may have started with fewer, and OpenBLAS cannot be raised past the threads it
+started with, so a restore could not be seen here).
 """
 
 from __future__ import annotations

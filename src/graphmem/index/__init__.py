@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
-# One BLAS thread: a query's matrix-vector products are memory-bound, and on a busy 2-core box a
-# second OpenBLAS thread made them 2-3x slower (it only takes effect if numpy is not loaded yet).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from pathlib import Path
+from typing import Any
 
 
 def open_index(settings: Any, embedder: Any = None):
