@@ -77,7 +77,11 @@ def test_round_trip_survives_restart(graph_on, spec_dir):
     st = server.EmbeddedServer(Settings.load())
     assert st.stop()
     assert st.running() is None
+    # the append-only log is the one copy: no RDB snapshot is written beside it
+    assert (st.data_dir / "appendonlydir").is_dir() and not list(st.data_dir.glob("*.rdb"))
+    (st.data_dir / "dump.rdb").write_bytes(b"left by an older graphmem")  # removed at start
     st.ensure()
+    assert not (st.data_dir / "dump.rdb").exists()
     assert item_count(project) == (len(ids), len(ids))
     with Memory(spec_dir) as mem:  # and graphmem's own search finds them by meaning
         res = _run(mem, mem.backends.search_graph("JWT tokens", [str(project)], None, 5))
