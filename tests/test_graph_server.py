@@ -140,4 +140,16 @@ def test_doctor_shows_graph_outbox_and_drift(embedded, spec_dir, monkeypatch):
     graph = {row["name"]: row for row in json.loads(r.stdout)["sections"]["graph"]}
     assert graph["server"]["status"] == "ok" and "embedded pid" in graph["server"]["detail"]
     assert graph["outbox"]["status"] == "warn" and "1 item" in graph["outbox"]["detail"]
+    assert graph["client"]["status"] == "ok" and "hiredis" in graph["client"]["detail"]
     assert graph["drift"]["status"] == "ok" and "1 item(s) in files, 1 in the graph" in graph["drift"]["detail"]
+
+
+def test_doctor_warns_when_graph_replies_are_parsed_in_python(monkeypatch):
+    import redis.utils
+
+    from graphmem.graph.health import client_row
+
+    assert client_row()["status"] == "ok"  # hiredis is a dependency
+    monkeypatch.setattr(redis.utils, "HIREDIS_AVAILABLE", False)
+    got = client_row()
+    assert got["status"] == "warn" and "pip install hiredis" in got["detail"]
