@@ -24,6 +24,10 @@ DOC_TOKENS = 256  # longer items keep their first 256 word pieces
 Q_MARKER, D_MARKER = 1, 2  # [unused0], [unused1]
 CHOICES = ("default", "answerai-colbert-small-v1", "off")
 RECENT_QUERIES = 256  # agents repeat queries (context, then search); ~25 KB each
+# Documents just encoded, by text: with the graph on, a write's texts are encoded for the local
+# index and again for the graph, one right after the other. A byte cap, not a count: a long
+# text's matrix is 256 x 384 floats. ~100 typical items.
+RECENT_DOC_BYTES = 4 << 20
 
 
 def _skip(token: str) -> bool:
@@ -43,6 +47,8 @@ class ColbertEncoder:
         self._loaded: tuple[Any, Any, set] | None = None
         self._lock = threading.Lock()
         self.recent: dict[str, Any] = {}  # query text -> token matrix (``query_sync``)
+        self.recent_docs: dict[str, Any] = {}  # document text -> token matrix (``documents_sync``)
+        self._doc_bytes = 0
 
     def _model(self) -> tuple[Any, Any, set]:
         """(session, tokenizer, input names), loaded once: a process that never searches or
@@ -96,14 +102,32 @@ class ColbertEncoder:
         return got
 
     def documents_sync(self, texts: Sequence[str]) -> list[Any]:
-        """One (tokens, 384) matrix of unit vectors per text."""
+        """One (tokens, 384) matrix of unit vectors per text.
+
+        The texts encoded last are remembered (``RECENT_DOC_BYTES``): the local index and the
+        graph each ask for a written item's vectors, and the model runs once for both.
+        """
+        with self._lock:
+            got = {t: self.recent_docs[t] for t in texts if t in self.recent_docs}
+        todo = list(dict.fromkeys(t for t in texts if t not in got))
+
         def one(text: str) -> Any:
             return self._run(text, D_MARKER, DOC_TOKENS, skip_punct=True)
 
-        if len(texts) <= INLINE:
-            return [one(t) for t in texts]
-        # Two texts at once, as ``local.BgeEmbedder`` does: each still runs alone (same vectors).
-        return list(_pool().map(one, texts))
+        if len(todo) <= INLINE:
+            new = [one(t) for t in todo]
+        else:  # two texts at once, as ``local.BgeEmbedder`` does: each still runs alone
+            new = list(_pool().map(one, todo))
+        with self._lock:
+            for text, mat in zip(todo, new):
+                mat.setflags(write=False)  # shared from now on: a caller must not change it
+                got[text] = mat
+                if text not in self.recent_docs:
+                    self.recent_docs[text] = mat
+                    self._doc_bytes += mat.nbytes
+            while self._doc_bytes > RECENT_DOC_BYTES and self.recent_docs:
+                self._doc_bytes -= self.recent_docs.pop(next(iter(self.recent_docs))).nbytes
+        return [got[t] for t in texts]
 
 
 def mean_vector(mat: Any) -> list[float]:

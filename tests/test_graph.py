@@ -214,3 +214,33 @@ def test_garbage_outbox_lines_are_skipped_not_fatal(tmp_path):
     # the unreadable complete lines are kept for inspection; the torn tail is dropped
     assert box.path.read_text().splitlines() == ['{"entry": "x", "items": [{"id": 5}]}', "not json at all"]
     assert box.add([]) is None
+
+
+def test_a_write_runs_the_default_model_once_for_the_index_and_the_graph(monkeypatch, isolated_env,
+                                                                         spec_dir):
+    import uuid
+
+    from graphmem.providers.local_colbert import D_MARKER, ColbertEncoder
+
+    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")  # the default model: ColBERT vectors and tokens
+    text = f"the {uuid.uuid4().hex[:8]} worker drops jobs when redis restarts"
+    runs: list[str] = []
+    real = ColbertEncoder._run
+
+    def counting(self, t, marker, *a, **k):
+        if marker == D_MARKER:
+            runs.append(t)
+        return real(self, t, marker, *a, **k)
+
+    monkeypatch.setattr(ColbertEncoder, "_run", counting)
+    try:
+        with Memory(spec_dir) as mem:
+            report = mem.append_gotcha(text)
+            assert (report.index, report.graph) == ("indexed", "written")
+            project = str(spec_dir.parent.parent)
+            hits = _run(mem, mem.backends.search_graph("jobs lost when redis restarts", [project],
+                                                        None, 5))
+        assert runs.count(text) == 1  # index first, then the graph reuses the pass
+        assert hits and hits[0].text == text  # the graph holds a real vector for it
+    finally:
+        server.EmbeddedServer(Settings.load()).stop()

@@ -258,3 +258,25 @@ def test_another_embedder_and_the_tokens_each_encode_the_query_once(tmp_path, en
     query_module._VECTORS.clear()
     again = asyncio.run(search_local(idx, "a beagle named Max", projects=None, limit=3))
     assert again[0].id == "s1-2"  # words and tokens still answer
+
+
+def test_documents_just_encoded_are_remembered_within_a_byte_cap(monkeypatch):
+    from graphmem.providers import local_colbert
+
+    enc = ColbertEncoder()
+    runs: list[str] = []
+    real = enc._run
+    monkeypatch.setattr(enc, "_run", lambda text, *a, **k: runs.append(text) or real(text, *a, **k))
+    a, b = "the proxy strips Authorization headers", "npm ci wipes node_modules"
+    first = enc.documents_sync([a, b, a])
+    assert runs == [a, b] and first[0] is first[2]  # a text repeated in one call runs once
+    again = enc.documents_sync([b, a])
+    assert runs == [a, b] and again[0] is first[1] and again[1] is first[0]
+    assert np.array_equal(again[1], ColbertEncoder().documents_sync([a])[0])  # same vectors
+    with pytest.raises(ValueError):  # shared: callers cannot change what others get
+        again[0][0, 0] = 1.0
+    monkeypatch.setattr(local_colbert, "RECENT_DOC_BYTES", first[1].nbytes)  # room for b only
+    enc.documents_sync(["a third text about retries"])  # evicts the oldest
+    assert enc._doc_bytes <= first[1].nbytes and list(enc.recent_docs) == ["a third text about retries"]
+    enc.documents_sync([a])
+    assert runs[-1] == a and runs.count(a) == 2
