@@ -162,7 +162,7 @@ def time_searches(specs: list[Path], settings, scope: str,
                     v = shared.query_sync(q).mean(axis=0)  # remembered by the encoder
                 else:
                     v = np.asarray(sync([prefix + q])[0], np.float32)
-                local_query._VECTORS[(emb.name, q)] = v / np.linalg.norm(v)
+                local_query._remember((emb.name, q), v)  # unit length, as a search keeps it
                 m.search(q, scope=scope, limit=10)
                 out["serial"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()

@@ -15,6 +15,7 @@ import threading
 import unicodedata
 from typing import Any, Sequence
 
+from ..lru import LRU, nbytes
 from .local import INLINE, _cache_dir, _load, _pool, _session, _texts, _vectrix_dir
 
 NAME = "local/answerai-colbert-small-v1"
@@ -23,11 +24,10 @@ QUERY_TOKENS = 48  # questions are short; a long query is cut (ColBERT trains wi
 DOC_TOKENS = 256  # longer items keep their first 256 word pieces
 Q_MARKER, D_MARKER = 1, 2  # [unused0], [unused1]
 CHOICES = ("default", "answerai-colbert-small-v1", "off")
-RECENT_QUERIES = 256  # agents repeat queries (context, then search); ~25 KB each
-# Documents just encoded, by text: with the graph on, a write's texts are encoded for the local
-# index and again for the graph, one right after the other. A byte cap, not a count: a long
-# text's matrix is 256 x 384 floats. ~100 typical items.
-RECENT_DOC_BYTES = 4 << 20
+# Token matrices remembered by text, in bytes (a matrix is tokens x 384 floats):
+RECENT_QUERY_BYTES = 6 << 20  # agents repeat queries (context, then search): ~250 questions
+# With the graph on, a write's texts are encoded for the local index and then for the graph.
+RECENT_DOC_BYTES = 4 << 20  # ~100 typical items
 
 
 def _skip(token: str) -> bool:
@@ -46,9 +46,8 @@ class ColbertEncoder:
         self.cache_dir = cache_dir
         self._loaded: tuple[Any, Any, set] | None = None
         self._lock = threading.Lock()
-        self.recent: dict[str, Any] = {}  # query text -> token matrix (``query_sync``)
-        self.recent_docs: dict[str, Any] = {}  # document text -> token matrix (``documents_sync``)
-        self._doc_bytes = 0
+        self.recent = LRU(RECENT_QUERY_BYTES, size=nbytes)  # query text -> token matrix
+        self.recent_docs = LRU(RECENT_DOC_BYTES, size=nbytes)  # document text -> token matrix
 
     def _model(self) -> tuple[Any, Any, set]:
         """(session, tokenizer, input names), loaded once: a process that never searches or
@@ -91,14 +90,10 @@ class ColbertEncoder:
         stage), its vector (local first stage) and again its vector (graph search), and agents
         repeat queries.
         """
-        with self._lock:
-            got = self.recent.get(text)
+        got = self.recent.get(text)
         if got is None:
-            got = self._run(text, Q_MARKER, QUERY_TOKENS, skip_punct=False)
-            with self._lock:
-                self.recent[text] = got
-                while len(self.recent) > RECENT_QUERIES:
-                    self.recent.pop(next(iter(self.recent)))
+            got = self.recent.put(text, _shared(self._run(text, Q_MARKER, QUERY_TOKENS,
+                                                          skip_punct=False)))
         return got
 
     def documents_sync(self, texts: Sequence[str]) -> list[Any]:
@@ -107,27 +102,24 @@ class ColbertEncoder:
         The texts encoded last are remembered (``RECENT_DOC_BYTES``): the local index and the
         graph each ask for a written item's vectors, and the model runs once for both.
         """
-        with self._lock:
-            got = {t: self.recent_docs[t] for t in texts if t in self.recent_docs}
-        todo = list(dict.fromkeys(t for t in texts if t not in got))
+        got = {t: m for t in dict.fromkeys(texts) if (m := self.recent_docs.get(t)) is not None}
+        todo = [t for t in dict.fromkeys(texts) if t not in got]
 
         def one(text: str) -> Any:
-            return self._run(text, D_MARKER, DOC_TOKENS, skip_punct=True)
+            return self.recent_docs.put(text, _shared(self._run(text, D_MARKER, DOC_TOKENS,
+                                                                 skip_punct=True)))
 
         if len(todo) <= INLINE:
-            new = [one(t) for t in todo]
+            got.update(zip(todo, map(one, todo)))
         else:  # two texts at once, as ``local.BgeEmbedder`` does: each still runs alone
-            new = list(_pool().map(one, todo))
-        with self._lock:
-            for text, mat in zip(todo, new):
-                mat.setflags(write=False)  # shared from now on: a caller must not change it
-                got[text] = mat
-                if text not in self.recent_docs:
-                    self.recent_docs[text] = mat
-                    self._doc_bytes += mat.nbytes
-            while self._doc_bytes > RECENT_DOC_BYTES and self.recent_docs:
-                self._doc_bytes -= self.recent_docs.pop(next(iter(self.recent_docs))).nbytes
+            got.update(zip(todo, _pool().map(one, todo)))
         return [got[t] for t in texts]
+
+
+def _shared(mat: Any) -> Any:
+    """``mat``, read-only: a remembered matrix goes to every later caller, none may change it."""
+    mat.setflags(write=False)
+    return mat
 
 
 def mean_vector(mat: Any) -> list[float]:

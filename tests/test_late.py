@@ -261,8 +261,6 @@ def test_another_embedder_and_the_tokens_each_encode_the_query_once(tmp_path, en
 
 
 def test_documents_just_encoded_are_remembered_within_a_byte_cap(monkeypatch):
-    from graphmem.providers import local_colbert
-
     enc = ColbertEncoder()
     runs: list[str] = []
     real = enc._run
@@ -275,8 +273,26 @@ def test_documents_just_encoded_are_remembered_within_a_byte_cap(monkeypatch):
     assert np.array_equal(again[1], ColbertEncoder().documents_sync([a])[0])  # same vectors
     with pytest.raises(ValueError):  # shared: callers cannot change what others get
         again[0][0, 0] = 1.0
-    monkeypatch.setattr(local_colbert, "RECENT_DOC_BYTES", first[1].nbytes)  # room for b only
-    enc.documents_sync(["a third text about retries"])  # evicts the oldest
-    assert enc._doc_bytes <= first[1].nbytes and list(enc.recent_docs) == ["a third text about retries"]
+    enc.recent_docs.limit = first[1].nbytes  # room for one matrix the size of b's
+    enc.documents_sync(["a third text about retries"])  # evicts the older ones
+    assert enc.recent_docs.keys() == ["a third text about retries"]
     enc.documents_sync([a])
     assert runs[-1] == a and runs.count(a) == 2
+
+
+def test_lru_drops_the_least_recently_used_past_its_limit():
+    from graphmem.lru import LRU, nbytes
+
+    counted = LRU(2)
+    counted.put("a", 1), counted.put("b", 2)
+    assert counted.get("a") == 1  # a use: "b" is now the oldest
+    counted.put("c", 3)
+    assert counted.keys() == ["a", "c"] and counted.get("b") is None
+    sized = LRU(100, size=nbytes)
+    sized.put("x", np.zeros(10, np.float32))  # 40 bytes
+    sized.put("x", np.zeros(20, np.float32))  # replaced, not counted twice: 80 bytes
+    assert sized.used == 80 and len(sized) == 1
+    sized.put("y", (np.zeros(4, np.float32), np.zeros(2, np.float32)))  # a tuple: 24 bytes
+    assert sized.keys() == ["y"] and sized.used == 24  # 104 > 100: "x" went
+    sized.clear()
+    assert sized.used == 0 and sized.get("y") is None

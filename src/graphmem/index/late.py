@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from typing import Any, Sequence
 
+from ..lru import LRU, nbytes
 from . import db
 
 log = logging.getLogger("graphmem.index")
@@ -179,28 +179,6 @@ async def query_tokens(enc: Any, query: str, inline: bool = False):
     return enc.query_sync(query) if inline else await asyncio.to_thread(enc.query_sync, query)
 
 
-class TokenCache:
-    """Unpacked token matrices by content hash, bounded in bytes (a search re-reads the rows
-    its pool shares with the last searches; SQLite then serves only the new ones)."""
-
-    def __init__(self, max_bytes: int = 64 << 20):
-        self.max_bytes, self.used = max_bytes, 0
-        self.data: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
-
-    def get(self, key: str):
-        got = self.data.get(key)
-        if got is not None:
-            self.data.move_to_end(key)
-        return got
-
-    def put(self, key: str, value: tuple[Any, Any]) -> None:
-        self.data[key] = value
-        self.used += value[0].nbytes + value[1].nbytes
-        while self.used > self.max_bytes and self.data:
-            _, (m, s) = self.data.popitem(last=False)
-            self.used -= m.nbytes + s.nbytes
-
-
 def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
     """(int8 tokens, scales) of the given rows (rows without a token matrix are left out)."""
     if not rowids:
@@ -209,7 +187,9 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
 
     cache = getattr(index, "_late_cache", None)
     if cache is None:
-        cache = index._late_cache = TokenCache()
+        # Unpacked matrices by content hash: a search re-reads the rows its pool shares with
+        # the last searches; SQLite then serves only the new ones.
+        cache = index._late_cache = LRU(64 << 20, size=nbytes)
     hashes = dict(db.select_in(index.conn, "SELECT rowid, hash FROM search_items WHERE rowid IN ({})",
                                rowids))
     out, todo = {}, {}

@@ -6,12 +6,12 @@ import asyncio
 import json
 import logging
 import os
-from collections import OrderedDict
 from typing import Any, Sequence
 
 from ..errors import ProviderError
 from ..models import Hit
 from . import blas, late
+from ..lru import LRU
 from .ranker import Params
 from .store import LocalIndex, row_time
 from .text import tokenize
@@ -19,8 +19,8 @@ from .text import tokenize
 log = logging.getLogger("graphmem.index")
 
 
-_VECTORS: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (embedder, query) -> unit vector
 VECTOR_CACHE = 256  # agents repeat queries (context, then search); a hit skips the model
+_VECTORS = LRU(VECTOR_CACHE)  # (embedder, query) -> unit vector
 # Score words while the query encoder runs only when cores are left over: the model uses two
 # threads, and on a 2-core machine a third busy thread made a search slower, not faster (10k
 # items, bench/search.py: p50 17.9 ms overlapped vs 17.1 ms model first). Without overlap the
@@ -56,10 +56,7 @@ async def query_vector(embedder: Any, query: str):
 
 def _recall(key: tuple[str, str]):
     """A query vector computed lately, or None."""
-    got = _VECTORS.get(key)
-    if got is not None:
-        _VECTORS.move_to_end(key)
-    return got
+    return _VECTORS.get(key)
 
 
 def _remember(key: tuple[str, str], vec: Any):
@@ -67,11 +64,7 @@ def _remember(key: tuple[str, str], vec: Any):
 
     v = np.asarray(vec, np.float32)
     norm = float(np.linalg.norm(v))
-    v = v / norm if norm else v
-    _VECTORS[key] = v
-    if len(_VECTORS) > VECTOR_CACHE:
-        _VECTORS.popitem(last=False)
-    return v
+    return _VECTORS.put(key, v / norm if norm else v)
 
 
 async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: bool
