@@ -109,16 +109,15 @@ def settle(settings, quiet: float = 3.0, limit: float = 600.0) -> float:
 
     client = server.sync_client(server.EmbeddedServer(settings).endpoint(), timeout=5.0)
     t = last_change = time.perf_counter()
-    seen = None
+    forks = None
     try:
         while time.perf_counter() - t < limit:
             info = {**client.info("persistence"), **client.info("stats")}
-            state = (info.get("total_forks"), any(info.get(k) for k in (
-                "aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress",
-                "module_fork_in_progress")))
+            busy = any(info.get(k) for k in ("aof_rewrite_in_progress", "aof_rewrite_scheduled",
+                                              "rdb_bgsave_in_progress", "module_fork_in_progress"))
             now = time.perf_counter()
-            if state != seen or state[1]:
-                seen, last_change = state, now
+            if busy or info.get("total_forks") != forks:
+                forks, last_change = info.get("total_forks"), now
             elif now - last_change >= quiet:
                 break
             time.sleep(0.25)

@@ -201,7 +201,8 @@ class EmbeddedServer:
                "--aof-use-rdb-preamble", "yes", "--auto-aof-rewrite-min-size", "8mb",
                # The log is the only copy: no RDB snapshots beside it. Redis's default save
                # points forked the server for a dump.rdb that a start never reads (the log wins),
-               # and wrote it again at every stop: 393 MB and 3.5 s at 100k items.
+               # and wrote it again at every stop: 393 MB and 3.5 s at 100k items (its log
+               # after bench/search.py --graph-sizes 100000).
                "--save", "",
                "--daemonize", "yes", "--pidfile", str(pidfile), "--logfile", str(self.log_file),
                "--loadmodule", str(get_falkordb_module())]
