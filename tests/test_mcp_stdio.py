@@ -60,8 +60,10 @@ def test_http_server_process_answers_on_loopback(spec_dir: Path):
             except httpx.TransportError:
                 time.sleep(0.2)
 
+        from test_mcp_http_auth import _client, _token
+
         async def main():
-            async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+            async with _client(f"http://127.0.0.1:{port}/mcp", _token()) as c:
                 _data(await c.call_tool("add_pattern", {"text": "Wrap handlers in a unit of work"}))
                 summary = _data(await c.call_tool("memory_summary", {}))
                 assert summary["total_patterns"] == 1
