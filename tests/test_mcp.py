@@ -13,7 +13,8 @@ from graphmem.cli_mcp import parse_http
 from graphmem.mcp_server import build_server
 
 TOOLS = {"save_session_insights", "add_gotcha", "add_pattern", "update_codebase_map", "search_memory",
-         "get_context", "record_turn", "list_sessions", "memory_summary"}
+         "get_context", "record_turn", "end_session", "list_sessions", "memory_summary"}
+READ_ONLY = {"search_memory", "get_context", "list_sessions", "memory_summary"}
 
 
 def _text(result) -> str:
@@ -43,6 +44,19 @@ def test_lists_every_tool_with_description_and_typed_arguments(spec_dir: Path):
         assert search["limit"]["type"] == "integer"
         assert "query" in tools["search_memory"].input_schema["required"]
         assert tools["get_context"].input_schema["properties"]["max_tokens"]["default"] == 1500
+        for name in TOOLS:
+            t = tools[name]
+            assert t.title and t.annotations and t.annotations.title == t.title, name
+            assert t.annotations.read_only_hint is (name in READ_ONLY), name
+            for arg, schema in t.input_schema["properties"].items():
+                assert len(schema.get("description", "")) > 8, (name, arg)
+        roles = tools["record_turn"].input_schema["properties"]["role"]
+        assert set(roles["enum"]) == {"user", "assistant", "system", "tool"}
+        insights = tools["save_session_insights"].input_schema
+        typed = insights["$defs"][insights["properties"]["insights"]["$ref"].rsplit("/", 1)[1]]
+        assert typed["properties"]["what_worked"] == {"items": {"type": "string"},
+                                                      "title": "What Worked", "type": "array"}
+        assert "files_understood" in json.dumps(insights["$defs"])
     _session(build_server(spec_dir), steps)
 
 
@@ -84,7 +98,8 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_answering(spec_dir: 
         ("add_gotcha", {}, "text"),
         ("search_memory", {"query": "x", "scope": "galaxy"}, "scope"),
         ("search_memory", {"query": "x", "limit": 0}, "limit"),
-        ("memory_summary", {"spec_dir": "/no/such/spec"}, "spec folder not found: /no/such/spec"),
+        ("memory_summary", {"spec_dir": "/no/such/spec"}, "spec_dir: /no/such/spec is outside"),
+        ("memory_summary", {"spec_dir": str(spec_dir / "absent")}, "spec folder not found"),
     ]
 
     async def steps(c):
@@ -101,7 +116,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_answering(spec_dir: 
 
 
 def test_graphmem_errors_carry_the_cli_message(tmp_path: Path):
-    missing = tmp_path / "absent-spec"
+    missing = tmp_path / "project" / "specs" / "absent-spec"
     cli = run_cli("summary", "--spec-dir", str(missing))
     assert cli.returncode != 0
 
@@ -109,13 +124,13 @@ def test_graphmem_errors_carry_the_cli_message(tmp_path: Path):
         result = await c.call_tool("memory_summary", {"spec_dir": str(missing)})
         assert result.is_error
         assert cli.stderr.strip() in _text(result)
-    _session(build_server(), steps)
+    _session(build_server(roots=[tmp_path]), steps)
 
 
 def test_spec_comes_from_arguments_or_start_up_options(tmp_path: Path, spec_dir: Path):
     other = tmp_path / "other" / "auto-claude" / "specs" / "002-api"
     other.mkdir(parents=True)
-    server = build_server()
+    server = build_server(roots=[tmp_path])
 
     async def steps(c):
         none = await c.call_tool("add_gotcha", {"text": "x"})
@@ -182,7 +197,7 @@ def test_project_only_reads_work_and_spec_writes_name_spec_dir(spec_dir: Path):
         assert any("config/flags.yaml" in h["text"] for h in hits)
         write = await c.call_tool("add_gotcha", {"text": "x", "project_dir": str(project)})
         assert write.is_error and "spec_dir" in _text(write)
-    _session(build_server(), steps)
+    _session(build_server(roots=[project]), steps)
 
 
 def test_memories_are_closed_after_the_last_session_and_reopened_by_the_next(spec_dir: Path):

@@ -8,18 +8,20 @@ comes back as an MCP tool error (``isError``) carrying the CLI's message; the se
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, Literal
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable, Iterable, Literal
 
 import pydantic
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from .errors import GraphmemError, NotFoundError, ValidationError
 from .memory import AsyncMemory
-from .models import Kind
+from .models import Kind, SessionInsights
 from .settings import Settings
 
 log = logging.getLogger("graphmem.mcp")
@@ -28,24 +30,60 @@ INSTRUCTIONS = (
     "graphmem is the long-term memory of coding agents. Before a task, call get_context (or "
     "search_memory) to recall gotchas, patterns, files and lessons from past sessions of this and "
     "other projects. While working, record what you learn: add_gotcha, add_pattern, "
-    "update_codebase_map, record_turn; at the end of a session, save_session_insights.")
+    "update_codebase_map, record_turn (then end_session); at the end of a session, "
+    "save_session_insights.")
+
+# The roles a conversation turn may have over MCP (the Python API stores any one-line role).
+Role = Literal["user", "assistant", "system", "tool"]
 
 SpecArg = Annotated[str | None, Field(
-    description="spec folder (e.g. auto-claude/specs/001-feature); when neither spec_dir nor "
-                "project_dir is given, the server's --spec-dir/--project-dir are used")]
+    description="spec folder (e.g. auto-claude/specs/001-feature), inside the server's folders "
+                "(--spec-dir, --project-dir, --root); when neither spec_dir nor project_dir is "
+                "given, the server's --spec-dir/--project-dir are used")]
 ProjectArg = Annotated[str | None, Field(
-    description="project root (default: two levels above spec_dir); alone, it allows "
-                "project-wide reads (search_memory, get_context)")]
+    description="project root (default: two levels above spec_dir), inside the server's folders; "
+                "alone, it allows project-wide reads (search_memory, get_context)")]
+
+
+def _int(description: str, **bounds: int) -> Any:
+    # strict: JSON 3 only; "3", 3.0 and true are refused instead of coerced.
+    return Field(strict=True, description=description, **bounds)
+
+
+def _reads(title: str) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False)
+
+
+def _writes(title: str, idempotent: bool = False) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=False, destructive_hint=False,
+                           idempotent_hint=idempotent, open_world_hint=False)
 
 
 class MemoryPool:
     """One ``AsyncMemory`` per (spec, project), created on first use and closed with the server."""
 
-    def __init__(self, settings: Settings, spec_dir: Path | None, project_dir: Path | None):
+    def __init__(self, settings: Settings, spec_dir: Path | None, project_dir: Path | None,
+                 roots: Iterable[str | Path] = ()):
         self.settings = settings
         self.spec_dir = spec_dir
         self.project_dir = project_dir
+        implied = project_dir or (_real(spec_dir).parent.parent if spec_dir else None)
+        # The folders tool arguments may name: the start-up folders and the explicit --root's.
+        self.roots = tuple(dict.fromkeys(_real(r) for r in (spec_dir, implied, *roots) if r))
         self._memories: dict[tuple[str | None, str | None], AsyncMemory] = {}
+
+    def confine(self, field: str, folder: Path) -> None:
+        """Refuse a folder argument whose real path is outside every root (links resolved)."""
+        real = _real(folder)
+        if any(real == root or real.is_relative_to(root) for root in self.roots):
+            return
+        if not self.roots:
+            raise ValidationError(
+                "this server was started without folders, so tools may not name any: start it "
+                "with --spec-dir, --project-dir or --root DIR", field=field)
+        raise ValidationError(
+            f"{folder} is outside the folders this server was started for "
+            f"({', '.join(map(str, self.roots))}); add one with --root DIR", field=field)
 
     def get(self, spec_dir: str | None, project_dir: str | None) -> AsyncMemory:
         """The memory for these folders; when a tool is given neither, the server's start-up options.
@@ -60,6 +98,13 @@ class MemoryPool:
         if spec_dir or project_dir:
             spec = Path(spec_dir).expanduser() if spec_dir else None
             project = Path(project_dir).expanduser() if project_dir else None
+            # Checked before the folders are looked at, so nothing outside leaks, not even existence.
+            if spec is not None:
+                self.confine("spec_dir", spec)
+            if project is not None:
+                self.confine("project_dir", project)
+            elif spec is not None:  # the implied project (two levels up) is read and indexed too
+                self.confine("spec_dir", _real(spec).parent.parent)
         else:
             spec, project = self.spec_dir, self.project_dir
         if spec is None and project is None:
@@ -83,6 +128,10 @@ class MemoryPool:
             except Exception:  # shutting down: log and carry on
                 log.exception("closing memory for %s failed", mem.spec_dir)
         self._memories.clear()
+
+
+def _real(folder: str | Path) -> Path:
+    return Path(os.path.realpath(Path(folder).expanduser()))
 
 
 def _fail(exc: GraphmemError) -> ToolError:
@@ -116,10 +165,14 @@ class GraphmemMCPServer(MCPServer):
 
 
 def build_server(spec_dir: str | Path | None = None, project_dir: str | Path | None = None, *,
-                 settings: Settings | None = None) -> MCPServer:
-    """An MCP server exposing the memory tools; the folders are defaults tools may override."""
+                 settings: Settings | None = None, roots: Iterable[str | Path] = ()) -> MCPServer:
+    """An MCP server exposing the memory tools; the folders are defaults tools may override.
+
+    Tools may name only folders inside ``spec_dir``, ``project_dir`` (by default two levels above
+    ``spec_dir``) and ``roots``; with none of them, every folder argument is refused.
+    """
     pool = MemoryPool(settings or Settings.load(), Path(spec_dir) if spec_dir else None,
-                      Path(project_dir) if project_dir else None)
+                      Path(project_dir) if project_dir else None, roots)
 
     sessions = 0
 
@@ -157,72 +210,99 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     def report(rep: Any) -> dict[str, Any]:
         return rep.model_dump(mode="json")
 
-    @tool(description="Save one session's learnings (subtasks_completed, discoveries{files_understood, "
+    @tool(title="Save session insights", annotations=_writes("Save session insights", True),
+          description="Save one session's learnings (subtasks_completed, discoveries{files_understood, "
                       "patterns_found, gotchas_encountered}, what_worked, what_failed, "
                       "recommendations_for_next_session) as session_NNN.json; returns which stores took it.")
     async def save_session_insights(
-            session_num: Annotated[int, Field(description="1-based session number")],
-            insights: Annotated[dict[str, Any], Field(description="the session's insights object")],
+            session_num: Annotated[int, _int("1-based session number", ge=1, le=999_999)],
+            insights: Annotated[SessionInsights, Field(
+                description="the session's insights (the reference's session_NNN.json keys; "
+                            "extra keys are kept)")],
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        data = insights.model_dump(mode="json", exclude_unset=True)  # as sent
         return report(await use(spec_dir, project_dir,
-                                 lambda m: m.save_session_insights(session_num, insights)))
+                                 lambda m: m.save_session_insights(session_num, data)))
 
-    @tool(description="Record a pitfall to avoid in this codebase (one line; duplicates are ignored).")
+    @tool(title="Add a gotcha", annotations=_writes("Add a gotcha", True),
+          description="Record a pitfall to avoid in this codebase (one line; duplicates are ignored).")
     async def add_gotcha(text: Annotated[str, Field(description="the gotcha, one line")],
                          spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return report(await use(spec_dir, project_dir, lambda m: m.append_gotcha(text)))
 
-    @tool(description="Record a code pattern to follow in this codebase (one line; duplicates are ignored).")
+    @tool(title="Add a pattern", annotations=_writes("Add a pattern", True),
+          description="Record a code pattern to follow in this codebase (one line; duplicates are ignored).")
     async def add_pattern(text: Annotated[str, Field(description="the pattern, one line")],
                           spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return report(await use(spec_dir, project_dir, lambda m: m.append_pattern(text)))
 
-    @tool(description="Merge file purposes into the codebase map: {relative/path: what the file does}.")
+    @tool(title="Update the codebase map", annotations=_writes("Update the codebase map", True),
+          description="Merge file purposes into the codebase map: {relative/path: what the file does}.")
     async def update_codebase_map(
             discoveries: Annotated[dict[str, str], Field(description="relative file path -> purpose")],
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return report(await use(spec_dir, project_dir, lambda m: m.update_codebase_map(discoveries)))
 
-    @tool(description="Search memory by meaning and keywords: gotchas, patterns, files, session "
+    @tool(title="Search memory", annotations=_reads("Search memory"),
+          description="Search memory by meaning and keywords: gotchas, patterns, files, session "
                       "insights, conversation turns. scope: spec (this spec), project (every spec of "
                       "this project) or all (every project). Returns ranked hits with their source file.")
     async def search_memory(
             query: Annotated[str, Field(description="what to look for, in words or a file path")],
-            scope: Literal["spec", "project", "all"] = "project",
+            scope: Annotated[Literal["spec", "project", "all"], Field(
+                description="spec (this spec), project (every spec of the project) or all "
+                            "(every project in this GRAPHMEM_HOME)")] = "project",
             kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
-            limit: Annotated[int, Field(ge=1, le=100)] = 10,
+            limit: Annotated[int, _int("how many hits at most", ge=1, le=100)] = 10,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         hits = await use(spec_dir, project_dir,
                          lambda m: m.search(query, scope=scope, kinds=kinds, limit=limit))
         return {"hits": [h.model_dump(mode="json") for h in hits]}
 
-    @tool(description="A markdown block for an agent's prompt: the gotchas, patterns, files and "
+    @tool(title="Context for a task", annotations=_reads("Context for a task"),
+          description="A markdown block for an agent's prompt: the gotchas, patterns, files and "
                       "past-session lessons most relevant to a task, within a token budget.")
     async def get_context(
             task: Annotated[str, Field(description="the task about to be done")],
-            max_tokens: Annotated[int, Field(ge=50, le=100_000)] = 1500,
+            max_tokens: Annotated[int, _int("token budget of the block", ge=50, le=100_000)] = 1500,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> str:
         return await use(spec_dir, project_dir, lambda m: m.context(task, max_tokens=max_tokens))
 
-    @tool(description="Append one conversation turn to an episodic session. Without session_id a "
+    @tool(title="Record a conversation turn", annotations=_writes("Record a conversation turn"),
+          description="Append one conversation turn to an episodic session. Without session_id a "
                       "new session is started (workspace = the project) and its id returned: pass "
-                      "it back on the next turns.")
+                      "it back on the next turns, and to end_session when the conversation is over.")
     async def record_turn(
-            role: Annotated[str, Field(description="user, assistant, tool or system")],
+            role: Annotated[Role, Field(description="who spoke: user, assistant, system or tool")],
             content: Annotated[str, Field(description="what was said")],
-            session_id: Annotated[str | None, Field(description="from a previous record_turn")] = None,
-            model: str | None = None,
-            tokens: Annotated[int | None, Field(ge=0)] = None,
+            session_id: Annotated[str | None, Field(
+                description="from a previous record_turn; omit to start a new session")] = None,
+            model: Annotated[str | None, Field(description="the model that answered, if any")] = None,
+            tokens: Annotated[int | None, _int("tokens this turn used", ge=0)] = None,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         async def op(m: AsyncMemory) -> dict[str, Any]:
-            sid = session_id or await m.start_session(model=model, mode="mcp")
+            if session_id is None:
+                # Check the turn the way record_turn will before a session exists, so a refused
+                # first turn leaves no empty session behind (the id is a placeholder, never used).
+                m._turn_record("ses-unstarted", role, content, model, tokens, None, None)
+            sid = session_id if session_id is not None else \
+                await m.start_session(model=model, mode="mcp")
             turn_id = await m.record_turn(sid, role, content, model=model, tokens=tokens)
             return {"session_id": sid, "turn_id": turn_id}
         return await use(spec_dir, project_dir, op)
 
-    @tool(description="The most recent episodic sessions of a workspace (default: the project), "
+    @tool(title="End a session", annotations=_writes("End a session", True),
+          description="Mark an episodic session ended and store its token total; consolidation "
+                      "reads only ended sessions. Ending twice keeps the first end.")
+    async def end_session(
+            session_id: Annotated[str, Field(description="the id record_turn returned")],
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return await use(spec_dir, project_dir, lambda m: m.end_session(session_id))
+
+    @tool(title="Recent sessions", annotations=_reads("Recent sessions"),
+          description="The most recent episodic sessions of a workspace (default: the project), "
                       "newest first, each with its first user prompt and token total.")
-    async def list_sessions(limit: Annotated[int, Field(ge=1, le=500)] = 10,
+    async def list_sessions(limit: Annotated[int, _int("how many sessions at most", ge=1, le=500)] = 10,
                             workspace: Annotated[str | None, Field(
                                 description="workspace folder; default: the project")] = None,
                             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
@@ -230,7 +310,8 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                              lambda m: m.list_recent_sessions(workspace, limit=limit))
         return {"sessions": sessions}
 
-    @tool(description="Counts of sessions, mapped files, patterns and gotchas for a spec, with the "
+    @tool(title="Memory summary", annotations=_reads("Memory summary"),
+          description="Counts of sessions, mapped files, patterns and gotchas for a spec, with the "
                       "last three sessions' insights.")
     async def memory_summary(spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return await use(spec_dir, project_dir, lambda m: m.summary())
