@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import run_cli
+from graphmem.mcp_auth import allowed_hosts
 from test_mcp import _data
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -32,12 +33,12 @@ def _free_port(host: str) -> int:
 
 
 @contextmanager
-def _server(*args: str, host: str = "127.0.0.1"):
-    """``graphmem mcp --http HOST:PORT ...`` as a process; yields its base URL once it answers."""
+def _server(*args: str, host: str = "127.0.0.1", via: str | None = None):
+    """``graphmem mcp --http HOST:PORT ...`` as a process; yields its URL (at ``via``) once it answers."""
     port = _free_port(host)
     proc = subprocess.Popen([sys.executable, "-m", "graphmem.cli", "mcp", *args,
                              "--http", f"{host}:{port}"], stderr=subprocess.PIPE, text=True)
-    url = f"http://{host}:{port}/mcp"
+    url = f"http://{via or host}:{port}/mcp"
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -143,3 +144,23 @@ def test_rotate_outside_token_is_refused_naming_it(spec_dir: Path):
     assert r.returncode != 0 and "--rotate" in r.stderr
     assert not (Path(os.environ["GRAPHMEM_HOME"]) / "mcp_token").exists()
 
+
+
+def test_allowed_hosts_name_the_bind_address():
+    assert allowed_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765"}
+    assert allowed_hosts("127.0.0.2", 80) == {"127.0.0.2:80", "localhost:80"}
+    assert allowed_hosts("::1", 9) == {"[::1]:9", "localhost:9"}
+    assert allowed_hosts("localhost", 9) == {"localhost:9", "127.0.0.1:9", "[::1]:9"}
+    assert allowed_hosts("10.1.2.3", 9) == {"10.1.2.3:9"}
+    assert allowed_hosts("0.0.0.0", 9) is None  # any name the machine is reached by, at the port
+
+
+def test_allow_remote_still_requires_the_token(spec_dir: Path):
+    token = _token()
+    with _server("--spec-dir", str(spec_dir), "--allow-remote", host="0.0.0.0", via="127.0.0.1") as url:
+        port = url.split(":")[2].split("/")[0]
+        _refused(_post(url), 401)
+        _refused(_post(url, "x" + token), 401)
+        _refused(_post(url, token, Host=f"evil.example:{int(port) + 1}"), 421)
+        _refused(_post(url, token, Origin="http://evil.example"), 403)
+        assert _post(url, token).status_code == 200

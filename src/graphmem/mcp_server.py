@@ -144,7 +144,8 @@ def _arguments_message(exc: pydantic.ValidationError) -> str:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
     more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-    return f"graphmem: error: {field}: {err.get('msg', 'is invalid')}{more}"
+    msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+    return f"graphmem: error: {field}: {msg}{more}"
 
 
 class GraphmemMCPServer(MCPServer):
