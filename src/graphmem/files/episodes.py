@@ -35,7 +35,7 @@ from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
-from .safe import file_stat, open_fd, open_file, read_bytes, real_dir, real_dirs
+from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dir, real_dirs
 from .spec_store import CorruptFileWarning, quarantine
 
 log = logging.getLogger("graphmem.files.episodes")
@@ -127,8 +127,9 @@ class EpisodeStore:
         """Every session folder that holds a ``session.json``."""
         if not real_dirs(self.memory_dir, self.root):
             return []
-        return sorted(p.name for p in self.root.iterdir()
-                      if not p.name.startswith(".") and real_dir(p) and file_stat(p / "session.json"))
+        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith(".")
+                      and not is_link(p) and not is_link(p / "session.json")
+                      and (p / "session.json").is_file())
 
     # ---- session metadata -----------------------------------------------------------------
     def create_session(self, meta: dict) -> None:

@@ -13,11 +13,14 @@ memory, so they are the user's alone: created 0700, checked for owner and mode b
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 from pathlib import Path
 
 from ..errors import StorageError
+
+log = logging.getLogger("graphmem.files")
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a planted FIFO never hangs us
 
@@ -55,6 +58,16 @@ def real_dir(path: Path, create: bool = False) -> bool:
 def real_dirs(*paths: Path, create: bool = False) -> bool:
     """``real_dir`` of each path, outermost first; False at the first one that is absent."""
     return all(real_dir(p, create) for p in paths)
+
+
+def is_link(path: Path | str) -> bool:
+    """True (and a warning naming it) for a link met while listing a memory folder: listings skip
+    links, so one planted link does not stop a search or a rebuild; opening one by name refuses it."""
+    if not os.path.islink(path):
+        return False
+    log.warning("graphmem: skipping %s: a symbolic link (links inside a memory folder are never "
+                "followed)", path)
+    return True
 
 
 def file_stat(path: Path) -> os.stat_result | None:

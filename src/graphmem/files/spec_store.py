@@ -25,7 +25,7 @@ from ..models import MemoryItem, normalise, parse_iso, stable_id
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
 from .clear import clear_memory_folder
 from .lock import folder_lock
-from .safe import file_stat, open_file, read_bytes, real_dir, real_dirs
+from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
 
 log = logging.getLogger("graphmem.files")
 
@@ -141,6 +141,8 @@ class SpecStore:
             return []
         out = []
         for path in sorted(self.insights_dir.glob("session_*.json"), key=_session_order):
+            if is_link(path):
+                continue
             data = self._read_json(path)
             if isinstance(data, dict):
                 out.append(data)
