@@ -122,13 +122,17 @@ def private_dir(path: Path) -> Path:
     ``StorageError`` naming it: its owner could read or replace what graphmem puts there.
     """
     path = Path(path)
-    old = os.umask(0o077)
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(f"cannot create {path}: {exc}") from None
-    finally:
-        os.umask(old)
+    missing, folder = [], path
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):  # mkdir's mode, not the umask: the umask is process-wide
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot create {folder}: {exc}") from None
     st = os.stat(path)  # GRAPHMEM_HOME itself may be a link the user made: its target counts
     if st.st_uid != os.getuid():
         raise StorageError(f"{path} belongs to uid {st.st_uid}, not to you (uid {os.getuid()}); "
