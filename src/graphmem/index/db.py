@@ -72,7 +72,12 @@ def _private_files(path: Path) -> None:
     own mode, so creating the empty database 0600 first is enough for new homes; files an older
     graphmem made are tightened.
     """
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))  # empty = a valid database
+    # Only when absent (O_EXCL): closing a descriptor of a database this process has open would
+    # drop SQLite's POSIX locks on it. An empty file is a valid new database.
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
     for suffix in ("", "-wal", "-shm", "-journal"):
         tighten(path.with_name(path.name + suffix), 0o600)
 
