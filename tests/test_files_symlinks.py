@@ -7,6 +7,7 @@ anywhere. Each case plants a link, runs what graphmem would run, and checks that
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -216,3 +217,40 @@ def test_clear_deletes_only_graphmems_files_and_never_through_links(spec_dir: Pa
     for gone in ("gotchas.md", "patterns.md", "codebase_map.json", "session_insights/session_001.json",
                  f"episodes/{sid}"):
         assert gone not in left, gone
+
+
+# ---- everything else that opens memory files ----------------------------------------------------
+def test_consolidate_reads_no_linked_session_and_writes_into_no_linked_folder(spec_dir, target):
+    (target / "secret.json").write_text(json.dumps({
+        "session_number": 9, "discoveries": {"gotchas_encountered": ["the production password"]}}))
+    with Memory(spec_dir) as m:
+        m.save_session_insights(1, {"discoveries": {"gotchas_encountered": ["a real gotcha"]}})
+        insights = memory(spec_dir) / "session_insights"
+        (insights / "session_009.json").symlink_to(target / "secret.json")
+        r = m.consolidate()
+        assert r["sessions_scanned"] == 1
+        text = (memory(spec_dir) / "memory_summary.md").read_text()
+        assert "a real gotcha" in text and "production password" not in text
+        other = spec_dir.parent / "002-other"
+        other.mkdir()
+        (other / "memory").symlink_to(target, target_is_directory=True)  # skipped, never read
+        (spec_dir.parent.parent / ".graphmem").symlink_to(target, target_is_directory=True)
+        before = snapshot(target)
+        with pytest.raises(StorageError, match=r"\.graphmem.*symbolic link"):
+            m.consolidate(project=True)  # the project summary's folder is a link: refused
+    assert snapshot(target) == before
+
+
+def test_doctor_and_compat_name_a_linked_memory_folder(spec_dir: Path, target: Path):
+    from graphmem import compat
+
+    memory(spec_dir).symlink_to(target, target_is_directory=True)
+    before = snapshot(target)
+    r = subprocess.run([sys.executable, "-m", "graphmem.cli", "doctor", "--spec-dir", str(spec_dir),
+                        "--json"], capture_output=True, text=True, timeout=120)
+    rows = [row for rows in json.loads(r.stdout)["sections"].values() for row in rows]
+    [folder] = [row for row in rows if row["name"] == "memory folder"]
+    assert folder["status"] == "error" and "symbolic link" in folder["detail"]
+    with pytest.raises(StorageError, match="symbolic link"):
+        compat.get_session_insights_dir(spec_dir)
+    assert snapshot(target) == before
