@@ -127,3 +127,39 @@ def test_a_socket_folder_someone_else_prepared_is_refused(tmp_path, fallback_tmp
     assert list(elsewhere.iterdir()) == []
     if not fallback_tmp.is_symlink():
         assert list(fallback_tmp.iterdir()) == []
+
+
+# ---- the warm search server's files in $TMPDIR --------------------------------------------------
+@as_root
+def test_search_server_files_another_user_left_in_tmp_are_not_used(tmp_path: Path):
+    import time
+
+    from conftest import run_cli
+
+    from graphmem.search_client import client_config, holder
+    from graphmem.search_server import _take_lock
+
+    spec = tmp_path / "shop" / "specs" / "001"
+    spec.mkdir(parents=True)
+    with Memory(spec) as m:
+        m.append_gotcha("Stripe webhooks arrive twice")
+    auto = {"GRAPHMEM_SEARCH_SERVER": "auto", "GRAPHMEM_SEARCH_SERVER_IDLE": "5"}
+    cfg = client_config(env=dict(os.environ, **auto))
+    for path in (cfg.log, cfg.lock):  # planted first, readable by their owner
+        path.write_bytes(b"theirs\n")
+        os.chown(path, NOBODY, NOBODY)
+    try:
+        r = run_cli("search", "webhooks", "--spec-dir", str(spec), "--json", env=auto)
+        assert r.returncode == 0 and "Stripe" in r.stdout, r.stderr  # answered in-process
+        time.sleep(1.5)  # a server it started would hold the lock by now
+        assert holder(cfg) is None
+        assert cfg.log.read_bytes() == b"theirs\n" and cfg.lock.read_bytes() == b"theirs\n"
+        with pytest.raises(StorageError, match=f"{cfg.lock}.*belongs to uid {NOBODY}"):
+            _take_lock(cfg)
+        assert cfg.lock.read_bytes() == b"theirs\n"
+    finally:
+        pid = holder(cfg)  # only when the check failed: a server took the planted files
+        if pid and pid > 0:
+            os.kill(pid, 15)
+        for path in (cfg.log, cfg.lock, cfg.err, cfg.socket):
+            path.unlink(missing_ok=True)
