@@ -254,3 +254,14 @@ def test_doctor_and_compat_name_a_linked_memory_folder(spec_dir: Path, target: P
     with pytest.raises(StorageError, match="symbolic link"):
         compat.get_session_insights_dir(spec_dir)
     assert snapshot(target) == before
+
+
+def test_a_fifo_in_place_of_a_memory_file_is_refused_without_hanging(spec_dir: Path):
+    m = Memory(spec_dir)
+    m.append_gotcha("the folder exists")
+    (memory(spec_dir) / "patterns.md").unlink(missing_ok=True)
+    os.mkfifo(memory(spec_dir) / "patterns.md")  # opened for reading it would block forever
+    with pytest.raises(StorageError, match="patterns.md is not a regular file"):
+        m.append_pattern("x")
+    with pytest.raises(StorageError, match="patterns.md is not a regular file"):
+        m.load_patterns()

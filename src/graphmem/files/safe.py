@@ -90,12 +90,12 @@ def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
             raise _link_error(path) from None
         if exc.errno == errno.EISDIR:
             raise StorageError(f"{path} is a folder, not a file") from None
+        if exc.errno == errno.ENXIO:  # a FIFO or socket with nobody on the other end
+            raise StorageError(f"{path} is not a regular file") from None
         raise
-    try:
+    try:  # O_NONBLOCK means nothing to a regular file, so it can stay set
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise StorageError(f"{path} is not a regular file")
-        if not flags & os.O_NONBLOCK:
-            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
