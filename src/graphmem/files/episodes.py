@@ -35,7 +35,7 @@ from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
-from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dir, real_dirs
+from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
 from .spec_store import CorruptFileWarning, quarantine
 
 log = logging.getLogger("graphmem.files.episodes")
