@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .files.safe import real_dir
 from .memory import Memory
 from .settings import Settings
 
@@ -72,13 +73,14 @@ def get_memory_dir(spec_dir: Path) -> Path:
     """``<spec>/memory``, created if needed."""
     path = Path(spec_dir) / "memory"
     path.mkdir(exist_ok=True)
+    real_dir(path)  # a link in its place is refused (StorageError), never used
     return path
 
 
 def get_session_insights_dir(spec_dir: Path) -> Path:
     """``<spec>/memory/session_insights``, created if needed."""
     path = get_memory_dir(spec_dir) / "session_insights"
-    path.mkdir(parents=True, exist_ok=True)
+    real_dir(path, create=True)
     return path
 
 

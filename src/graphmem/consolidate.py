@@ -32,9 +32,10 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from .errors import GraphmemError, ValidationError
+from .errors import GraphmemError, StorageError, ValidationError
 from .files.atomic import atomic_write_text
 from .files.lock import folder_lock
+from .files.safe import is_link, private_dir, read_bytes, real_dir
 from .models import normalise
 
 log = logging.getLogger("graphmem.consolidate")
@@ -97,14 +98,20 @@ def find_sessions(specs: Sequence[Path], label_spec: bool) -> list[SessionRef]:
     refs = []
     for spec in specs:
         prefix = f"{spec.name}/" if label_spec else ""
-        for p in (spec / "memory" / "session_insights").glob("session_*.json"):
+        memory, insights = spec / "memory", spec / "memory" / "session_insights"
+        if is_link(memory):  # links inside a memory folder are never followed (files/safe.py)
+            continue
+        for p in () if is_link(insights) else insights.glob("session_*.json"):
+            if is_link(p):
+                continue
             num = p.stem.removeprefix("session_").lstrip("0") or "0"
             refs.append(SessionRef(f"{prefix}session {num}", p, "insight", _mtime(p)))
-        episodes = spec / "memory" / "episodes"
-        if episodes.is_dir():
+        episodes = memory / "episodes"
+        if episodes.is_dir() and not is_link(episodes):
             for d in episodes.iterdir():
                 meta = d / "session.json"
-                if not d.name.startswith(".") and meta.is_file():
+                if not d.name.startswith(".") and not is_link(d) and not is_link(meta) \
+                        and meta.is_file():
                     refs.append(SessionRef(f"{prefix}{d.name}", meta, "episode", _mtime(meta)))
     return sorted(refs, key=lambda r: (-r.mtime, r.label))
 
@@ -119,8 +126,8 @@ def _mtime(p: Path) -> float:
 def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str]]]:
     """(active, [(category, text)]) of one session, capped at ``FACTS_PER_SESSION``."""
     try:
-        data = json.loads(ref.path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_bytes(ref.path).decode("utf-8"))
+    except (OSError, ValueError, StorageError) as exc:
         log.warning("consolidate: cannot read %s (%s); skipped", ref.path, exc)
         return False, []
     if not isinstance(data, dict):
@@ -308,7 +315,7 @@ async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessio
                       lock_timeout: float = 600.0) -> ConsolidationReport:
     """Read, dedupe, (LLM-merge) and write the summary under the global consolidation lock."""
     report = ConsolidationReport()
-    with folder_lock(Path(home), timeout=lock_timeout, name=LOCK_NAME):
+    with folder_lock(private_dir(Path(home)), timeout=lock_timeout, name=LOCK_NAME):
         refs = (await asyncio.to_thread(find_sessions, specs, label_spec))[:sessions]
         results = await collect(refs, concurrency, progress)
         facts = exact_dedupe(results, report)
@@ -326,7 +333,7 @@ async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessio
                 log.warning("consolidate: %s", report.detail)
         report.facts_written = sum(len(v) for v in groups.values())
         if report.facts_written:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            real_dir(target.parent, create=True)  # a linked memory/ or .graphmem/ is refused
             atomic_write_text(target, render(groups, report, scope))
             report.path = str(target)
         else:

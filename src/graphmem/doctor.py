@@ -27,10 +27,17 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     if ctx.spec_dir is None:
         rows.append(row("spec", "ok", "no --spec-dir given; file checks skipped"))
         return
+    from .errors import StorageError
     from .files import SpecStore
+    from .files.safe import real_dir
 
     store = SpecStore(ctx.spec_dir, ctx.project_dir)
-    if not store.memory_dir.is_dir():
+    try:
+        present = real_dir(store.memory_dir)
+    except StorageError as exc:  # a link in its place (never followed) or not a folder
+        rows.append(row("memory folder", "error", str(exc)))
+        return
+    if not present:
         rows.append(row("memory folder", "warn", f"{store.memory_dir} does not exist yet"))
         return
     rows.append(row("memory folder", "ok", str(store.memory_dir)))

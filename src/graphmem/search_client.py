@@ -171,6 +171,8 @@ def holder(cfg: ServerConfig) -> int | None:
     except OSError:
         return None  # no lock file: no server (a server creates it)
     try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return None  # another user's file: not our server (and ``spawn`` will not start one)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -184,13 +186,26 @@ def holder(cfg: ServerConfig) -> int | None:
         os.close(fd)
 
 
+def _ours(path: Path) -> bool:
+    """Absent, or a file of ours that is not a link: ``$TMPDIR`` is shared with other users, who
+    could leave a file under our name to read the server's log or to hold its lock."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not os.path.islink(path)
+
+
 def spawn(cfg: ServerConfig) -> int | None:
     """Start a detached server for ``cfg`` unless one holds the lock or one failed lately.
 
     Returns the new process id, or None. Two CLIs racing here may both start one: the loser
     finds the lock taken and exits at once (see ``search_server.serve``).
     """
-    if cfg.mode != "auto" or holder(cfg) is not None:
+    if cfg.mode != "auto" or holder(cfg) is not None or not all(
+            _ours(p) for p in (cfg.socket, cfg.lock, cfg.log, cfg.err)):
         return None
     try:
         import time

@@ -215,6 +215,11 @@ def _take_lock(cfg: ServerConfig) -> int | None:
         fd = os.open(cfg.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         raise StorageError(f"cannot open the search server's lock {cfg.lock}: {exc}") from None
+    owner = os.fstat(fd).st_uid
+    if owner != os.getuid():  # $TMPDIR is shared: another user's file under our name
+        os.close(fd)
+        raise StorageError(f"refusing to use {cfg.lock}: it belongs to uid {owner}, not to you "
+                           f"(uid {os.getuid()}); remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .safe import open_fd, open_file
+
 
 def fsync_dir(folder: Path) -> None:
     """Make a rename or a new file in ``folder`` durable."""
@@ -64,7 +66,7 @@ def append_line(path: Path, line: str) -> None:
     readers drop a final line that lacks its newline (``repair_tail`` truncates it on the next write).
     """
     data = (line.rstrip("\n") + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # never appends through a link
     try:
         os.write(fd, data)
         os.fdatasync(fd)
@@ -73,9 +75,12 @@ def append_line(path: Path, line: str) -> None:
 
 
 def repair_tail(path: Path) -> bool:
-    """Truncate a torn final line (no trailing newline). Returns True when something was cut."""
+    """Truncate a torn final line (no trailing newline). Returns True when something was cut.
+
+    A link in ``path``'s place is refused (``StorageError``): its target is never cut.
+    """
     try:
-        with open(path, "rb+") as f:
+        with open_file(path, "rb+") as f:
             size = f.seek(0, os.SEEK_END)
             if size == 0:
                 return False

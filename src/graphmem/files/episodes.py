@@ -35,6 +35,7 @@ from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
+from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
 from .spec_store import CorruptFileWarning, quarantine
 
 log = logging.getLogger("graphmem.files.episodes")
@@ -86,7 +87,8 @@ class EpisodeStore:
     def __init__(self, spec_dir: Path, fsync: bool = True):
         self.spec_dir = Path(spec_dir).resolve()
         self.fsync = fsync  # False: one write(2) per batch, no fdatasync (settings.episodes.fsync)
-        self.root = self.spec_dir / "memory" / "episodes"
+        self.memory_dir = self.spec_dir / "memory"
+        self.root = self.memory_dir / "episodes"
         self._locks = self.root / ".locks"
         self._tails: dict[Path, _Tail] = {}
         self._meta: dict[str, tuple[int, int, dict]] = {}
@@ -114,20 +116,25 @@ class EpisodeStore:
 
     def lock(self, sid: str):
         """The cross-process lock of one session (shared with the sessions of its hash bucket)."""
+        real_dirs(self.memory_dir, self.root, self._locks, create=True)  # links refused, not followed
         return folder_lock(self._locks, name=self._paths(sid)[4])
+
+    def _real_folder(self, sid: str) -> bool:
+        """Whether the session's folder exists; a link on the way to it is a ``StorageError``."""
+        return real_dirs(self.memory_dir, self.root, self._paths(sid)[0])
 
     def session_ids(self) -> list[str]:
         """Every session folder that holds a ``session.json``."""
-        if not self.root.is_dir():
+        if not real_dirs(self.memory_dir, self.root):
             return []
-        return sorted(p.name for p in self.root.iterdir()
-                      if not p.name.startswith(".") and (p / "session.json").is_file())
+        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith(".")
+                      and not is_link(p) and not is_link(p / "session.json")
+                      and (p / "session.json").is_file())
 
     # ---- session metadata -----------------------------------------------------------------
     def create_session(self, meta: dict) -> None:
         """Create the session folder and its ``session.json``; an existing id is refused."""
         sid = meta["session_id"]
-        self.root.mkdir(parents=True, exist_ok=True)
         with self.lock(sid):
             try:
                 self.session_dir(sid).mkdir()
@@ -143,16 +150,15 @@ class EpisodeStore:
     def read_session(self, sid: str) -> dict | None:
         """The session's metadata, or None when there is no such session (cached by mtime)."""
         path = self.session_file(sid)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
+        st = file_stat(path) if self._real_folder(sid) else None
+        if st is None:
             self._meta.pop(sid, None)
             return None
         cached = self._meta.get(sid)
         if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
             return dict(cached[2])
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            data = json.loads(read_bytes(path).decode("utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
         except FileNotFoundError:
@@ -210,10 +216,7 @@ class EpisodeStore:
         if not records:
             return [], 0
         tail = self._tails.get(path)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            st = None
+        st = file_stat(path)  # a link in the file's place is refused: lines never go through it
         if st is not None and tail and tail.ino == st.st_ino and tail.size == st.st_size:
             start = tail.lines  # unchanged since our own last append, which ended with a newline
         else:
@@ -224,7 +227,7 @@ class EpisodeStore:
         fd = self._take_fd(path, st.st_ino) if st is not None else None
         fresh = fd is None
         if fresh:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             if st is None or fresh:
                 st = os.fstat(fd)
@@ -284,16 +287,15 @@ class EpisodeStore:
 
     def _count(self, path: Path) -> int:
         """Lines in ``path``, reading only what was appended since the last count."""
-        try:
-            st = path.stat()
-        except FileNotFoundError:
+        st = file_stat(path)
+        if st is None:
             return 0
         tail = self._tails.get(path)
         if tail and tail.ino == st.st_ino and tail.size == st.st_size:
             return tail.lines
         start, lines = (tail.size, tail.lines) if tail and tail.ino == st.st_ino \
             and tail.size < st.st_size else (0, 0)
-        with open(path, "rb") as f:
+        with open_file(path) as f:
             f.seek(start)
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 lines += chunk.count(b"\n")
@@ -301,14 +303,15 @@ class EpisodeStore:
         return lines
 
     def _repair(self, path: Path) -> bool:
-        """Cut a torn last line (caller holds the lock), keeping its bytes in a side file."""
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return False
+        """Cut a torn last line (caller holds the lock), keeping its bytes in a side file.
+
+        A link in the file's place is refused (``StorageError``): its target is never cut.
+        """
+        st = file_stat(path)
+        size = st.st_size if st else 0
         if size == 0:
             return False
-        with open(path, "rb+") as f:
+        with open_file(path, "rb+") as f:
             f.seek(size - 1)
             if f.read(1) == b"\n":
                 return False
@@ -321,7 +324,10 @@ class EpisodeStore:
             f.seek(cut)
             torn = f.read()
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-            path.with_name(f"{path.name}.corrupt-torn-{stamp}").write_bytes(torn)
+            side = open_fd(path.with_name(f"{path.name}.corrupt-torn-{stamp}"),
+                           os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(side, "wb") as out:
+                out.write(torn)
             f.truncate(cut)
             f.flush()
             os.fsync(f.fileno())
@@ -339,7 +345,9 @@ class EpisodeStore:
         """
         path = self.session_dir(sid) / name
         try:
-            raw = path.read_bytes()
+            if not self._real_folder(sid):
+                return []
+            raw = read_bytes(path)
         except FileNotFoundError:
             return []
         if raw and not raw.endswith(b"\n"):
@@ -348,7 +356,7 @@ class EpisodeStore:
             else:
                 with self.lock(sid):  # a writer may be mid-append: decide only under the lock
                     self._repair(path)
-            raw = path.read_bytes()
+            raw = read_bytes(path)
             raw = raw[: raw.rfind(b"\n") + 1]
         out = []
         for n, line in enumerate(raw.split(b"\n")[:-1], 1):
@@ -368,7 +376,7 @@ class EpisodeStore:
         """(turns bytes, steps bytes, session.json mtime ns): what the index compares to notice changes."""
         folder = self.session_dir(sid)
         try:
-            mtime = (folder / "session.json").stat().st_mtime_ns
+            mtime = os.lstat(folder / "session.json").st_mtime_ns
         except FileNotFoundError:
             mtime = 0
         return _size(folder / TURNS), _size(folder / STEPS), mtime
@@ -482,6 +490,6 @@ def _close_all(fds: dict, lock: threading.Lock) -> None:
 
 def _size(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return os.lstat(path).st_size  # a link's own size: links are never followed
     except FileNotFoundError:
         return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import StorageError
+from .safe import open_fd
 
 LOCK_NAME = ".graphmem.lock"
 
@@ -33,7 +34,8 @@ class _Lock:
         if self.fd is not None and self.pid == os.getpid():
             return self.fd
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW (via open_fd): a planted link, dangling or not, is refused, never created through
+        self.fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
         self.pid = os.getpid()
         return self.fd
 
@@ -66,7 +68,7 @@ class _Lock:
                     delay = min(delay * 2, 0.01)
                     continue
                 try:  # the file we locked must still be the one at the path
-                    same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                    same = os.fstat(fd).st_ino == os.lstat(self.path).st_ino
                 except FileNotFoundError:
                     same = False
                 if same:

@@ -21,6 +21,7 @@ from typing import Iterable
 from ..models import MemoryItem
 from .atomic import append_line, atomic_write_text, repair_tail
 from .lock import folder_lock
+from .safe import file_stat, read_bytes, real_dir
 
 log = logging.getLogger("graphmem.outbox")
 
@@ -43,6 +44,7 @@ class Outbox:
         line = json.dumps({"entry": entry, "queued_at": datetime.now(timezone.utc).isoformat(),
                            "error": error[:500], "items": [i.model_dump(mode="json") for i in items]},
                           ensure_ascii=False)
+        real_dir(self.memory_dir, create=True)  # a link in its place is refused, never followed
         with folder_lock(self.memory_dir):
             repair_tail(self.path)
             append_line(self.path, line)
@@ -52,7 +54,9 @@ class Outbox:
         """Every readable entry, oldest first. A torn or unreadable line is logged and skipped
         here but stays in the file until ``remove`` rewrites it aside."""
         try:
-            raw = self.path.read_text(encoding="utf-8", errors="replace")
+            if not real_dir(self.memory_dir):
+                return []
+            raw = read_bytes(self.path).decode("utf-8", errors="replace")
         except FileNotFoundError:
             return []
         out = []
@@ -83,11 +87,11 @@ class Outbox:
     def remove(self, entry_ids: Iterable[str]) -> None:
         """Drop entries that reached the graph; entries added meanwhile are kept."""
         done = set(entry_ids)
-        if not done or not self.path.exists():
+        if not done or not real_dir(self.memory_dir) or not file_stat(self.path):
             return
         with folder_lock(self.memory_dir):
             try:
-                raw = self.path.read_text(encoding="utf-8", errors="replace")
+                raw = read_bytes(self.path).decode("utf-8", errors="replace")
             except FileNotFoundError:
                 return
             keep = []

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import threading
 import warnings
 from dataclasses import dataclass
@@ -24,7 +23,9 @@ from typing import Any, Iterator
 
 from ..models import MemoryItem, normalise, parse_iso, stable_id
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
+from .clear import clear_memory_folder
 from .lock import folder_lock
+from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
 
 log = logging.getLogger("graphmem.files")
 
@@ -86,15 +87,22 @@ class SpecStore:
 
     # ---- helpers -------------------------------------------------------------------------
     def lock(self):
-        """The cross-process lock for this memory folder."""
+        """The cross-process lock for this memory folder (created, and refused when a link)."""
+        real_dir(self.memory_dir, create=True)
         return folder_lock(self.memory_dir)
+
+    def _has_memory_dir(self) -> bool:
+        """Whether the memory folder exists; a link in its place is a ``StorageError``."""
+        return real_dir(self.memory_dir)
 
     def _scope(self) -> tuple[str, str]:
         return str(self.project_dir), str(self.spec_dir)
 
     def _read_json(self, path: Path) -> Any | None:
         try:
-            raw = path.read_bytes()
+            if not real_dir(path.parent):
+                return None
+            raw = read_bytes(path)
         except FileNotFoundError:
             return None
         try:
@@ -123,16 +131,18 @@ class SpecStore:
             data.setdefault(key, value)
         path = self.session_file(session_num)
         with self.lock():
-            self.insights_dir.mkdir(parents=True, exist_ok=True)
+            real_dir(self.insights_dir, create=True)
             atomic_write_json(path, data)
         return path, data
 
     def load_all_insights(self) -> list[dict]:
         """Every readable session file, oldest first."""
-        if not self.insights_dir.is_dir():
+        if not real_dirs(self.memory_dir, self.insights_dir):
             return []
         out = []
         for path in sorted(self.insights_dir.glob("session_*.json"), key=_session_order):
+            if is_link(path):
+                continue
             data = self._read_json(path)
             if isinstance(data, dict):
                 out.append(data)
@@ -171,16 +181,15 @@ class SpecStore:
             return self._refresh_locked(path)
 
     def _refresh_locked(self, path: Path) -> _BulletCache:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
+        st = file_stat(path) if self._has_memory_dir() else None
+        if st is None:
             _BULLETS.pop(path, None)
             return _EMPTY
         ident = (st.st_dev, st.st_ino)
         cache = _BULLETS.get(path)
         if cache and cache.ident == ident and cache.size == st.st_size and cache.mtime_ns == st.st_mtime_ns:
             return cache
-        with open(path, "rb") as f:
+        with open_file(path) as f:
             start = 0
             if cache and cache.ident == ident and 0 < cache.size < st.st_size:
                 f.seek(cache.size - len(cache.tail))
@@ -221,7 +230,8 @@ class SpecStore:
             cache = self._refresh_bullets(kind)
             if normalise(text) in cache.seen:
                 return False
-            if not path.exists() or path.stat().st_size == 0:
+            st = file_stat(path)
+            if st is None or st.st_size == 0:
                 atomic_write_text(path, HEADERS[kind][1] + f"- {text}\n")
             else:
                 append_line(path, f"- {text}")
@@ -236,12 +246,11 @@ class SpecStore:
 
     # ---- whole folder --------------------------------------------------------------------
     def clear(self) -> None:
-        """Delete the spec's memory folder."""
+        """Delete the files graphmem wrote in the spec's memory folder (see ``files.clear``)."""
+        if not self._has_memory_dir():  # a link in its place is refused here, its target untouched
+            return
         with self.lock():
-            for child in self.memory_dir.iterdir() if self.memory_dir.is_dir() else ():
-                if child.name == ".graphmem.lock":
-                    continue
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            clear_memory_folder(self.memory_dir)
 
     def corrupt_files(self) -> list[Path]:
         """Files moved aside as corrupt, for ``graphmem doctor``."""

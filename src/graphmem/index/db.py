@@ -8,12 +8,14 @@ and records it in ``schema_versions``. The database is derived data: deleting it
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
 from ..errors import StorageError
+from ..files.safe import private_dir, tighten
 
 MIGRATIONS: dict[str, list[tuple[int, str]]] = {}
 _apply_lock = threading.Lock()
@@ -48,7 +50,8 @@ def connect(home: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open the home's database (WAL, foreign keys on) with every registered migration applied."""
     path = db_path(home)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
+        _private_files(path)
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise StorageError(f"cannot open the index database {path}: {exc}") from None
@@ -60,6 +63,23 @@ def connect(home: Path, *, readonly: bool = False) -> sqlite3.Connection:
     if not readonly:
         migrate(conn)
     return conn
+
+
+def _private_files(path: Path) -> None:
+    """The database and its ``-wal``/``-shm`` are the user's alone (0600).
+
+    SQLite creates a database 0644 (less the umask) and gives ``-wal``/``-shm`` the database's
+    own mode, so creating the empty database 0600 first is enough for new homes; files an older
+    graphmem made are tightened.
+    """
+    # Only when absent (O_EXCL): closing a descriptor of a database this process has open would
+    # drop SQLite's POSIX locks on it. An empty file is a valid new database.
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        tighten(path.with_name(path.name + suffix), 0o600)
 
 
 def migrate(conn: sqlite3.Connection) -> None:

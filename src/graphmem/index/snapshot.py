@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..files.safe import private_dir
 from ..models import KINDS
 from .ivf import Partition
 
@@ -171,7 +172,7 @@ def _permute(rows: Rows, order: np.ndarray) -> Rows:
 
 def save(home: Path, base: Base, instance: str | None) -> None:
     """Write the base to a fresh folder, then point ``CURRENT`` at it (atomic for readers)."""
-    root = Path(home) / CACHE_DIR
+    root = private_dir(Path(home) / CACHE_DIR)  # derived from private memory: 0700, like the home
     name = f"base-{base.gen}-{os.getpid()}-{id(base):x}"
     tmp = root / f".{name}.tmp"
     tmp.mkdir(parents=True, exist_ok=True)
