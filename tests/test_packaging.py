@@ -27,14 +27,16 @@ def test_every_folder_of_the_package_is_declared_with_its_data():
     data = SETUPTOOLS.get("package-data", {})
     for package in sorted(declared):
         root = _package_folder(package)
-        for folder in [p for p in root.iterdir() if p.is_dir() and p.name.isidentifier() and not p.name.startswith("__")]:
+        folders = [p for p in root.iterdir()
+                   if p.is_dir() and p.name.isidentifier() and not p.name.startswith("__")]
+        for folder in folders:
             if any(f.is_file() for f in folder.iterdir()):
                 assert f"{package}.{folder.name}" in declared, f"{folder} is not in packages"
         loose = sorted(f.name for f in root.iterdir() if f.is_file() and f.suffix != ".py")
         if loose:
             patterns = data.get(package, [])
             for name in loose:
-                assert any(Path(name).match(p) for p in patterns), f"{package}: {name} not in package-data"
+                assert any(Path(name).match(p) for p in patterns), f"{package}: {name} undeclared"
 
 
 def test_licence_is_an_spdx_string_with_its_file():
