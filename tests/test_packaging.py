@@ -52,3 +52,9 @@ def test_mcp_floor_has_the_server_api_graphmem_imports():
     deps = [d.replace(" ", "") for d in PYPROJECT["project"]["dependencies"]]
     assert any(d.startswith("mcp>=2.1") for d in deps), deps
     from mcp.server.mcpserver.exceptions import UnexpectedToolError  # noqa: F401 - the floor's reason
+
+
+def test_version_has_one_source():
+    """pyproject reads the version from graphmem.__version__ (what ``--version`` prints)."""
+    assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
+    assert SETUPTOOLS["dynamic"]["version"] == {"attr": "graphmem.__version__"}
