@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 from pathlib import Path
 
 from .cli import _console, _emit, _memory, _spec_args, command, status
