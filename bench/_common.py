@@ -55,3 +55,13 @@ def write_json(name: str, data: dict) -> Path:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def need(path: Path, what: str, variable: str) -> None:
+    """Exit 0 with a line saying what to set when material from outside the repository (the
+    ../shared folder) is absent: ``make bench`` on a fresh clone runs what it can."""
+    if not Path(path).exists():
+        import sys
+
+        print(f"skipped: {what} not found at {path}; set {variable} to run this benchmark")
+        sys.exit(0)

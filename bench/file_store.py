@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, timed, write_json  # noqa: E402
+from _common import need, pct, table, timed, write_json  # noqa: E402
 
 SIZES = (100, 1_000, 10_000)
+REFERENCE = Path(os.environ.get("GRAPHMEM_REFERENCE_DIR")
+                 or Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+                 ) / "auto-claude-memory.py.txt"
 
 
 def load_reference(tmp: Path):
-    base = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
-    text = (base / "auto-claude-memory.py.txt").read_text()
+    text = REFERENCE.read_text()
     mod_path = tmp / "reference_memory.py"
     mod_path.write_text(text[text.index("#!/usr/bin/env python3"):])
     spec = importlib.util.spec_from_file_location("reference_memory", mod_path)
@@ -107,6 +110,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=200)
     args = ap.parse_args()
+    need(REFERENCE, "the reference memory module", "GRAPHMEM_REFERENCE_DIR")
     res = run(args.reps)
     rows = []
     for n, r in res.items():

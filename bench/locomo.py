@@ -21,11 +21,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
+from _common import need, pct, table, write_json  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 if not DATA.exists():
     DATA = Path("/work/shared/data/locomo-dev.json")
+DATA = Path(os.environ.get("GRAPHMEM_LOCOMO_DATA") or DATA)
 TUNED = (0, 1, 2)  # conversations the ranking parameters were chosen on
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -161,6 +162,7 @@ def main() -> int:
     ap.add_argument("--graph", action="store_true",
                     help="graph on (embedded FalkorDB): searches fuse graph and local hits")
     args = ap.parse_args()
+    need(args.data, "the LoCoMo data (locomo-dev.json)", "GRAPHMEM_LOCOMO_DATA or pass --data")
     from graphmem import Memory, Settings
 
     data = load(args.data)

@@ -33,12 +33,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
+from _common import need, pct, table, write_json  # noqa: E402
 
 DATA = Path("/work/shared/data/locomo-dev.json")
 for cand in (Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json",):
     if cand.exists():
         DATA = cand
+DATA = Path(os.environ.get("GRAPHMEM_LOCOMO_DATA") or DATA)
 
 
 def turns_and_questions(sample: dict) -> tuple[list[str], list[str], list[tuple[str, set[str]]]]:
@@ -217,6 +218,7 @@ def main() -> None:
     ap.add_argument("--options", action="store_true",
                     help="also time bge per ONNX session option (threads, graph optimisation)")
     args = ap.parse_args()
+    need(DATA, "the LoCoMo data (locomo-dev.json)", "GRAPHMEM_LOCOMO_DATA")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     load_before = os.getloadavg()[0]
     from graphmem.providers import local

@@ -11,13 +11,16 @@ import pytest
 from graphmem import compat
 from graphmem import Memory
 
-from reference_impl import load_reference
+from reference_impl import load_reference, reference_file, skip_reason
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reference_spec"
 
 
 @pytest.fixture
 def ref(tmp_path):
+    """The reference module; tests that need it skip (saying what to set) when it is absent."""
+    if reference_file() is None:
+        pytest.skip(skip_reason())
     return load_reference(tmp_path / "refmod")
 
 
@@ -104,6 +107,29 @@ def test_files_are_byte_compatible_with_reference_output(ref, tmp_path):
     ja["_metadata"].pop("last_updated"), jb["_metadata"].pop("last_updated")
     assert ja == jb
     assert list(jb) == sorted(jb)  # keys sorted like the reference
+
+
+def test_session_discoveries_stay_in_the_session_file_as_in_the_reference(ref, tmp_path):
+    """The reference's save_session_insights writes only session_NNN.json: files_understood,
+    patterns_found and gotchas_encountered reach neither the map nor the bullet files. graphmem
+    does the same, and the README's table of what is kept says so."""
+    insights = {"discoveries": {"files_understood": {"src/db.py": "connection pool"},
+                                "patterns_found": ["pool per worker"],
+                                "gotchas_encountered": ["close the pool"]}}
+    a, b = tmp_path / "a" / "s" / "1", tmp_path / "b" / "s" / "1"
+    a.mkdir(parents=True), b.mkdir(parents=True)
+    for spec, mod in ((a, ref), (b, compat)):
+        mod.update_codebase_map(spec, {"src/app.py": "entry point"})
+        mod.save_session_insights(spec, 1, insights)
+    for name in ("load_codebase_map", "load_patterns", "load_gotchas"):
+        assert getattr(compat, name)(b) == getattr(ref, name)(a), name
+    assert compat.load_codebase_map(b) == {"src/app.py": "entry point"}
+    assert compat.load_all_insights(b)[0]["discoveries"] == insights["discoveries"]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    kept = [line for line in readme.splitlines() if line.startswith("| ") and "/memory/" in line]
+    for line in kept:
+        if any(name in line for name in ("codebase_map.json", "patterns.md", "gotchas.md")):
+            assert "session discoveries" not in line, line
 
 
 def test_compat_has_reference_signatures(ref):

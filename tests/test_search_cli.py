@@ -38,10 +38,20 @@ def test_search_context_and_reindex_from_the_command_line(tmp_path: Path):
     where = Path(json.loads(run_cli("search", "stripe", "--project-dir", str(project),
                                    "--json").stdout)[0]["project"])
     assert where == project.resolve()
-    r = run_cli("reindex", "--project", str(project), "--json")
+    r = run_cli("reindex", "--project-dir", str(project), "--json")
     assert r.returncode == 0, r.stderr
     counts = json.loads(r.stdout)
     assert counts["items"] == 2 and counts["specs"] == 1 and counts["embedded"] == 0
+    assert r.stderr == ""
+
+
+def test_reindex_old_project_spelling_still_works_with_a_warning(tmp_path: Path):
+    _, project = _project(tmp_path)
+    r = run_cli("reindex", "--project", str(project), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["project"] == str(project.resolve())
+    assert "--project is deprecated; use --project-dir" in r.stderr
+    assert "--project " not in run_cli("reindex", "--help").stdout.replace("--project-dir", "")
 
 
 def test_cli_rejects_garbage_with_one_clear_line(tmp_path: Path):
@@ -53,7 +63,7 @@ def test_cli_rejects_garbage_with_one_clear_line(tmp_path: Path):
              (["search", "x", "--scope", "spec", "--project-dir", str(project)], "scope"),
              (["context", "x", "--project-dir", str(project), "--max-tokens", "0"], "max_tokens"),
              (["search", "x", "--project-dir", str(tmp_path / "missing")], "not found"),
-             (["reindex", "--project", str(tmp_path / "missing")], "not found")]
+             (["reindex", "--project-dir", str(tmp_path / "missing")], "not found")]
     for args, needle in cases:
         r = run_cli(*args)
         assert r.returncode != 0, args

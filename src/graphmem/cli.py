@@ -39,10 +39,46 @@ def _memory(args: argparse.Namespace):
     return Memory(args.spec_dir, args.project_dir)
 
 
-def _console():
+def _console(stderr: bool = False):
+    """A rich console; when its stream is not a terminal, long lines (paths) are never wrapped."""
     from rich.console import Console
 
-    return Console()
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, soft_wrap=not stream.isatty())
+
+
+def print_table(console, table) -> None:
+    """Print a rich table; piped, it takes the width of its content, so no cell is cut or folded."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    width = Measurement.get(console, console.options.update_width(1_000_000), table).maximum
+    Console(file=console.file, soft_wrap=True, width=max(width, 20), color_system=None,
+            highlight=False).print(table)
+
+
+def status(text: str):
+    """A spinner on stderr while slow work runs, only when stderr is a terminal (stdout stays
+    clean for pipes); elsewhere a no-op context."""
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    return _console(stderr=True).status(text)
+
+
+def deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kw) -> None:
+    """Accept ``old`` (hidden from help) as ``new`` for one more release, with a warning."""
+
+    class Alias(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"graphmem: warning: {old} is deprecated; use {new}", file=sys.stderr)
+            setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+    p.add_argument(old, dest=dest, action=Alias, help=argparse.SUPPRESS, **kw)
 
 
 def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], None]) -> int:
@@ -73,9 +109,42 @@ def _cmd_summary(args):
 command("summary", "counts and recent sessions for a spec")(_cmd_summary)(_spec_args)
 
 
+def _show_value(c, value: Any, indent: str) -> None:
+    """One insight field: strings inline, lists as bullets, mappings as ``key: value`` lines."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if isinstance(inner, (list, dict)):
+                if inner:
+                    c.print(f"{indent}{key}:", markup=False, highlight=False)
+                    _show_value(c, inner, indent + "  ")
+            else:
+                c.print(f"{indent}{key}: {inner}", markup=False, highlight=False)
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (list, dict)):
+                _show_value(c, item, indent + "  ")
+            else:
+                c.print(f"{indent}- {item}", markup=False, highlight=False)
+    else:
+        c.print(f"{indent}{value}", markup=False, highlight=False)
+
+
+def _show_insights(sessions: list[dict]) -> None:
+    c = _console()
+    if not sessions:
+        c.print("No session insights.")
+    for ins in sessions:
+        c.rule(f"[bold]Session {ins.get('session_number', '?')}[/] {ins.get('timestamp') or ''}")
+        for field, value in ins.items():
+            if field in ("session_number", "timestamp") or value in (None, "", [], {}):
+                continue
+            c.print(f"[bold]{field.replace('_', ' ')}[/]")
+            _show_value(c, value, "  ")
+
+
 def _cmd_insights(args):
     with _memory(args) as m:
-        return _emit(args, m.load_all_insights(), lambda d: _console().print_json(data=d))
+        return _emit(args, m.load_all_insights(), _show_insights)
 
 
 command("insights", "every session's insights")(_cmd_insights)(_spec_args)
@@ -91,7 +160,7 @@ def _cmd_map(args):
         t = Table("file", "purpose")
         for path, purpose in sorted(d.items()):
             t.add_row(path, purpose)
-        _console().print(t)
+        print_table(_console(), t)
     return _emit(args, data, show)
 
 
@@ -128,12 +197,13 @@ def _cmd_clear(args):
             print("graphmem: refusing to clear without confirmation; pass --yes", file=sys.stderr)
             return 2
         if input(f"Clear all memory for {args.spec_dir.name}? (yes/no): ").strip().lower() != "yes":
-            print("Cancelled.")
+            _emit(args, {"cleared": False, "spec_dir": str(args.spec_dir.resolve())},
+                  lambda d: print("Cancelled."))
             return 1
     with m:
         m.clear()
-    print("Memory cleared.")
-    return 0
+    return _emit(args, {"cleared": True, "spec_dir": str(args.spec_dir.resolve())},
+                 lambda d: print("Memory cleared."))
 
 
 command("clear", "delete a spec's memory (asks first; --yes to skip)")(_cmd_clear)(_clear_args)
@@ -147,7 +217,8 @@ def _doctor_args(p):
 def _cmd_doctor(args):
     from .doctor import run_doctor
 
-    report = run_doctor(args.spec_dir, args.project_dir, check=args.check)
+    with status("checking providers (loads the models)" if args.check else "checking"):
+        report = run_doctor(args.spec_dir, args.project_dir, check=args.check)
 
     def show(r):
         c = _console()
@@ -190,6 +261,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     command, only that command's module is loaded."""
     _load_command_modules(argv)
     parser = argparse.ArgumentParser(prog="graphmem", description="Memory for coding agents.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"graphmem {__version__}")
     sub = parser.add_subparsers(dest="cmd", metavar="COMMAND")
     for name, (fn, add_args, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from .cli import _console, _emit, _memory, _spec_args, command
+from .cli import _console, _emit, _memory, _spec_args, command, status
 
 
 def _db_args(p: argparse.ArgumentParser) -> None:
@@ -67,16 +68,68 @@ def _cmd_db(args: argparse.Namespace) -> int:
 command("db", "start, stop or show the embedded FalkorDB graph server")(_cmd_db)(_db_args)
 
 
+def _outbox_specs(project_dir: Path | None) -> list[tuple[Path, Path]]:
+    """(spec, project) of every spec folder with a queued graph outbox: in ``project_dir``, or in
+    every project the home's index has registered (the projects ``reindex`` and writes know)."""
+    from .files.outbox import OUTBOX_NAME
+    from .index.db import db_path
+    from .index.store import LocalIndex
+    from .search import spec_folders
+    from .settings import Settings
+
+    if project_dir is not None:
+        projects = [project_dir.resolve()]
+    else:
+        home = Settings.load().home
+        if not db_path(home).exists():  # nothing written in this home yet: nothing queued
+            return []
+        index = LocalIndex(home)
+        try:
+            projects = [Path(p["path"]) for p in index.projects()]
+        finally:
+            index.close()
+    return [(spec, project) for project in projects if project.is_dir()
+            for spec in spec_folders(project) if (spec / "memory" / OUTBOX_NAME).exists()]
+
+
+def _sync_all(args: argparse.Namespace) -> dict:
+    """Replay every queued outbox of the home (or of ``--project-dir``)."""
+    from .errors import NotFoundError
+    from .memory import Memory
+
+    if args.project_dir is not None and not args.project_dir.is_dir():
+        raise NotFoundError(f"project folder not found: {args.project_dir}")
+    specs = []
+    with status("replaying graph outboxes"):
+        for spec, project in _outbox_specs(args.project_dir):
+            with Memory(spec, project) as m:
+                specs.append(dict(m.sync(), spec_dir=str(spec)))
+    return {"specs": specs, "replayed": sum(s["replayed"] for s in specs),
+            "remaining": sum(s["remaining"] for s in specs),
+            "graph": "; ".join(sorted({s["graph"] for s in specs})) or "nothing queued"}
+
+
 def _cmd_sync(args: argparse.Namespace) -> int:
-    with _memory(args) as m:
-        data = m.sync()
+    if args.spec_dir is None:
+        data = _sync_all(args)
+    else:
+        with _memory(args) as m, status("replaying the graph outbox"):
+            data = m.sync()
 
     def show(d: dict) -> None:
+        for s in d.get("specs", []):
+            print(f"{s['spec_dir']}: replayed {s['replayed']} item(s); {s['remaining']} still "
+                  f"queued (graph: {s['graph']})")
         print(f"graph: {d['graph']}; replayed {d['replayed']} item(s); "
               f"{d['remaining']} still queued")
     _emit(args, data, show)
     return 0 if data["remaining"] == 0 else 1
 
 
-command("sync", "replay a spec's graph outbox (writes queued while the graph was down)")(
-    _cmd_sync)(_spec_args)
+def _sync_args(p: argparse.ArgumentParser) -> None:
+    _spec_args(p, required=False)
+
+
+command("sync", "replay the graph outbox of a spec, of --project-dir, or (neither given) of "
+        "every project in the home (writes queued while the graph was down)")(
+    _cmd_sync)(_sync_args)

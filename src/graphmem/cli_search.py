@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import _console, _emit, command
+from .cli import _console, _emit, command, deprecated_alias, status
 
 KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
 # literal here so that building the parser does not import pydantic
@@ -104,14 +104,16 @@ RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", 
 
 
 def show_hits(rows: list[dict], console) -> None:
-    """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``)."""
+    """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
+    Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
+    wrap = {"soft_wrap": not console.is_terminal}
     if not rows:
         console.print("No matching memories.")
     for i, h in enumerate(rows, 1):
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
-                      f"{h['backend']}[/]")
-        console.print(f"    {h['text']}", markup=False, highlight=False)
-        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False)
+                      f"{h['backend']}[/]", **wrap)
+        console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
+        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:
@@ -135,7 +137,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                                      "rerank": args.rerank, "render": _render_remotely(args)})
     data = answer.get("hits") if answer else None
     if data is None:
-        with _open(args) as m:
+        with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank)
         data = [h.model_dump(mode="json") for h in hits]
@@ -166,7 +168,7 @@ def _cmd_context(args: argparse.Namespace) -> int:
                                      "max_tokens": args.max_tokens})
     text = answer.get("context") if answer else None
     if text is None:
-        with _open(args) as m:
+        with _open(args) as m, status("searching (a first search loads the models)"):
             text = m.context(args.task, max_tokens=args.max_tokens)
     else:
         cfg = None
@@ -183,19 +185,20 @@ command("context", "markdown of relevant memories for a task, ready for a prompt
 
 
 def _reindex_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--project", type=Path, default=None,
+    p.add_argument("--project-dir", type=Path, default=None,
                    help="project root to rebuild from its memory folders (default: current folder)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    deprecated_alias(p, "--project", "--project-dir", "project_dir", type=Path)
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
     from .errors import NotFoundError
     from .memory import Memory
 
-    project = args.project or Path.cwd()
+    project = args.project_dir or Path.cwd()
     if not project.is_dir():
         raise NotFoundError(f"project folder not found: {project}")
-    with Memory(None, project) as m:
+    with Memory(None, project) as m, status(f"reindexing {project} (embeds what changed)"):
         counts = m.reindex()
     return _emit(args, counts, lambda c: print(
         f"Reindexed {c['items']} items from {c['specs']} spec folder(s) of {c['project']} "

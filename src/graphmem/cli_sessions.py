@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import _console, _emit, _spec_args, command
+from .cli import _console, _emit, _spec_args, command, deprecated_alias, print_table
 
 
 def _open(args: argparse.Namespace):
@@ -49,7 +49,10 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
             prompt = (r["first_prompt"] or "").replace("\n", " ")
             t.add_row(_when(r["started_at"]), r["status"], str(r["turns"]), str(r["total_tokens"]),
                       prompt[:80] + ("…" if len(prompt) > 80 else ""), r["session_id"])
-        _console().print(t if rows else "No sessions.")
+        if rows:
+            print_table(_console(), t)
+        else:
+            _console().print("No sessions.")
     return _emit(args, rows, show)
 
 
@@ -85,13 +88,14 @@ command("session", "one session's turns and steps")(_cmd_session)(_session_args)
 
 
 def _consolidate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--project", action="store_true",
+    p.add_argument("--whole-project", action="store_true",
                    help="every spec folder of the project, into <project>/.graphmem/memory_summary.md")
     p.add_argument("--sessions", type=int, default=50,
                    help="how many of the most recent sessions to read (default 50)")
     p.add_argument("--concurrency", type=int, default=8,
                    help="session files read at once (default 8)")
     _spec_args(p, required=False)
+    deprecated_alias(p, "--project", "--whole-project", "whole_project", nargs=0)
 
 
 def _cmd_consolidate(args: argparse.Namespace) -> int:
@@ -100,7 +104,7 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
     if sys.stderr.isatty() and not args.json:
         from rich.progress import Progress
 
-        bar = Progress(transient=True, console=_console_err())
+        bar = Progress(transient=True, console=_console(stderr=True))
         task = bar.add_task("reading sessions", total=None)
 
         def progress(done: int, total: int) -> None:  # noqa: F811 - set only on a terminal
@@ -108,10 +112,10 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
     with _open(args) as m:
         if bar is not None:
             with bar:
-                report = m.consolidate(args.sessions, args.concurrency, args.project,
+                report = m.consolidate(args.sessions, args.concurrency, project=args.whole_project,
                                        progress=progress)
         else:
-            report = m.consolidate(args.sessions, args.concurrency, args.project)
+            report = m.consolidate(args.sessions, args.concurrency, project=args.whole_project)
 
     def show(r):
         c = _console()
@@ -124,12 +128,6 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
         if r["detail"]:
             c.print(r["detail"], markup=False, highlight=False)
     return _emit(args, report, show)
-
-
-def _console_err():
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 command("consolidate", "summarise the recent sessions' lessons into memory_summary.md")(
