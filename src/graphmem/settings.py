@@ -35,6 +35,9 @@ class GraphSettings(_Section):
     timeout: float = 10.0  # seconds for one graph write before it is queued
     search_deadline: float = 2.0  # seconds before search falls back to the local index
     start_timeout: float = 15.0
+    # seconds a running server has to answer a ping (connect included): a stopped or hung one
+    # costs this once, then the circuit breaker skips the graph for ``retry_after``
+    connect_timeout: float = Field(default=1.5, gt=0)
     retry_after: float = 30.0  # seconds before a failed graph server is tried again
 
 
@@ -198,6 +201,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHITI_FALKORDB_PASSWORD": ("graph", "falkordb_password"),
     "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
+    "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
     "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),
