@@ -69,6 +69,33 @@ def test_a_writer_killed_between_its_file_and_index_writes_is_found_by_search(sp
     assert _journal(isolated_env) == []
 
 
+def test_a_save_that_finds_the_index_locked_says_failed_and_is_replayed(spec_dir, isolated_env,
+                                                                       monkeypatch):
+    monkeypatch.setenv("GRAPHMEM_INDEX_BUSY_TIMEOUT", "0.3")  # "database is locked" quickly
+    with Memory(spec_dir) as m:
+        m.append_gotcha("an earlier gotcha")
+        sid = m.start_session()
+    holder = sqlite3.connect(db.db_path(isolated_env), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
+    try:
+        with Memory(spec_dir) as m:
+            report = m.append_gotcha("written while the index was locked")
+            summary = m.set_session_summary(sid, "summary written while the index was locked")
+        assert (report.files, report.index) == ("written", "failed")
+        assert summary.index == "failed"
+        assert "written while the index was locked" in (spec_dir / "memory" / "gotchas.md").read_text()
+        assert len(_journal(isolated_env)) == 2  # one entry per write, kept for replay
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Memory(spec_dir) as m:  # the next process's search replays both from the files
+        gotchas = [h.text for h in m.search("written while locked", kinds=["gotcha"])]
+        facts = [h.text for h in m.search("summary written while locked", kinds=["fact"])]
+    assert "written while the index was locked" in gotchas
+    assert facts == ["summary written while the index was locked"]
+    assert _journal(isolated_env) == []
+
+
 def test_eight_writer_processes_leave_nothing_missing_from_the_index(spec_dir):
     workers, count = 8, 60
     env = dict(os.environ)

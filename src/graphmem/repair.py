@@ -24,17 +24,26 @@ from .models import MemoryItem
 
 log = logging.getLogger("graphmem.repair")
 
-SPEC_KINDS = ("insight", "file", "pattern", "gotcha")  # what a spec's own files hold
+SPEC_KINDS = ("insight", "file", "pattern", "gotcha", "fact")  # spec files + session summaries
 STRAY_TMP_AGE = 3600.0  # seconds: an older ``.*.tmp`` file is left by an interrupted write
 
 
 def spec_items(project: str, spec: str) -> list[MemoryItem]:
-    """The items of a spec's memory files (insights, map, bullets); none when it is gone."""
+    """The items of a spec's memory files (insights, map, bullets) and its sessions' summaries
+    (turns and steps have their own catch-up); none when the spec is gone."""
     from .files import SpecStore
+    from .files.episodes import EpisodeStore, summary_item
 
     if not Path(spec).is_dir():
         return []
-    return list(SpecStore(Path(spec), Path(project)).items())
+    items = list(SpecStore(Path(spec), Path(project)).items())
+    if (Path(spec) / "memory" / "episodes").is_dir():
+        store = EpisodeStore(Path(spec))
+        for sid in store.session_ids():
+            meta = store.read_session(sid)
+            if meta and meta.get("summary"):
+                items.append(summary_item(project, str(store.spec_dir), meta, store.session_file(sid)))
+    return items
 
 
 def project_items(project: str) -> tuple[list[MemoryItem], list[Path]]:

@@ -118,6 +118,14 @@ class EpisodeSettings(_Section):
     fsync: bool = True
 
 
+class IndexSettings(_Section):
+    """The local index (``GRAPHMEM_HOME/index.sqlite3``)."""
+
+    # seconds a write waits for another process's write lock before it gives up; the write is
+    # then reported ``index: failed`` and replayed from its journal entry (``index/journal.py``)
+    busy_timeout: float = Field(default=30.0, gt=0)
+
+
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
 
@@ -134,6 +142,7 @@ class Settings(_Section):
     graph: GraphSettings = Field(default_factory=GraphSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
 
     @classmethod
@@ -193,6 +202,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_REDACT": ("redact",),
     "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
     "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
+    "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),
     "GRAPHMEM_SEARCH_SERVER": ("search_server", "mode"),
     "GRAPHMEM_SEARCH_SERVER_IDLE": ("search_server", "idle"),
     "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),

@@ -56,7 +56,8 @@ def db_path(home: Path) -> Path:
     return Path(home) / "index.sqlite3"
 
 
-def connect(home: Path, *, readonly: bool = False, heal: bool = True) -> sqlite3.Connection:
+def connect(home: Path, *, readonly: bool = False, heal: bool = True,
+            busy_timeout: float = 30.0) -> sqlite3.Connection:
     """Open the home's database (WAL, foreign keys on) with every registered migration applied.
 
     A damaged database is moved aside and a fresh one opened (``heal``); without ``heal`` it is
@@ -65,7 +66,7 @@ def connect(home: Path, *, readonly: bool = False, heal: bool = True) -> sqlite3
     path = db_path(home)
     for attempt in (1, 2):
         try:
-            return _open(path, readonly)
+            return _open(path, readonly, busy_timeout)
         except sqlite3.DatabaseError as exc:
             if not is_corrupt(exc):
                 raise StorageError(f"cannot open the index database {path}: {exc}") from None
@@ -75,11 +76,12 @@ def connect(home: Path, *, readonly: bool = False, heal: bool = True) -> sqlite3
     raise AssertionError("unreachable")
 
 
-def _open(path: Path, readonly: bool) -> sqlite3.Connection:
+def _open(path: Path, readonly: bool, busy_timeout: float) -> sqlite3.Connection:
     try:
         private_dir(path.parent)
         _private_files(path)
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                               check_same_thread=False)
     except OSError as exc:
         raise StorageError(f"cannot open the index database {path}: {exc}") from None
     try:
@@ -87,7 +89,7 @@ def _open(path: Path, readonly: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         if not readonly:
             migrate(conn)
     except BaseException:

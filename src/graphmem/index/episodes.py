@@ -53,13 +53,14 @@ _open: dict[tuple[str, int], "EpisodeIndex"] = {}
 _open_lock = threading.Lock()
 
 
-def open_episode_index(home: Path) -> "EpisodeIndex":
-    """The process's episodes index for ``home`` (one connection per home and process)."""
+def open_episode_index(home: Path, busy_timeout: float = 30.0) -> "EpisodeIndex":
+    """The process's episodes index for ``home`` (one connection per home and process; the
+    first opener's ``busy_timeout`` holds)."""
     key = (str(Path(home).resolve()), os.getpid())  # a forked child must not reuse the parent's
     with _open_lock:
         idx = _open.get(key)
         if idx is None:
-            idx = _open[key] = EpisodeIndex(Path(home))
+            idx = _open[key] = EpisodeIndex(Path(home), busy_timeout)
         return idx
 
 
@@ -73,9 +74,10 @@ def _epoch(value: Any) -> float | None:
 class EpisodeIndex:
     """Session, turn and step rows in the home's SQLite database."""
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, busy_timeout: float = 30.0):
         self.home = Path(home)
-        self.conn = db.connect(home)
+        self.busy_timeout = busy_timeout
+        self.conn = db.connect(home, busy_timeout=busy_timeout)
         self._ident = db.identity(self.home)
         self._lock = threading.RLock()  # one connection, shared by the threads of this process
 
@@ -86,7 +88,7 @@ class EpisodeIndex:
                 self.conn.close()
             except sqlite3.Error:
                 pass
-            self.conn = db.connect(self.home)
+            self.conn = db.connect(self.home, busy_timeout=self.busy_timeout)
             self._ident = db.identity(self.home)
 
     def _heal(self, exc: sqlite3.Error) -> bool:
@@ -98,7 +100,7 @@ class EpisodeIndex:
         except sqlite3.Error:
             pass
         db.move_aside(self.home, str(exc))
-        self.conn = db.connect(self.home)
+        self.conn = db.connect(self.home, busy_timeout=self.busy_timeout)
         self._ident = db.identity(self.home)
         return True
 

@@ -93,12 +93,12 @@ class LocalIndex:
     """The local index of one home: upsert, delete, registry, and hybrid search."""
 
     def __init__(self, home: Path, embedder: Any = None, late_encoder: Any = None,
-                 late_always: bool = True):
+                 late_always: bool = True, busy_timeout: float = 30.0):
         self.home = Path(home)
         self.embedder = embedder
         self.late = late_encoder  # ColBERT token vectors for the second stage (``late.py``)
         self.late_always = late_always  # False: only searches that ask for it (rerank=True)
-        self.conn = db.connect(self.home)
+        self.conn = db.connect(self.home, busy_timeout=busy_timeout)
         self.ident = db.identity(self.home)  # the database file this connection opened
         self._lock = threading.RLock()
         self._term_ids: dict[str, int] = {}
