@@ -290,6 +290,12 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
     from .search import spec_folders
     from .settings import Settings
 
+    from .errors import NotFoundError
+
+    if spec_dir is not None and not Path(spec_dir).is_dir():
+        raise NotFoundError(f"spec folder not found: {spec_dir}")
+    if project_dir is not None and not Path(project_dir).is_dir():
+        raise NotFoundError(f"project folder not found: {project_dir}")
     settings = Settings.load()
 
     async def run() -> dict[str, Any]:
