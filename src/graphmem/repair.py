@@ -180,9 +180,10 @@ async def fix_index(local: Any, project: str, spec: str | None) -> dict[str, int
         return await reconcile(index, project, items, spec=spec, upto=upto)
 
     async def mark(index):
+        counts = await run(index)
         if spec is None:
             index.mark_caught_up(project)
-        return await run(index)
+        return counts
 
     counts = await local.healing(mark)
     return dict(counts, replayed=replayed)
