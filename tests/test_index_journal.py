@@ -168,10 +168,15 @@ def test_garbage_in_the_journal_is_dropped_and_a_link_never_followed(spec_dir, i
     target = tmp_path / "elsewhere.json"
     target.write_text(json.dumps({"project": str(tmp_path), "spec": None}))
     (journal / "00000000000000000003-link.json").symlink_to(target)
+    stale, fresh = journal / ".000-old.json.ab12.tmp", journal / ".000-new.json.cd34.tmp"
+    stale.write_text("{")
+    fresh.write_text("{")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
     with Memory(spec_dir) as m:
         assert [h.text for h in m.search("garbage", kinds=["gotcha"])] == ["a gotcha about garbage"]
     assert _journal(isolated_env) == ["00000000000000000003-link.json"]  # left, never opened
     assert target.read_text().startswith("{")
+    assert not stale.exists() and fresh.exists()  # a fresh one may be an entry being made
 
 
 def test_doctor_fix_refuses_folders_that_do_not_exist(tmp_path):

@@ -150,6 +150,7 @@ class LocalBackend:
         if stale:
             idx.delete(project=project, ids=stale)
         await idx.upsert(items)
+        idx.mark_caught_up(project)  # indexed whole: no catch-up needed on its next use
         re_embedded += await idx.refill_vectors()
         return {"project": project, "items": len(items), "removed": len(stale),
                 "embedded": idx.embedded_count + re_embedded}
