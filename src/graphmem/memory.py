@@ -116,11 +116,20 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
         """Drop the items of a replaced file that neither the new version nor any other file of
         the spec holds (a gotcha may also sit in gotchas.md, a file in the map)."""
+        from .errors import GraphmemError
+
         gone = {i.id for i in old} - {i.id for i in new}
         if gone:
             gone -= {i.id for i in self.files.items()}
-        if gone:
+        if not gone:
+            return
+        try:
             await self.backends.forget_items(self, sorted(gone))
+        except GraphmemError as exc:  # the file is saved; a journal entry drops them later
+            log.warning("replaced insights may stay searchable until replayed: %s", exc)
+            entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
+            if entry is not None:
+                entry.release()
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
