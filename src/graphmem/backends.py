@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .models import MemoryItem, SaveReport
+from .redact import redact_items
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ class Backends:
             self._local = LocalBackend(self.settings)
         return self._local
 
+    def clean(self, items: list[MemoryItem]) -> list[MemoryItem]:
+        """Items as the derived stores may hold them: redacted, whoever wrote the files."""
+        return redact_items(items) if self.settings.redact else list(items)
+
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
         report.index = await self.write_index(items)
@@ -52,7 +57,7 @@ class Backends:
 
     async def write_index(self, items: list[MemoryItem]) -> str:
         """Upsert into the local index -> "indexed" | "failed" | "off"."""
-        return await self.local.write(items)
+        return await self.local.write(self.clean(items))
 
     async def search_local(self, query: str, **kw) -> list:
         """Search the local index (see ``LocalBackend.search``)."""
@@ -64,7 +69,7 @@ class Backends:
 
     async def reindex_local(self, project: str, items: list[MemoryItem]) -> dict:
         """Make the local index hold exactly ``items`` for ``project``."""
-        return await self.local.reindex(project, items)
+        return await self.local.reindex(project, self.clean(items))
 
     # ---- graph (graphmem.graph; outbox in graphmem.files.outbox) ------------------------------
     _graph = None  # the GraphStore, once opened; None while the graph is off
@@ -95,6 +100,7 @@ class Backends:
             return "off", None
         from .files.outbox import Outbox
 
+        items = self.clean(items)
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()
@@ -171,6 +177,7 @@ class Backends:
                 return "off"
             await graph.connect(force=True)
             await graph.drop_project(project)
+            items = self.clean(items)
             for start in range(0, len(items), 1000):  # each chunk gets the write timeout
                 await graph.save(items[start:start + 1000], extract=False)
         except GraphmemError as exc:

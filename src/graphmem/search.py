@@ -89,6 +89,7 @@ class SearchMixin:
                      limit: int = 10, rerank: bool = False) -> list[Hit]:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
         query, kinds = check_query(query, scope, kinds, limit)
+        query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
         if scope == "spec" and self.spec_dir is None:
