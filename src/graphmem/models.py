@@ -95,6 +95,12 @@ class SessionNumber(BaseModel):
     session_num: int = Field(strict=True, ge=1, le=999_999)
 
 
+# Line breaks other than "\n" (CR, CRLF, VT, FF, FS/GS/RS, NEL, U+2028/9): a line-based reader
+# (the reference reads with universal newlines; ``str.splitlines`` splits on all of them) would
+# see several lines in what graphmem stores as one bullet, so they become a space.
+_LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 class Note(BaseModel):
     """A single gotcha or pattern."""
 
@@ -104,6 +110,7 @@ class Note(BaseModel):
     @classmethod
     def _clean(cls, v: str) -> str:
         _no_nul(v)
+        v = _LINE_BREAKS.sub(" ", v)
         if not v.strip():
             raise ValueError("is empty")
         if "\n" in v.strip():
