@@ -82,10 +82,14 @@ def deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, 
 
 
 def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], None]) -> int:
+    """Print ``data`` as JSON (``--json``, exact), or with ``human`` after stripping terminal
+    escape sequences and control characters from every stored string (``display.py``)."""
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
     else:
-        human(data)
+        from .display import safe_data
+
+        human(safe_data(data))
     return 0
 
 
@@ -288,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._fn(args) or 0)
     except GraphmemError as exc:
-        print(f"graphmem: error: {exc}", file=sys.stderr)
+        from .display import safe_display
+
+        print(f"graphmem: error: {safe_display(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("graphmem: interrupted", file=sys.stderr)

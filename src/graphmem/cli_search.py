@@ -106,7 +106,10 @@ RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", 
 def show_hits(rows: list[dict], console) -> None:
     """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
     Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
+    from .display import safe_data
+
     wrap = {"soft_wrap": not console.is_terminal}
+    rows = safe_data(rows)  # the server renders with this function too
     if not rows:
         console.print("No matching memories.")
     for i, h in enumerate(rows, 1):
@@ -175,7 +178,9 @@ def _cmd_context(args: argparse.Namespace) -> int:
     if args.json:
         _emit(args, {"context": text}, print)
     else:
-        print(text if text else "No relevant memories.")
+        from .display import safe_display
+
+        print(safe_display(text) if text else "No relevant memories.")
     _start_server(cfg)
     return 0
 

@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping
 from .errors import StorageError, ValidationError
 from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
                              step_item, summary_item, turn_item)
-from .models import MemoryItem, SaveReport, utcnow
+from .models import _SURROGATE, MemoryItem, SaveReport, utcnow
 from .search import register_item_source
 from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                              to_time, validate)
@@ -103,6 +103,8 @@ class SessionsMixin:
                      metadata: Any, at: Any) -> tuple[str, dict]:
         """Validate and redact one turn -> (session id, record to append)."""
         sid = check_session_id(session_id)
+        if metadata is not None:
+            json_value(metadata, "metadata")  # before pydantic or a size check walks it
         args = validate(TurnInput, {"role": role, "content": content, "model": model,
                                      "tokens": tokens, "metadata": metadata})
         self._check_size(args.content, "content")
@@ -302,8 +304,9 @@ class SessionsMixin:
     async def list_recent_sessions(self, workspace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest sessions of a workspace (default: this project), each with its first prompt."""
         limit = check_limit(limit)
-        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()):
-            raise ValidationError("must be a non-empty string", field="workspace")
+        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
+                                      or _SURROGATE.search(workspace)):
+            raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
         from .index.episodes import open_episode_index
 
         await self._ep_settle()  # this spec's (or project's) files caught up, queued rows applied
