@@ -87,6 +87,8 @@ API = [  # (name, call(memory, session id), field the error must name)
     ("summary", lambda m, s: m.set_session_summary(s, BAD), "summary"),
     ("session model", lambda m, s: m.start_session(model=BAD), "model"),
     ("workspace", lambda m, s: m.list_recent_sessions("w\udcff"), "workspace"),
+    ("search query", lambda m, s: m.search("q\udcff"), "query"),
+    ("context task", lambda m, s: m.context("t\ud800"), "query"),
     ("Memory(5)", lambda m, s: Memory(5), "spec_dir"),
     ("Memory(spec, 5)", lambda m, s: Memory(m.spec_dir, 5), "project_dir"),
     ("Memory(None, 5)", lambda m, s: Memory(None, 5.0), "project_dir"),
@@ -130,6 +132,7 @@ def test_cli_refuses_naming_the_field_and_writes_nothing(mem):
         (["sessions", "--limit", "0", "--spec-dir", spec], "limit"),
         (["consolidate", "--sessions", "0", "--spec-dir", spec], "sessions"),
         (["gotchas", "--spec-dir", spec + "\udcff"], "spec_dir"),
+        (["search", "q\udcff", "--spec-dir", spec], "query"),
     ]
     before = snapshot(m.spec_dir.parent)
     for argv, field in cases:
