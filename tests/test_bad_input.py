@@ -208,3 +208,22 @@ def test_cli_prints_stored_text_without_terminal_sequences(spec_dir: Path):
     exact = run_cli("gotchas", "--spec-dir", spec, "--json")  # --json stays the exact data
     import json
     assert json.loads(exact.stdout) == [EVIL]
+
+
+def test_cli_shows_stored_markup_as_written(spec_dir: Path):
+    """Text that looks like rich markup is text: ``[/]`` crashed map, insights and sessions."""
+    odd = "closes [/] nothing, [red]not red[/red] [link=file:///etc]x"
+    with Memory(spec_dir) as m:
+        m.append_gotcha(odd)
+        m.update_codebase_map({"a.py": odd})
+        m.save_session_insights(1, {"what_worked": [odd], f"{odd} key": odd})
+        sid = m.start_session()
+        m.record_turn(sid, "user", odd)
+    spec, project = str(spec_dir), str(spec_dir.parent.parent)
+    for argv in (["gotchas", "--spec-dir", spec], ["map", "--spec-dir", spec],
+                 ["insights", "--spec-dir", spec], ["sessions", "--spec-dir", spec],
+                 ["session", sid, "--spec-dir", spec],
+                 ["search", "closes nothing", "--project-dir", project]):
+        done = run_cli(*argv, env={"COLUMNS": "300"})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert "closes [/] nothing, [red]not red[/red]" in done.stdout, (argv, done.stdout)

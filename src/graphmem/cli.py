@@ -39,6 +39,13 @@ def _memory(args: argparse.Namespace):
     return Memory(args.spec_dir, args.project_dir)
 
 
+def escape(text: str) -> str:
+    """Stored text inside rich markup, shown as written (``[/]`` in a gotcha is not a tag)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def _console(stderr: bool = False):
     """A rich console; when its stream is not a terminal, long lines (paths) are never wrapped."""
     from rich.console import Console
@@ -101,7 +108,7 @@ def _cmd_summary(args):
     def show(s):
         c = _console()
         c.rule("[bold]Memory summary")
-        c.print(f"Spec: [cyan]{args.spec_dir.name}[/]")
+        c.print(f"Spec: [cyan]{escape(args.spec_dir.name)}[/]")
         c.print(f"Sessions: {s['total_sessions']}  Files mapped: {s['total_files_mapped']}  "
                 f"Patterns: {s['total_patterns']}  Gotchas: {s['total_gotchas']}")
         for ins in s["recent_insights"]:
@@ -138,11 +145,12 @@ def _show_insights(sessions: list[dict]) -> None:
     if not sessions:
         c.print("No session insights.")
     for ins in sessions:
-        c.rule(f"[bold]Session {ins.get('session_number', '?')}[/] {ins.get('timestamp') or ''}")
+        c.rule(f"[bold]Session {escape(str(ins.get('session_number', '?')))}[/] "
+               f"{escape(str(ins.get('timestamp') or ''))}")
         for field, value in ins.items():
             if field in ("session_number", "timestamp") or value in (None, "", [], {}):
                 continue
-            c.print(f"[bold]{field.replace('_', ' ')}[/]")
+            c.print(f"[bold]{escape(field.replace('_', ' '))}[/]")
             _show_value(c, value, "  ")
 
 
@@ -161,9 +169,11 @@ def _cmd_map(args):
     def show(d):
         from rich.table import Table
 
+        from rich.text import Text
+
         t = Table("file", "purpose")
         for path, purpose in sorted(d.items()):
-            t.add_row(path, purpose)
+            t.add_row(Text(path), Text(str(purpose)))  # stored text is never read as markup
         print_table(_console(), t)
     return _emit(args, data, show)
 

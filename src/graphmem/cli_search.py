@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import _console, _emit, command, deprecated_alias, status
+from .cli import _console, _emit, command, deprecated_alias, escape, status
 
 KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
 # literal here so that building the parser does not import pydantic
@@ -116,7 +116,8 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
-        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False, **wrap)
+        console.print(f"    [dim]{escape(h['source'] or h['project'])}[/]", highlight=False,
+                      **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:
