@@ -145,6 +145,10 @@ def test_cli_reads_files_an_agent_wrote_and_stores_no_secret(spec_dir: Path, iso
     (folder / "session.json").write_text(json.dumps(meta))
     before = {p: p.read_bytes() for p in mem.rglob("*") if p.is_file()}
     project = spec_dir.parent.parent
+    done = run_cli("doctor", "--fix", "--spec-dir", str(spec_dir))  # repairs from the files too
+    assert "Traceback" not in done.stderr, done.stderr
+    home = b"".join(p.read_bytes() for p in isolated_env.rglob("*") if p.is_file())
+    assert b"[REDACTED:jwt]" in home and leaks(home) == []
     for args in (["reindex", "--project-dir", str(project)],
                  ["sessions", "--spec-dir", str(spec_dir), "--rebuild"],
                  ["search", SAMPLES["jwt"][0], "--project-dir", str(project)],
