@@ -75,9 +75,13 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
 _CASELESS = {"aws_secret_key", "bearer_token", "query_secret", "env_secret"}
 # The caseless patterns without (?i), for lower-cased text (see ``substitute``).
 _LOWER = {p: re.compile(p.pattern.removeprefix("(?i)")) for k, p in _PATTERNS if k in _CASELESS}
-_ANY_CASED = tuple(t for k, ts in _TRIGGERS.items() if k not in _CASELESS for t in ts)
-_ANY_CASELESS = tuple(dict.fromkeys(t for k in sorted(_CASELESS) for t in _TRIGGERS[k]))
-
+# trigger -> the kinds it lets run, split by whether it is looked up in the text or lower-cased.
+_BY_TRIGGER: dict[bool, dict[str, set[str]]] = {True: {}, False: {}}
+for _kind, _ts in _TRIGGERS.items():
+    for _t in _ts:
+        _BY_TRIGGER[_kind in _CASELESS].setdefault(_t, set()).add(_kind)
+_CASED_TRIGGERS = tuple(_BY_TRIGGER[False].items())
+_CASELESS_TRIGGERS = tuple(_BY_TRIGGER[True].items())
 # Values of a secret-named field that are placeholders, not secrets; unquoted, also code.
 _PLACEHOLDER = re.compile(r"(.)\1*|%\(?\w*\)?s|\{\{.*\}\}|<[^>]*>|\$\{.*\}")  # ******, %(x)s
 _CODE_VALUE = re.compile(
@@ -86,32 +90,32 @@ _CODE_VALUE = re.compile(
 _NAME_ONLY = re.compile(rf"(?i)[\w.\-]*{_SECRET_WORD}")  # a mapping key naming a secret
 
 
-def _may_hold_secret(text: str) -> bool:
-    for t in _ANY_CASED:  # a plain loop: cheaper than any() over a generator on every turn
+def _kinds_present(text: str, low: str) -> set[str]:
+    """The kinds whose trigger text occurs: each trigger is looked for once per text."""
+    kinds: set[str] = set()
+    for t, ks in _CASED_TRIGGERS:  # a plain loop: cheaper than any() over a generator
         if t in text:
-            return True
-    low = text.lower()
-    for t in _ANY_CASELESS:
+            kinds |= ks
+    for t, ks in _CASELESS_TRIGGERS:
         if t in low:
-            return True
-    return False
+            kinds |= ks
+    return kinds
 
 
 def redact_text(text: str) -> str:
     """Return ``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
-    if not _may_hold_secret(text):
+    low = text.lower()
+    kinds = _kinds_present(text, low)
+    if not kinds:
         return text
-    low = None
+    # A replacement only removes text (its tag ends in "]", which no pattern continues across),
+    # so a kind absent from the original cannot match after an earlier kind was replaced.
     for kind, pattern in _PATTERNS:
-        if kind in _CASELESS:
-            low = text.lower() if low is None else low
-            if not any(t in low for t in _TRIGGERS[kind]):
-                continue
-        elif not any(t in text for t in _TRIGGERS[kind]):
+        if kind not in kinds:
             continue
         new = substitute(kind, pattern, text, low if kind in _CASELESS else None)
         if new is not text:
-            text, low = new, None
+            text, low = new, new.lower()
     return text
 
 
