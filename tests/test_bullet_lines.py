@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mcp import Client  # noqa: F401 - the MCP channel below runs through the SDK's client
 from test_mcp import _data, _session
 
 from graphmem import Memory

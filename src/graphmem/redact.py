@@ -5,6 +5,8 @@ Every pattern names the secret part with the group ``s`` when there is context w
 without it the whole match goes. The generic kinds (``env_secret``, ``query_secret``) run after
 the vendor-specific ones, so a known key keeps its own name, and they leave values that read as
 code (``token = self.token``, ``api_key: SecretStr``, ``PASSWORD=${DB_PASSWORD}``) alone.
+In a mapping (metadata, payloads, insight extras), a value whose key names a secret
+(``{"password": ...}``) is a secret as a whole.
 """
 
 from __future__ import annotations
