@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .models import MemoryItem, SaveReport
+from .redact import redact_items
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ class Backends:
 
             self._local = LocalBackend(self.settings)
         return self._local
+
+    def clean(self, items: list[MemoryItem]) -> list[MemoryItem]:
+        """Items as the derived stores may hold them: redacted, whoever wrote the files (the
+        index and the graph redact what they store too; this is for the outbox)."""
+        return redact_items(items) if self.settings.redact else list(items)
 
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
                     entry: Any = None) -> None:
@@ -145,6 +151,7 @@ class Backends:
             return "off", None
         from .files.outbox import Outbox
 
+        items = self.clean(items)
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()

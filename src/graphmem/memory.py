@@ -11,14 +11,15 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
-from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
-                     parse)
+from .models import (_SURROGATE, CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
+                     SessionNumber, check_json, parse)
 from .redact import redact
 from .settings import Settings
 from .search import SearchMixin
@@ -37,6 +38,13 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
+        for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise ValidationError(f"must be a folder path (str or Path), got "
+                                      f"{type(value).__name__}", field=name)
+            if value is not None and _SURROGATE.search(os.fspath(value)):
+                raise ValidationError("must be a folder path that is valid UTF-8 (it is stored "
+                                      "in the index)", field=name)
         if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
             # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
             self.settings = settings or Settings.load()
@@ -101,6 +109,8 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``."""
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
+        if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
+            check_json(insights, "insights")
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
         data = self._clean(model.model_dump())
@@ -138,6 +148,8 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     # ---- codebase map -----------------------------------------------------------------------
     async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
         """Merge file purposes into ``codebase_map.json``."""
+        if isinstance(discoveries, dict):
+            check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self._check_size(files, "discoveries")
         files = self._clean(files)

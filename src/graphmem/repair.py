@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from .errors import GraphmemError
 from .models import MemoryItem
+from .redact import redact_items
 
 log = logging.getLogger("graphmem.repair")
 
@@ -71,8 +72,8 @@ async def reconcile(index: Any, project: str, items: Iterable[MemoryItem], *, sp
     added afterwards are kept.
     """
     want: dict[str, MemoryItem] = {}
-    for item in items:
-        want[item.id] = item
+    for item in redact_items(items) if getattr(index, "redact", True) else items:
+        want[item.id] = item  # redacted as the index stores them, so the hashes compare
     have = index.hashes(project, spec=spec, kinds=kinds)
     todo = [i for i in want.values() if have.get(i.id) != i.content_hash()]
     older = have if upto is None else index.hashes(project, spec=spec, kinds=kinds, upto=upto)
