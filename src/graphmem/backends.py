@@ -151,6 +151,28 @@ class Backends:
         self._graph_opened = True
         return self._graph
 
+    async def check_graph_embedder(self, project_key: str) -> None:
+        """Before a write: refuse (IndexMismatchError) when the project's graph holds another
+        embedder's vectors. A graph that is off or unreachable is no reason to refuse: the write
+        is queued and its replay checks again."""
+        from .errors import GraphmemError, IndexMismatchError
+
+        if self.settings.graph.mode == "off":
+            return
+        try:
+            graph = await self.graph_store()
+            if graph is not None and graph.available:
+                await graph.check_embedder(project_key)
+        except IndexMismatchError:
+            raise
+        except GraphmemError as exc:
+            log.info("graph embedder not checked before the write: %s", exc)
+
+    async def graph_embedder(self, project_key: str) -> tuple[str, int] | None:
+        """(model, dimension) recorded in the project's graph, for ``graphmem doctor``."""
+        graph = await self.graph_store()
+        return await graph.recorded_embedder(project_key) if graph is not None else None
+
     async def write_graph(self, mem: "AsyncMemory",
                           items: list[MemoryItem]) -> tuple[str, str | None]:
         """Write to the graph, or queue in the outbox -> ("written" | "queued" | "off", note).
@@ -212,7 +234,7 @@ class Backends:
         """Graph hits (``backend="graph"``, ids = MemoryItem ids); None when the graph is off.
         ``projects`` None = every project graph. Raises GraphError when the graph is on but
         cannot answer (the caller falls back to the local index)."""
-        from .errors import GraphError, GraphmemError
+        from .errors import GraphError, GraphmemError, IndexMismatchError
 
         if self.settings.graph.mode == "off":
             return None
@@ -221,9 +243,9 @@ class Backends:
             if graph is None:
                 return None
             return await graph.search(query, projects, kinds, limit, spec=spec, exclude=exclude)
-        except GraphError:
+        except (GraphError, IndexMismatchError):  # another embedder's graph: the user must act
             raise
-        except GraphmemError as exc:  # embedder failure or mismatch: still "the graph failed"
+        except GraphmemError as exc:  # embedder failure: still "the graph failed"
             raise GraphError(str(exc)) from exc
 
     async def rebuild_graph(self, project: str, items: list[MemoryItem],

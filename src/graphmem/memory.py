@@ -84,6 +84,12 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         if await self.backends.drop_legacy(self) and rebuild:
             await self.reindex()
 
+    async def _graph_guard(self) -> None:
+        """Before a file is written: a graph of another embedder refuses the write, so nothing
+        is written that the graph could never take (``Backends.check_graph_embedder``)."""
+        if self.settings.graph.mode != "off":
+            await self.backends.check_graph_embedder(self.project.key)
+
     async def _propagate(self, items: list[MemoryItem], report: SaveReport) -> SaveReport:
         report.items = len(items)
         await self._adopt()
@@ -106,6 +112,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
+        await self._graph_guard()
         data = self._clean(model.model_dump())
         path, saved = self.files.save_session_insights(session_num, data)
         items = self.files.session_items(saved, path)
@@ -120,6 +127,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         """Merge file purposes into ``codebase_map.json``."""
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self._check_size(files, "discoveries")
+        await self._graph_guard()
         files = self._clean(files)
         path = self.files.update_codebase_map(files)
         return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)))
@@ -132,6 +140,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def _append(self, kind: str, text: str) -> SaveReport:
         note = parse(Note, {"text": text}, kind, wrapped=True)
         self._check_size(note.text, kind)
+        await self._graph_guard()
         clean = self._clean(note.text)
         added = self.files.append_bullet(kind, clean)
         report = SaveReport(path=str(self.files.bullet_file(kind)),

@@ -256,6 +256,7 @@ class SessionsMixin:
         except ValueError as exc:
             raise ValidationError(str(exc), field="summary") from None
         self._check_size(summary, "summary")
+        await self._graph_guard()
         clean, ep = self._clean(summary.strip()), self._ep
 
         def put(meta: dict) -> dict:
