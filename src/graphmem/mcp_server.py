@@ -256,9 +256,18 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
             limit: Annotated[int, _int("how many hits at most", ge=1, le=100)] = 10,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
-        hits = await use(spec_dir, project_dir,
-                         lambda m: m.search(query, scope=scope, kinds=kinds, limit=limit))
-        return {"hits": [h.model_dump(mode="json") for h in hits]}
+        notes: list[str] = []
+
+        async def run(m: AsyncMemory) -> list:
+            hits = await m.search(query, scope=scope, kinds=kinds, limit=limit)
+            notes.extend(getattr(m, "search_notes", []))
+            return hits
+
+        hits = await use(spec_dir, project_dir, run)
+        out: dict[str, Any] = {"hits": [h.model_dump(mode="json") for h in hits]}
+        if notes:  # the graph did not answer: the agent is told, not given fewer hits silently
+            out["notes"] = notes
+        return out
 
     @tool(title="Context for a task", annotations=_reads("Context for a task"),
           description="A markdown block for an agent's prompt: the gotchas, patterns, files and "
