@@ -85,8 +85,9 @@ class GraphStore:
         """Connected, or allowed to try again (a failed server is retried after a pause)."""
         return self._client is not None or time.monotonic() >= self._down_until
 
-    async def connect(self, force: bool = False) -> None:
-        """Reach the server (starting the embedded one if needed); raises ServerError."""
+    async def connect(self, force: bool = False, start: bool = True) -> None:
+        """Reach the server (starting the embedded one if needed, unless not ``start``);
+        raises ServerError."""
         async with self._connect_lock:
             if self._client is not None:
                 return
@@ -96,7 +97,7 @@ class GraphStore:
             from . import server
 
             try:
-                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings)
+                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings, start)
             except ServerError as exc:
                 self._mark_down(str(exc))
                 raise
@@ -162,9 +163,10 @@ class GraphStore:
                 await self._drop_client(reason, client, mark=not retry)
                 if retry:
                     # A restarted or replaced server (every pooled connection is dead): connect
-                    # again at once and try once more, rather than pausing the graph.
+                    # again at once and try once more, rather than pausing the graph. A dead
+                    # embedded server is not restarted here: the write is queued in the outbox.
                     try:
-                        await self.connect(force=True)
+                        await self.connect(force=True, start=False)
                     except ServerError:
                         raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
                     return await self._query(gid, cypher, params, ro, retry=False)
@@ -372,7 +374,7 @@ class GraphStore:
                 await self._drop_client(f"{type(exc).__name__}: {exc}", client, mark=not retry)
                 if retry:  # a restarted server: as in ``_query``
                     try:
-                        await self.connect(force=True)
+                        await self.connect(force=True, start=False)
                     except ServerError:
                         raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
                     return await self.graphs(retry=False)
