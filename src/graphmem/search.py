@@ -101,6 +101,7 @@ class SearchMixin:
         await self._adopt()
         be = self.backends
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
+                                      catch_up=self.project if projects else None,
                                       limit=limit, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
         hits = fuse(local, graph, limit) if graph else local
