@@ -146,3 +146,33 @@ def test_a_spec_alone_finds_what_was_written_with_the_project_folder(tmp_path):
         assert m.project.root == root
         texts = [h.text for h in m.search("refund status polling", scope="project", limit=3)]
     assert "Refunds are asynchronous; poll the refund status" in texts
+
+
+@needs_git
+def test_the_mcp_server_started_on_a_spec_agrees(tmp_path):
+    """An MCP server given only the spec folder searches the repository's project, and a tool
+    may name the repository root (the implied project), not only two levels above the spec."""
+    import anyio
+    from mcp import Client
+
+    from graphmem.mcp_server import build_server
+
+    spec = clone_like(tmp_path / "shop", "git@github.com:acme/shop.git")
+    root = tmp_path / "shop"
+    with Memory(spec, root) as m:
+        m.append_gotcha(GOTCHA)
+
+    def data(result) -> dict:
+        assert not result.is_error, result.content
+        return result.structured_content or json.loads(result.content[0].text)
+
+    async def main():
+        async with Client(build_server(spec)) as c:
+            got = data(await c.call_tool("search_memory", {"query": "stripe webhook retries"}))
+            assert got["hits"][0]["text"] == GOTCHA
+            assert got["hits"][0]["project"] == "github.com/acme/shop"
+            assert got["hits"][0]["local_path"] == str(spec / "memory" / "gotchas.md")
+            whole = data(await c.call_tool("search_memory", {"query": "stripe webhook retries",
+                                                              "project_dir": str(root)}))
+            assert whole["hits"][0]["text"] == GOTCHA
+    anyio.run(main)
