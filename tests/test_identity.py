@@ -176,3 +176,17 @@ def test_the_mcp_server_started_on_a_spec_agrees(tmp_path):
                                                               "project_dir": str(root)}))
             assert whole["hits"][0]["text"] == GOTCHA
     anyio.run(main)
+
+
+def test_a_spec_at_the_project_root_keeps_its_own_scope(tmp_path):
+    root = tmp_path / "proj"
+    (root / ".graphmem").mkdir(parents=True)
+    (root / ".graphmem" / "project.toml").write_text('id = "team/proj"\n')
+    inner = root / "specs" / "001"
+    inner.mkdir(parents=True)
+    with Memory(root) as top, Memory(inner) as sub:
+        top.append_gotcha("Top-level specs hold the release checklist")
+        sub.append_gotcha("Inner specs hold the release notes draft")
+        assert top.aio.spec_key == "." and sub.aio.spec_key == "specs/001"
+        texts = [h.text for h in top.search("release", scope="spec", limit=5)]
+    assert texts == ["Top-level specs hold the release checklist"]  # not the whole project
