@@ -219,8 +219,9 @@ async def near_dedupe(facts: list[Fact], embedder: Any, threshold: float = NEAR)
 
     if len(facts) < 2 or embedder is None:
         return facts, 0
-    own = getattr(embedder, "similarity", None)  # an embedder may name a better judge of sameness
-    embedder = own() if own is not None else embedder
+    from .providers.base import as_embedder
+
+    embedder = as_embedder(embedder).similarity_embedder()  # it may name a better judge of sameness
     vecs = np.asarray(await embedder.embed([f.text for f in facts]), dtype=np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     kept: list[int] = []

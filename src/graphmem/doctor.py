@@ -63,7 +63,7 @@ def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """Configured providers, masked keys, validate() problems (``graphmem.providers.doctor_check``)."""
     from .providers.doctor_check import check
 
-    check(sections, settings, ctx)
+    sections.setdefault("providers", []).extend(r.as_dict() for r in check(settings, ctx.check))
 
 
 CHECKS.append(_providers)
