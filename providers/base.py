@@ -172,6 +172,11 @@ class _UndeclaredTokenEncoder(_Undeclared, TokenEncoder):
         return self.inner.documents_sync(texts)
 
 
+async def embed_query(embedder: Any, text: str) -> list[float]:
+    """A search query's vector from any embedder (kept for callers written before the bases)."""
+    return await as_embedder(embedder).embed_query(text)
+
+
 def as_embedder(obj: Any) -> Embedder | None:
     """``obj`` as an ``Embedder`` (None stays None): a subclass as it is, any other object with
     ``embed`` wrapped so the derived methods exist."""

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..errors import ConfigError
-from .base import INLINE  # noqa: F401 - up to this many texts run inline; more go to the pool
 
 M = TypeVar("M")
 PARALLEL = 2  # texts run at once in a long list (this machine class has 2 cores)
