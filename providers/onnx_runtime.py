@@ -17,8 +17,9 @@ from typing import Any, Callable, TypeVar
 from ..errors import ConfigError
 
 M = TypeVar("M")
-PARALLEL = 2  # texts run at once in a long list (this machine class has 2 cores)
-SESSION_THREADS = 2  # onnxruntime's own threads per run; more only contend on 2 cores
+# Thread counts from the machine, capped at what was measured (2 cores; more threads only
+# contended there): texts run at once in a long list, and onnxruntime's own threads per run.
+PARALLEL = SESSION_THREADS = max(1, min(2, os.cpu_count() or 1))
 
 log = logging.getLogger("graphmem.providers")
 _models: dict[str, Any] = {}

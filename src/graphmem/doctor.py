@@ -19,7 +19,10 @@ class DoctorContext:
 
 
 def row(name: str, status: str, detail: str) -> dict:
-    return {"name": name, "status": status, "detail": detail}
+    """One report line, as ``graphmem.health.Row`` renders it."""
+    from .health import Row
+
+    return Row(name, status, detail).as_dict()
 
 
 def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
