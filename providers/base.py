@@ -139,6 +139,8 @@ class _Undeclared:
         self.name = getattr(inner, "name", type(inner).__name__)
 
     def __getattr__(self, attr: str) -> Any:
+        if attr == "inner":  # not set yet (a copy being made): no recursion through it
+            raise AttributeError(attr)
         return getattr(self.inner, attr)
 
 
