@@ -106,6 +106,8 @@ RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", 
 def show_hits(rows: list[dict], console) -> None:
     """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
     Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
+    from .insight_items import count_note
+
     wrap = {"soft_wrap": not console.is_terminal}
     if not rows:
         console.print("No matching memories.")
@@ -113,7 +115,9 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
-        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False, **wrap)
+        seen = count_note(h.get("metadata") or {})  # a retry loop's item: how often, since when
+        console.print(f"    [dim]{h['source'] or h['project']}{'; ' + seen if seen else ''}[/]",
+                      highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:

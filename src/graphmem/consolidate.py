@@ -36,11 +36,13 @@ from .errors import GraphmemError, StorageError, ValidationError
 from .files.atomic import atomic_write_text
 from .files.lock import folder_lock
 from .files.safe import is_link, private_dir, read_bytes, real_dir
-from .models import normalise
+from . import insight_shapes
+from .insight_shapes import retry_key
 
 log = logging.getLogger("graphmem.consolidate")
 
 FACTS_PER_SESSION = 32
+MAX_CITED = 5  # sessions named on one line; more are shown as a count
 NEAR = 0.92
 LOCK_NAME = "consolidate.lock"
 # (category, insight key or None for episodic summaries, heading) - most useful first.
@@ -89,6 +91,9 @@ class Fact:
     rank: int = 0  # order first seen: lower is more recent
 
     def line(self) -> str:
+        if len(self.sessions) > MAX_CITED:  # a retry loop: its count, not thousands of labels
+            return (f"- {self.text} (seen in {len(self.sessions)} sessions, latest "
+                    f"{self.sessions[0]}, earliest {self.sessions[-1]})")
         return f"- {self.text} (sessions: {', '.join(self.sessions)})"
 
 
@@ -123,8 +128,9 @@ def _mtime(p: Path) -> float:
         return 0.0
 
 
-def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str]]]:
-    """(active, [(category, text)]) of one session, capped at ``FACTS_PER_SESSION``."""
+def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str, str]]]:
+    """(active, [(category, text, key)]) of one session, capped at ``FACTS_PER_SESSION``; facts
+    with one key merge (``insight_shapes.retry_key``: rounds of one subtask's retry loop do)."""
     try:
         data = json.loads(read_bytes(ref.path).decode("utf-8"))
     except (OSError, ValueError, StorageError) as exc:
@@ -144,16 +150,33 @@ def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str]]]:
                                             if ln.strip())
             facts = [("summary", b) for b in bullets] if many else [("summary", " ".join(bullets))]
     else:
-        for category, key, _ in CATEGORIES:
-            if key is None:
-                continue
-            value: Any = data
-            for part in key.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            for text in value if isinstance(value, list) else []:
-                if isinstance(text, str) and text.strip():
-                    facts.append((category, " ".join(text.split())))
-    return False, [f for f in facts if f[1]][:FACTS_PER_SESSION]
+        subtask = insight_shapes.session_facts(data).get("subtask")
+        by_category: dict[str, list[str]] = {}
+        for entry in insight_shapes.entries(data):  # every shape (insight_shapes)
+            category = _category(entry, data)
+            if category:
+                by_category.setdefault(category, []).append(entry.text)
+        facts = [(c, text) for c, _, _ in CATEGORIES for text in by_category.get(c, [])]
+        return False, [(c, t, retry_key(t, subtask)) for c, t in facts if t][:FACTS_PER_SESSION]
+    return False, [(c, t, retry_key(t)) for c, t in facts if t][:FACTS_PER_SESSION]
+
+
+_FAILED = {"failed", "failure", "error", "blocked", "rejected", "incomplete"}
+
+
+def _category(entry: "insight_shapes.Entry", data: dict) -> str | None:
+    """The summary section of one learning (None: not summarised, e.g. subtask names)."""
+    if entry.kind in ("gotcha", "pattern"):
+        return entry.kind
+    name = entry.field.rsplit(".", 1)[-1]
+    if name == "approach_outcome":
+        outcome = (data.get("discoveries") or {}).get(name) if isinstance(data.get("discoveries"), dict) else None
+        outcome = outcome if isinstance(outcome, dict) else data.get(name)
+        status = outcome.get("status") if isinstance(outcome, dict) else None
+        failed = data.get("success") is False or (isinstance(status, str) and status.lower() in _FAILED)
+        return "failed" if failed else "worked"
+    return {"what_failed": "failed", "what_worked": "worked", "recommendations": "recommendation",
+            "recommendations_for_next_session": "recommendation"}.get(name)
 
 
 async def collect(refs: list[SessionRef], concurrency: int,
@@ -175,10 +198,6 @@ async def collect(refs: list[SessionRef], concurrency: int,
 
 
 # ---- dedupe --------------------------------------------------------------------------------
-def _key(text: str) -> str:
-    return normalise(text).rstrip(" .!;:,")
-
-
 def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: ConsolidationReport) -> list[Fact]:
     """Merge facts equal after normalisation; fills the session counts of ``report``."""
     facts: dict[str, Fact] = {}
@@ -189,8 +208,7 @@ def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: Consolida
             continue
         if items:
             report.sessions_with_facts += 1
-        for category, text in items:
-            k = _key(text)
+        for category, text, k in items:
             if not k:
                 continue
             if k in facts:

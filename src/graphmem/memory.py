@@ -7,6 +7,7 @@ Write path: validate -> redact -> file store (truth, atomic, locked) -> local in
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -16,6 +17,7 @@ from typing import Any
 from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
+from .insight_shapes import as_reference
 from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
                      parse)
 from .redact import redact
@@ -83,9 +85,9 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
-        data = self._clean(model.model_dump())
+        data = self._clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
         path, saved = self.files.save_session_insights(session_num, data)
-        items = self.files.session_items(saved, path)
+        items = self.files.insight_items(only_session=session_num)  # with counts of earlier sessions
         return await self._propagate(items, SaveReport(path=str(path)))
 
     async def load_all_insights(self) -> list[dict]:
@@ -127,22 +129,23 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
 
     async def load_gotchas(self) -> list[str]:
         """Every gotcha, in file order."""
-        return self.files.load_bullets("gotcha")
+        return self.files.all_bullets("gotcha")
 
     async def load_patterns(self) -> list[str]:
         """Every pattern, in file order."""
-        return self.files.load_bullets("pattern")
+        return self.files.all_bullets("pattern")
 
     # ---- whole spec -------------------------------------------------------------------------
     async def summary(self) -> dict[str, Any]:
         """Counts and the last three sessions, in the reference's shape."""
-        insights = self.files.load_all_insights()
+        sessions = self.files.sessions()  # read once for every count
+        recent = [copy.deepcopy(as_reference(s.data, s.entries)) for _, s in sessions[-3:]]
         return {
-            "total_sessions": len(insights),
-            "total_files_mapped": len(self.files.load_codebase_map()),
-            "total_patterns": len(self.files.load_bullets("pattern")),
-            "total_gotchas": len(self.files.load_bullets("gotcha")),
-            "recent_insights": insights[-3:],
+            "total_sessions": len(sessions),
+            "total_files_mapped": len(self.files.load_codebase_map(sessions)),
+            "total_patterns": len(self.files.all_bullets("pattern", sessions)),
+            "total_gotchas": len(self.files.all_bullets("gotcha", sessions)),
+            "recent_insights": recent,
         }
 
     async def clear(self) -> None:

@@ -11,6 +11,7 @@ Every mutation holds the folder lock. Corrupt files are moved aside, never silen
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -21,7 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..models import MemoryItem, normalise, parse_iso, stable_id
+from .. import insight_items, insight_shapes
+from ..insight_shapes import Entry
+from ..models import MemoryItem, normalise, stable_id
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
 from .clear import clear_memory_folder
 from .lock import folder_lock
@@ -67,6 +70,23 @@ class _BulletCache:
 
 
 _EMPTY = _BulletCache((0, 0), 0, 0, b"", [], set())
+
+
+@dataclass
+class _SessionFile:
+    """One parsed ``session_NNN.json``, valid while its inode, size and mtime are unchanged."""
+
+    key: tuple[int, int, int]
+    data: dict
+    entries: list[Entry]
+    mtime: datetime
+    counted: bool  # its files, patterns and gotchas count in the map and bullets (newer shape)
+
+
+# Per insights folder: file name -> parsed file. A long-lived process (MCP server) rereads only
+# the session files that changed; a retry loop leaves thousands of them.
+_SESSIONS: dict[Path, dict[str, _SessionFile]] = {}
+_SESSIONS_LOCK = threading.Lock()
 
 
 # Shared by every SpecStore of the process, so short-lived façades (the compat functions) do not
@@ -135,24 +155,65 @@ class SpecStore:
             atomic_write_json(path, data)
         return path, data
 
-    def load_all_insights(self) -> list[dict]:
-        """Every readable session file, oldest first."""
+    def sessions(self) -> list[tuple[Path, _SessionFile]]:
+        """Every readable session file, oldest first, parsed and mapped (``insight_shapes``).
+
+        A file holding valid JSON that is not an object is quarantined like a corrupt one.
+        """
         if not real_dirs(self.memory_dir, self.insights_dir):
             return []
-        out = []
-        for path in sorted(self.insights_dir.glob("session_*.json"), key=_session_order):
-            if is_link(path):
+        with _SESSIONS_LOCK:
+            cache = dict(_SESSIONS.get(self.insights_dir, {}))
+        with os.scandir(self.insights_dir) as it:
+            found = [e for e in it if e.name.startswith("session_") and e.name.endswith(".json")]
+        found.sort(key=lambda e: _session_order(Path(e.name)))
+        out, fresh = [], {}
+        for e in found:
+            path = self.insights_dir / e.name
+            if e.is_symlink() and is_link(path):  # d_type from the listing: no system call
                 continue
-            data = self._read_json(path)
-            if isinstance(data, dict):
-                out.append(data)
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            hit = cache.get(e.name)
+            if hit is None or hit.key != key:
+                try:  # the folder was checked above; read_bytes refuses a link swapped in since
+                    data = json.loads(read_bytes(path))
+                except FileNotFoundError:
+                    continue
+                except ValueError:  # bad UTF-8 or JSON: salvaged or quarantined
+                    data = self._read_json(path)
+                if data is None:
+                    continue
+                if not isinstance(data, dict):
+                    quarantine(path, f"holds a JSON {type(data).__name__}, not an object")
+                    continue
+                hit = _SessionFile(key, data, insight_shapes.entries(data),
+                                   datetime.fromtimestamp(st.st_mtime, timezone.utc),
+                                   insight_shapes.newer_shape(data))
+            fresh[e.name] = hit
+            out.append((path, hit))
+        with _SESSIONS_LOCK:
+            _SESSIONS[self.insights_dir] = fresh
         return out
+
+    def load_all_insights(self) -> list[dict]:
+        """Every readable session file, oldest first (copies: the parsed files are cached).
+
+        A session in a newer shape also gets the reference's discovery keys, filled from it.
+        """
+        return [copy.deepcopy(insight_shapes.as_reference(s.data, s.entries))
+                for _, s in self.sessions()]
 
     # ---- codebase map --------------------------------------------------------------------
     def update_codebase_map(self, discoveries: dict[str, str]) -> Path:
         """Merge ``discoveries`` into the map and refresh ``_metadata``."""
         with self.lock():
             current = self._read_json(self.map_file)
+            if current is not None and not isinstance(current, dict):  # kept aside, not overwritten
+                quarantine(self.map_file, f"holds a JSON {type(current).__name__}, not an object")
             cmap = current if isinstance(current, dict) else {}
             cmap.update(discoveries)
             meta = cmap.get("_metadata") if isinstance(cmap.get("_metadata"), dict) else {}
@@ -162,13 +223,21 @@ class SpecStore:
             atomic_write_json(self.map_file, cmap, sort_keys=True)
         return self.map_file
 
-    def load_codebase_map(self) -> dict[str, str]:
-        """The map without its ``_metadata``."""
+    def load_codebase_map(self, sessions: list | None = None) -> dict[str, str]:
+        """The map without its ``_metadata``, plus the file purposes recorded by sessions in a
+        newer shape than the reference's (``insight_shapes.newer_shape``); the map's own entries
+        win. A session in the reference's shape keeps them to itself, as the reference does."""
+        files: dict[str, str] = {}
+        for _, s in self.sessions() if sessions is None else sessions:
+            if s.counted:
+                files.update((e.path, e.purpose) for e in s.entries if e.kind == "file")
         data = self._read_json(self.map_file)
-        if not isinstance(data, dict):
-            return {}
-        data.pop("_metadata", None)
-        return data
+        if data is not None and not isinstance(data, dict):
+            quarantine(self.map_file, f"holds a JSON {type(data).__name__}, not an object")
+        if isinstance(data, dict):
+            data.pop("_metadata", None)
+            files.update(data)
+        return files
 
     # ---- gotchas and patterns ------------------------------------------------------------
     def bullet_file(self, kind: str) -> Path:
@@ -244,6 +313,18 @@ class SpecStore:
         with _BULLETS_LOCK:
             return list(self._refresh_locked(path).bullets)
 
+    def all_bullets(self, kind: str, sessions: list | None = None) -> list[str]:
+        """The bullets of the file, then the patterns or gotchas recorded by sessions in a newer
+        shape than the reference's (``insight_shapes.newer_shape``), each once."""
+        out = self.load_bullets(kind)
+        seen = {normalise(b) for b in out}
+        for _, s in self.sessions() if sessions is None else sessions:
+            for e in s.entries if s.counted else ():
+                if e.kind == kind and normalise(e.text) not in seen:
+                    seen.add(normalise(e.text))
+                    out.append(e.text)
+        return out
+
     # ---- whole folder --------------------------------------------------------------------
     def clear(self) -> None:
         """Delete the files graphmem wrote in the spec's memory folder (see ``files.clear``)."""
@@ -260,28 +341,30 @@ class SpecStore:
 
     # ---- items for indexes and the graph ---------------------------------------------------
     def session_items(self, data: dict, source: Path) -> list[MemoryItem]:
-        """The searchable items inside one session file."""
+        """The searchable items inside one session file (each counted once)."""
         project, spec = self._scope()
-        session = str(data.get("session_number", ""))
-        when = parse_iso(data.get("timestamp")) or _mtime(source)
-        base = dict(project=project, spec=spec, session=session, time=when, source=str(source))
-        items: list[MemoryItem] = []
-        for field in INSIGHT_LISTS:
-            for text in data.get(field) or []:
-                if isinstance(text, str) and text.strip():
-                    items.append(MemoryItem(
-                        id=stable_id(project, spec, "insight", session, field, text), kind="insight",
-                        text=text.strip(), metadata={"field": field}, **base))
-        disc = data.get("discoveries") if isinstance(data.get("discoveries"), dict) else {}
-        for path, purpose in (disc.get("files_understood") or {}).items():
-            if isinstance(purpose, str):
-                items.append(_file_item(project, spec, path, purpose, base))
-        for kind, key in (("pattern", "patterns_found"), ("gotcha", "gotchas_encountered")):
-            for text in disc.get(key) or []:
-                if isinstance(text, str) and text.strip():
-                    items.append(MemoryItem(id=stable_id(project, spec, kind, text), kind=kind,
-                                            text=text.strip(), metadata={"field": key}, **base))
-        return items
+        return insight_items.session_items(project, spec, data, source, _mtime(source))
+
+    def insight_items(self, only_session: int | None = None) -> list[MemoryItem]:
+        """Items of every session file, near-identical ones collapsed with a count
+        (``insight_items``); ``only_session``: just the items that session holds."""
+        project, spec = self._scope()
+        sessions = self.sessions()
+        per_session = [insight_items.session_items(project, spec, s.data, path, s.mtime, s.entries)
+                       for path, s in sessions]
+        items = insight_items.collapse(per_session)
+        if only_session is None:
+            return items
+        mine = {it.id for (_, s), its in zip(sessions, per_session)
+                if s.data.get("session_number") == only_session for it in its}
+        return [it for it in items if it.id in mine]
+
+    def _map_file_only(self) -> dict[str, str]:
+        data = self._read_json(self.map_file)
+        if not isinstance(data, dict):
+            return {}
+        data.pop("_metadata", None)
+        return data
 
     def map_items(self, files: dict[str, str]) -> list[MemoryItem]:
         project, spec = self._scope()
@@ -298,11 +381,8 @@ class SpecStore:
 
     def items(self) -> Iterator[MemoryItem]:
         """Every searchable item in this spec's files (used to rebuild indexes and the graph)."""
-        for data in self.load_all_insights():
-            num = data.get("session_number")
-            src = self.session_file(num) if isinstance(num, int) else self.insights_dir
-            yield from self.session_items(data, src)
-        yield from self.map_items(self.load_codebase_map())
+        yield from self.insight_items()
+        yield from self.map_items(self._map_file_only())
         for kind in HEADERS:
             yield from self.bullet_items(kind, self.load_bullets(kind))
 
