@@ -25,7 +25,8 @@ from typing import Any, Iterator
 from .. import insight_items, insight_shapes
 from ..insight_shapes import Entry
 from ..models import MemoryItem, normalise, stable_id
-from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
+from ..errors import StorageError
+from .atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, repair_tail
 from .clear import clear_memory_folder
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
@@ -55,6 +56,48 @@ def quarantine(path: Path, reason: str) -> Path:
     log.warning(msg)
     warnings.warn(msg, CorruptFileWarning, stacklevel=3)
     return target
+
+
+def keep_aside(path: Path, raw: bytes, reason: str) -> Path:
+    """Copy a damaged file's bytes to ``<name>.corrupt-<timestamp>`` (listed by ``graphmem doctor``)
+    before its readable part replaces it, and warn with both names."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    side = path.with_name(f"{path.name}.corrupt-{stamp}")
+    atomic_write_bytes(side, raw)
+    msg = (f"graphmem: {path} was damaged ({reason}); its readable records were kept and the "
+           f"damaged original saved as {side.name}")
+    log.warning(msg)
+    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
+    return side
+
+
+def salvage_utf8(path: Path, parse: Any = None, lock: Any = None) -> bool:
+    """Repair a file with invalid UTF-8 under ``lock`` (default: its folder's): bad bytes become
+    U+FFFD, the original is kept aside. ``parse(text)`` must accept the repaired text (else
+    nothing changes and False is returned). True when the file is readable UTF-8 afterwards."""
+    with lock if lock is not None else folder_lock(path.parent):
+        try:
+            raw = read_bytes(path)
+        except FileNotFoundError:
+            return False
+        try:
+            raw.decode("utf-8")
+            return True  # repaired meanwhile by another process
+        except UnicodeDecodeError as exc:
+            reason = f"invalid UTF-8 at byte {exc.start}"
+        text = raw.decode("utf-8", "replace")
+        if parse is not None:
+            try:
+                parse(text)
+            except ValueError:
+                return False
+        keep_aside(path, raw, reason)
+        atomic_write_bytes(path, text.encode("utf-8"))
+        return True
+
+
+class _NeedsSalvage(Exception):
+    """A bullet file holds invalid UTF-8 (repaired outside the cache lock, then reread)."""
 
 
 @dataclass
@@ -127,7 +170,12 @@ class SpecStore:
             return None
         try:
             return json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except UnicodeDecodeError:
+            if salvage_utf8(path, json.loads, self.lock()):  # a bad byte in one string: keep the rest
+                return json.loads(read_bytes(path).decode("utf-8"))
+            quarantine(path, "invalid UTF-8")
+            return None
+        except json.JSONDecodeError as exc:
             quarantine(path, type(exc).__name__)
             return None
 
@@ -245,9 +293,18 @@ class SpecStore:
 
     def _refresh_bullets(self, kind: str) -> _BulletCache:
         """Bring the cache up to date, reading only bytes appended since the last look."""
-        path = self.bullet_file(kind)
-        with _BULLETS_LOCK:
-            return self._refresh_locked(path)
+        return self._refresh(self.bullet_file(kind))
+
+    def _refresh(self, path: Path) -> _BulletCache:
+        for _ in range(3):
+            with _BULLETS_LOCK:
+                try:
+                    return self._refresh_locked(path)
+                except _NeedsSalvage:
+                    _BULLETS.pop(path, None)
+            # outside the cache lock: the repair takes the folder lock, which writers take first
+            salvage_utf8(path, lock=self.lock())
+        raise StorageError(f"{path} keeps changing while graphmem repairs its invalid UTF-8")
 
     def _refresh_locked(self, path: Path) -> _BulletCache:
         st = file_stat(path) if self._has_memory_dir() else None
@@ -273,9 +330,7 @@ class SpecStore:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            quarantine(path, "invalid UTF-8")
-            _BULLETS.pop(path, None)
-            return _EMPTY
+            raise _NeedsSalvage() from None  # one bad byte must not hide every other bullet
         for line in text.split("\n"):
             line = line.strip()
             if line.startswith("- "):
@@ -309,9 +364,9 @@ class SpecStore:
 
     def load_bullets(self, kind: str) -> list[str]:
         """Every bullet of ``gotchas.md`` or ``patterns.md``, in file order."""
-        path = self.bullet_file(kind)
+        cache = self._refresh(self.bullet_file(kind))
         with _BULLETS_LOCK:
-            return list(self._refresh_locked(path).bullets)
+            return list(cache.bullets)
 
     def all_bullets(self, kind: str, sessions: list | None = None) -> list[str]:
         """The bullets of the file, then the patterns or gotchas recorded by sessions in a newer
