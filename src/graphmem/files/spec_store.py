@@ -11,10 +11,10 @@ Every mutation holds the folder lock. Corrupt files are moved aside, never silen
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
+import pickle
 import threading
 import warnings
 from dataclasses import dataclass
@@ -124,6 +124,8 @@ class _SessionFile:
     entries: list[Entry]
     mtime: datetime
     counted: bool  # its files, patterns and gotchas count in the map and bullets (newer shape)
+    path: Path
+    copy_blob: bytes | None = None  # pickled copy for load_all_insights (faster than deepcopy)
 
 
 # Per insights folder: file name -> parsed file. A long-lived process (MCP server) rereads only
@@ -214,11 +216,10 @@ class SpecStore:
             cache = dict(_SESSIONS.get(self.insights_dir, {}))
         with os.scandir(self.insights_dir) as it:
             found = [e for e in it if e.name.startswith("session_") and e.name.endswith(".json")]
-        found.sort(key=lambda e: _session_order(Path(e.name)))
+        found.sort(key=lambda e: _name_order(e.name))
         out, fresh = [], {}
         for e in found:
-            path = self.insights_dir / e.name
-            if e.is_symlink() and is_link(path):  # d_type from the listing: no system call
+            if e.is_symlink() and is_link(e.path):  # d_type from the listing: no system call
                 continue
             try:
                 st = e.stat(follow_symlinks=False)
@@ -227,6 +228,7 @@ class SpecStore:
             key = (st.st_ino, st.st_size, st.st_mtime_ns)
             hit = cache.get(e.name)
             if hit is None or hit.key != key:
+                path = self.insights_dir / e.name
                 try:  # the folder was checked above; read_bytes refuses a link swapped in since
                     data = json.loads(read_bytes(path))
                 except FileNotFoundError:
@@ -240,9 +242,9 @@ class SpecStore:
                     continue
                 hit = _SessionFile(key, data, insight_shapes.entries(data),
                                    datetime.fromtimestamp(st.st_mtime, timezone.utc),
-                                   insight_shapes.newer_shape(data))
+                                   insight_shapes.newer_shape(data), path)
             fresh[e.name] = hit
-            out.append((path, hit))
+            out.append((hit.path, hit))
         with _SESSIONS_LOCK:
             _SESSIONS[self.insights_dir] = fresh
         return out
@@ -252,8 +254,12 @@ class SpecStore:
 
         A session in a newer shape also gets the reference's discovery keys, filled from it.
         """
-        return [copy.deepcopy(insight_shapes.as_reference(s.data, s.entries))
-                for _, s in self.sessions()]
+        out = []
+        for _, s in self.sessions():
+            if s.copy_blob is None:  # JSON values only, pickled by us: a fast private copy
+                s.copy_blob = pickle.dumps(insight_shapes.as_reference(s.data, s.entries), 5)
+            out.append(pickle.loads(s.copy_blob))
+        return out
 
     # ---- codebase map --------------------------------------------------------------------
     def update_codebase_map(self, discoveries: dict[str, str]) -> Path:
@@ -442,10 +448,10 @@ class SpecStore:
             yield from self.bullet_items(kind, self.load_bullets(kind))
 
 
-def _session_order(path: Path) -> tuple[int, str]:
+def _name_order(name: str) -> tuple[int, str]:
     """Numeric order, so session_1000 comes after session_999."""
-    digits = path.stem.removeprefix("session_")
-    return (int(digits) if digits.isdigit() else 1 << 62, path.name)
+    digits = name.removeprefix("session_").removesuffix(".json")
+    return (int(digits) if digits.isdigit() else 1 << 62, name)
 
 
 def _file_item(project: str, spec: str, path: str, purpose: str, base: dict) -> MemoryItem:
