@@ -74,6 +74,7 @@ def main() -> None:
             "load_codebase_map": lambda m: m.load_codebase_map(),
             "search": lambda m: m.search(query, limit=10),
             "context": lambda m: m.context("why does the QA fix keep failing", max_tokens=1500),
+            "consolidate (50 latest, default)": lambda m: m.consolidate(),
             "consolidate (all sessions)": lambda m: m.consolidate(sessions=10_000),
         }
         rows, results = [], {}
