@@ -2,7 +2,8 @@
 
 The spec is generated (``_autoclaude_spec.py``: 40 productive sessions, then a QA loop failing
 the same way). Timed on it, in this process: ``reindex``, ``summary``, ``load_all_insights``,
-``load_codebase_map``, ``search``, ``context`` and ``consolidate`` over every session. ``first``
+``load_codebase_map``, ``search``, ``context``, ``save_session_insights`` (one more round of the
+loop: its item's count is recomputed over every session) and ``consolidate``. ``first``
 is the first call of a fresh ``Memory`` in a process that has not read the spec yet (what a CLI
 call pays, imports and model load excluded: the model is loaded by a warm-up search in another
 spec first); ``p50`` is the median of later calls (what a long-lived MCP server pays: session files
@@ -67,6 +68,13 @@ def main() -> None:
             m.search("warm-up")
 
         query = "failed to complete the QA subtask"
+        rounds = iter(range(args.sessions + 1, args.sessions + 1000))
+
+        def one_more_round(m):
+            n = next(rounds)
+            return m.save_session_insights(n, {
+                "what_failed": [f"Failed to complete subtask: {LOOP_SUBTASK}"],
+                "subtask_id": LOOP_SUBTASK, "success": False})
         ops = {
             "reindex": lambda m: m.reindex(),
             "summary": lambda m: m.summary(),
@@ -74,6 +82,7 @@ def main() -> None:
             "load_codebase_map": lambda m: m.load_codebase_map(),
             "search": lambda m: m.search(query, limit=10),
             "context": lambda m: m.context("why does the QA fix keep failing", max_tokens=1500),
+            "save_session_insights (one more round)": one_more_round,
             "consolidate (50 latest, default)": lambda m: m.consolidate(),
             "consolidate (all sessions)": lambda m: m.consolidate(sessions=10_000),
         }

@@ -410,15 +410,8 @@ class SpecStore:
         """Items of every session file, near-identical ones collapsed with a count
         (``insight_items``); ``only_session``: just the items that session holds."""
         project, spec = self._scope()
-        sessions = self.sessions()
-        per_session = [insight_items.session_items(project, spec, s.data, path, s.mtime, s.entries)
-                       for path, s in sessions]
-        items = insight_items.collapse(per_session)
-        if only_session is None:
-            return items
-        mine = {it.id for (_, s), its in zip(sessions, per_session)
-                if s.data.get("session_number") == only_session for it in its}
-        return [it for it in items if it.id in mine]
+        return insight_items.collapse(project, spec, [(s.data, path, s.mtime, s.entries)
+                                                      for path, s in self.sessions()], only_session)
 
     def _map_file_only(self) -> dict[str, str]:
         data = self._read_json(self.map_file)
