@@ -215,3 +215,14 @@ def test_saving_another_round_of_a_loop_updates_the_count(spec_dir):
     assert len(lint) == 1 and lint[0].metadata["count"] == 3
     assert lint[0].text == "Attempt 3: lint still fails" and lint[0].session == "3"
     assert {h.text for h in lessons} >= {"Lesson 4", "Lesson 5"}  # no subtask: kept apart
+
+
+def test_a_gotcha_in_a_session_and_in_gotchas_md_is_one_memory(spec_dir):
+    with Memory(spec_dir) as m:
+        m.save_session_insights(1, {"discoveries": {"gotchas_discovered": ["Ports below 1024 need root"]}})
+        m.save_session_insights(2, {"discoveries": {"gotchas_discovered": ["Ports below 1024 need root"]}})
+        m.append_gotcha("Ports below 1024 need root")
+        items = [it for it in m.items() if it.kind == "gotcha"]
+        assert m.summary()["total_gotchas"] == 1
+    assert len({it.id for it in items}) == 1  # same id: the index holds it once
+    assert max(it.metadata.get("count", 0) for it in items) == 2
