@@ -226,3 +226,41 @@ def test_a_gotcha_in_a_session_and_in_gotchas_md_is_one_memory(spec_dir):
         assert m.summary()["total_gotchas"] == 1
     assert len({it.id for it in items}) == 1  # same id: the index holds it once
     assert max(it.metadata.get("count", 0) for it in items) == 2
+
+
+def test_shapes_nobody_planned_for_are_read_for_their_text_never_an_error(spec_dir):
+    folder = spec_dir / "memory" / "session_insights"
+    folder.mkdir(parents=True)
+    odd = {
+        "session_number": 1, "timestamp": "not a time", "success": "maybe", "subtask_id": ["x"],
+        "what_worked": "a string, not a list",
+        "what_failed": [None, 7, {"step": "migrate", "error": "lock timeout on the orders table"}],
+        "discoveries": {
+            "file_insights": {"src/orders.py": {"purpose": "order state machine"},
+                              "src/empty.py": {"lines_added": 3}},
+            "gotchas_discovered": "one gotcha as a bare string: retries double-charge cards",
+            "patterns_discovered": [1, None, {"name": "Idempotency keys on every charge"}],
+            "approach_outcome": "done",
+            "deep": [[[[[[[[[[[["too deep to matter"]]]]]]]]]]]],
+        },
+        "future_field": {"lesson": "the payment sandbox resets every night"},
+        "trace": json.loads("[" * 700 + "]" * 700),  # parses, but deeper than pickle or deepcopy go
+    }
+    (folder / "session_001.json").write_text(json.dumps(odd))
+    (folder / "session_002.json").write_text("[" * 5000 + "]" * 5000)  # valid JSON, absurdly deep
+    (folder / "session_003.json").write_text(json.dumps({"discoveries": ["not", "an", "object"]}))
+    with pytest.warns(Warning, match="session_002.json"):
+        with Memory(spec_dir) as m:
+            s = m.summary()
+            assert m.load_all_insights()[0]["future_field"] == odd["future_field"]
+            texts = [it.text for it in m.items()]
+            m.reindex()
+            hits = m.search("payment sandbox resets nightly", limit=3)
+            report = m.consolidate()
+    assert s["total_sessions"] == 2 and s["total_files_mapped"] == 1  # src/empty.py: no purpose
+    assert s["total_gotchas"] == 1 and s["total_patterns"] == 1
+    assert "Step: migrate. Error: lock timeout on the orders table" in texts
+    assert "a string, not a list" in texts and {"not", "an", "object"} <= set(texts)
+    assert not any("too deep" in t for t in texts)
+    assert hits[0].metadata["field"] == "future_field"
+    assert report["sessions_scanned"] == 2

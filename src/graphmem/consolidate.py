@@ -133,7 +133,7 @@ def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str, str]]]:
     with one key merge (``insight_shapes.retry_key``: rounds of one subtask's retry loop do)."""
     try:
         data = json.loads(read_bytes(ref.path).decode("utf-8"))
-    except (OSError, ValueError, StorageError) as exc:
+    except (OSError, ValueError, RecursionError, StorageError) as exc:
         log.warning("consolidate: cannot read %s (%s); skipped", ref.path, exc)
         return False, []
     if not isinstance(data, dict):

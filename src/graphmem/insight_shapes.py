@@ -167,7 +167,7 @@ def _level(data: dict, prefix: str) -> Iterator[Entry]:
             kind = BULLET_KEYS.get(key, "insight")
             for element in _items(value):
                 text = describe(element, LEAD_KEYS[kind]) if isinstance(element, dict) \
-                    else _cap(text_of(element, 1 if isinstance(value, list) else 0))
+                    else _cap(text_of(element))  # a bare number is no lesson
                 if text:
                     yield Entry(kind, where, text)
 

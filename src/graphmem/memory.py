@@ -7,7 +7,6 @@ Write path: validate -> redact -> file store (truth, atomic, locked) -> local in
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import logging
@@ -17,7 +16,6 @@ from typing import Any
 from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
-from .insight_shapes import as_reference
 from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
                      parse)
 from .redact import redact
@@ -139,7 +137,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def summary(self) -> dict[str, Any]:
         """Counts and the last three sessions, in the reference's shape."""
         sessions = self.files.sessions()  # read once for every count
-        recent = [copy.deepcopy(as_reference(s.data, s.entries)) for _, s in sessions[-3:]]
+        recent = [self.files.insight_copy(s) for _, s in sessions[-3:]]
         return {
             "total_sessions": len(sessions),
             "total_files_mapped": len(self.files.load_codebase_map(sessions)),

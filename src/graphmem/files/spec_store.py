@@ -180,6 +180,9 @@ class SpecStore:
         except json.JSONDecodeError as exc:
             quarantine(path, type(exc).__name__)
             return None
+        except RecursionError:
+            quarantine(path, "nested too deep to read")
+            return None
 
     # ---- session insights ----------------------------------------------------------------
     def session_file(self, session_num: int) -> Path:
@@ -233,7 +236,7 @@ class SpecStore:
                     data = json.loads(read_bytes(path))
                 except FileNotFoundError:
                     continue
-                except ValueError:  # bad UTF-8 or JSON: salvaged or quarantined
+                except (ValueError, RecursionError):  # bad UTF-8 or JSON: salvaged or quarantined
                     data = self._read_json(path)
                 if data is None:
                     continue
@@ -254,12 +257,16 @@ class SpecStore:
 
         A session in a newer shape also gets the reference's discovery keys, filled from it.
         """
-        out = []
-        for _, s in self.sessions():
-            if s.copy_blob is None:  # JSON values only, pickled by us: a fast private copy
+        return [self.insight_copy(s) for _, s in self.sessions()]
+
+    def insight_copy(self, s: _SessionFile) -> dict:
+        """A private copy of one parsed session (callers may change it; the cache stays)."""
+        if s.copy_blob is None:  # JSON values only, pickled by us: faster than deepcopy
+            try:
                 s.copy_blob = pickle.dumps(insight_shapes.as_reference(s.data, s.entries), 5)
-            out.append(pickle.loads(s.copy_blob))
-        return out
+            except RecursionError:  # nested deeper than pickle goes: parse the file again
+                return insight_shapes.as_reference(json.loads(read_bytes(s.path)), s.entries)
+        return pickle.loads(s.copy_blob)
 
     # ---- codebase map --------------------------------------------------------------------
     def update_codebase_map(self, discoveries: dict[str, str]) -> Path:
