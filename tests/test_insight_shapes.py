@@ -264,3 +264,39 @@ def test_shapes_nobody_planned_for_are_read_for_their_text_never_an_error(spec_d
     assert not any("too deep" in t for t in texts)
     assert hits[0].metadata["field"] == "future_field"
     assert report["sessions_scanned"] == 2
+
+
+def test_mcp_takes_todays_shape_and_its_search_shows_the_count(spec_dir):
+    import anyio
+    from mcp import Client
+
+    from graphmem.mcp_server import build_server
+
+    today = json.loads((TODAY / "memory" / "session_insights" / "session_001.json").read_text())
+    for key in ("session_number", "timestamp"):
+        today.pop(key)
+
+    def data(result) -> dict:
+        assert not result.is_error, result.content
+        return result.structured_content
+
+    async def main():
+        async with Client(build_server(spec_dir)) as c:
+            data(await c.call_tool("save_session_insights", {"session_num": 1, "insights": today}))
+            for n in (2, 3):
+                data(await c.call_tool("save_session_insights", {"session_num": n, "insights": {
+                    "what_failed": [f"Render soak test timed out after {n * 10} minutes"],
+                    "subtask_id": "soak-1", "success": False}}))
+            bad = await c.call_tool("save_session_insights", {"session_num": 4, "insights": {
+                "discoveries": {"file_insights": [{"file_path": "/etc/hosts", "purpose": "x"}]}}})
+            assert bad.is_error and "file_insights" in str(bad.content)
+            summary = data(await c.call_tool("memory_summary", {}))
+            hits = data(await c.call_tool("search_memory", {"query": "soak test timed out"}))["hits"]
+            return summary, hits
+
+    summary, hits = anyio.run(main)
+    assert (summary["total_sessions"], summary["total_files_mapped"], summary["total_gotchas"]) == (3, 2, 1)
+    soak = [h for h in hits if "soak test timed out" in h["text"]]
+    assert len(soak) == 1 and soak[0]["metadata"]["count"] == 2
+    saved = json.loads((spec_dir / "memory" / "session_insights" / "session_001.json").read_text())
+    assert saved["discoveries"]["gotchas_discovered"] == today["discoveries"]["gotchas_discovered"]
