@@ -300,3 +300,29 @@ def test_mcp_takes_todays_shape_and_its_search_shows_the_count(spec_dir):
     assert len(soak) == 1 and soak[0]["metadata"]["count"] == 2
     saved = json.loads((spec_dir / "memory" / "session_insights" / "session_001.json").read_text())
     assert saved["discoveries"]["gotchas_discovered"] == today["discoveries"]["gotchas_discovered"]
+
+
+def test_saving_a_round_again_recounts_what_it_shared(spec_dir):
+    same = {"what_failed": ["Migration 12 timed out on the orders table"], "subtask_id": "migrate",
+            "success": False}
+    with Memory(spec_dir) as m:
+        m.save_session_insights(1, same)
+        m.save_session_insights(2, same)
+        assert m.search("migration timed out", kinds=["insight"])[0].metadata["count"] == 2
+        m.save_session_insights(2, {"what_worked": ["Splitting the migration in batches"],
+                                    "subtask_id": "migrate", "success": True})
+        hits = m.search("migration timed out orders table", kinds=["insight"], limit=5)
+    timed_out = [h for h in hits if "timed out" in h.text]
+    assert len(timed_out) == 1 and timed_out[0].metadata["count"] == 1
+    assert timed_out[0].metadata["last_session"] == "1"
+
+
+def test_saving_over_a_session_file_holding_a_list_keeps_the_list_aside(spec_dir):
+    folder = spec_dir / "memory" / "session_insights"
+    folder.mkdir(parents=True)
+    (folder / "session_001.json").write_text('["an agent wrote a list here"]')
+    with Memory(spec_dir) as m:
+        with pytest.warns(Warning, match="holds a JSON list"):
+            m.save_session_insights(1, {"what_worked": ["fresh"]})
+    [side] = folder.glob("session_001.json.corrupt-*")
+    assert side.read_text() == '["an agent wrote a list here"]'

@@ -261,10 +261,12 @@ class SessionsMixin:
             meta["summary"], meta["summary_updated_at"] = clean, iso(utcnow())
             return meta
 
-        meta = ep.store.update_session(sid, put)
-        ep.resync(sid)
-        item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
-        return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))))
+        with self._index_journal() as entry:
+            meta = ep.store.update_session(sid, put)
+            ep.resync(sid)
+            item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
+            return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
+                                         entry)
 
     async def get_session_summary(self, session_id: str) -> str | None:
         """The session's stored summary, or None."""
