@@ -197,6 +197,8 @@ def test_search_context_and_consolidation_show_the_count(loop, isolated_env):
     assert "seen in 1654 sessions, latest session 3347, earliest session 41" in line
     assert len(summary) < 20_000  # not thousands of session labels
     assert "Bank feed timestamps are local to the bank" in summary  # today's gotchas summarised
+    failed_section = summary.split("## What failed")[1].split("\n## ")[0]
+    assert "Approach outcome: failed. Summary: QA rejected attempt 3307" in failed_section
     out = run_cli("search", "failed to complete the QA subtask", "--spec-dir", str(loop))
     assert out.returncode == 0, out.stderr
     assert "seen in 1654 sessions" in out.stdout

@@ -1,12 +1,15 @@
 """Batch consolidation: what the recent sessions taught, deduplicated into ``memory_summary.md``.
 
-Sources, per spec folder: each ``session_insights/session_NNN.json`` (gotchas, what failed,
-recommendations, patterns, what worked) and each episodic session's summary. "Most recent" means
+Sources, per spec folder: each ``session_insights/session_NNN.json`` in any shape
+(``insight_shapes``: gotchas, what failed, recommendations, patterns, what worked, outcomes) and
+each episodic session's summary. "Most recent" means
 the most recently written session files. Episodic sessions that have not ended are *active* and
 skipped (their summary may still change); insight files are written once a session is over, so
 they are never active. At most 32 facts are kept per session, in that order of categories.
 
-Facts equal after normalisation merge; so do facts of one category whose embeddings are nearly the
+Facts equal after normalisation merge (and so do the rounds of one subtask's retry loop that
+differ only in numbers, ``insight_shapes.retry_key``; a line cited by more than ``MAX_CITED``
+sessions shows their count instead of their names); so do facts of one category whose embeddings are nearly the
 same (cosine >= ``NEAR``, tuned on the bundled bge-small, which the local default embedder hands
 this pass) unless exactly one of them is negated. A merged fact cites every session it came from
 and ranks by how many sessions said it, then by recency. With an LLM configured, the LLM rewrites
@@ -169,11 +172,12 @@ def _category(entry: "insight_shapes.Entry", data: dict) -> str | None:
     if entry.kind in ("gotcha", "pattern"):
         return entry.kind
     name = entry.field.rsplit(".", 1)[-1]
-    if name == "approach_outcome":
-        outcome = (data.get("discoveries") or {}).get(name) if isinstance(data.get("discoveries"), dict) else None
-        outcome = outcome if isinstance(outcome, dict) else data.get(name)
+    if name == "approach_outcome":  # where the outcome was read: top level or in discoveries
+        outcome: Any = data
+        for part in entry.field.split("."):
+            outcome = outcome.get(part) if isinstance(outcome, dict) else None
         status = outcome.get("status") if isinstance(outcome, dict) else None
-        failed = data.get("success") is False or (isinstance(status, str) and status.lower() in _FAILED)
+        failed = data.get("success") is False or str(status).lower() in _FAILED
         return "failed" if failed else "worked"
     return {"what_failed": "failed", "what_worked": "worked", "recommendations": "recommendation",
             "recommendations_for_next_session": "recommendation"}.get(name)
