@@ -98,6 +98,7 @@ def test_a_codebase_map_holding_a_list_is_kept_aside_never_overwritten(spec_dir)
 @pytest.mark.parametrize("damage", [
     lambda raw: raw[: len(raw) // 2],  # cut in the middle
     lambda raw: b"[]",  # valid JSON, wrong type
+    lambda raw: b"[" * 100_000 + b"]" * 100_000,  # nested deeper than json reads
 ])
 def test_a_corrupt_session_json_keeps_its_turns_reachable(spec_dir, damage):
     m = Memory(spec_dir)

@@ -163,7 +163,7 @@ class EpisodeStore:
             data = _session_json(read_bytes(path).decode("utf-8"))
         except FileNotFoundError:
             return None
-        except ValueError as exc:  # includes UnicodeDecodeError
+        except (ValueError, RecursionError) as exc:  # ValueError includes UnicodeDecodeError
             data = self._salvage_session(sid, path, exc)
             if data is None:
                 return None
@@ -171,7 +171,7 @@ class EpisodeStore:
         self._meta[sid] = (st.st_mtime_ns, st.st_ino, data)
         return dict(data)
 
-    def _salvage_session(self, sid: str, path: Path, exc: ValueError) -> dict | None:
+    def _salvage_session(self, sid: str, path: Path, exc: Exception) -> dict | None:
         """A damaged ``session.json`` never hides the session's intact turns and steps: bad bytes
         are replaced (original kept aside) or, when it cannot be parsed or is no object, it is
         moved aside and a ``recovered`` one is rebuilt from the turns and steps."""
