@@ -328,3 +328,23 @@ def test_saving_over_a_session_file_holding_a_list_keeps_the_list_aside(spec_dir
             m.save_session_insights(1, {"what_worked": ["fresh"]})
     [side] = folder.glob("session_001.json.corrupt-*")
     assert side.read_text() == '["an agent wrote a list here"]'
+
+
+def test_consolidation_embeds_each_fact_once_per_embedder():
+    import asyncio
+
+    from graphmem.consolidate import Fact, near_dedupe
+
+    class Counting:
+        name, dimension, embedded = "counting", 3, 0
+
+        async def embed(self, texts):
+            self.embedded += len(texts)
+            return [[1.0, 0.0, 0.0] if "cache" in t else [0.0, 1.0, 0.0] for t in texts]
+
+    emb = Counting()
+    texts = ["the cache is per worker", "tokens expire hourly", "the cache is per worker!"]
+    for _ in range(3):  # a server consolidating again: the same facts are not embedded again
+        kept, dropped = asyncio.run(near_dedupe([Fact("gotcha", t, ["s1"]) for t in texts], emb))
+    assert emb.embedded == 3
+    assert dropped == 1 and [f.text for f in kept] == texts[:2]

@@ -28,6 +28,7 @@ import asyncio
 import json
 import logging
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,12 +36,13 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from .errors import GraphmemError, StorageError, ValidationError
+from .errors import GraphmemError, ProviderError, StorageError, ValidationError
 from .files.atomic import atomic_write_text
 from .files.lock import folder_lock
 from .files.safe import is_link, private_dir, read_bytes, real_dir
 from . import insight_shapes
 from .insight_shapes import retry_key
+from .lru import LRU
 
 log = logging.getLogger("graphmem.consolidate")
 
@@ -58,6 +60,7 @@ CATEGORIES = [
     ("summary", None, "Session summaries"),
 ]
 HEADINGS = {c: h for c, _, h in CATEGORIES}
+_VECTORS: "weakref.WeakKeyDictionary[Any, LRU]" = weakref.WeakKeyDictionary()  # fact vectors
 _NEGATION = re.compile(r"\b(not|never|no|don't|dont|doesn't|didn't|avoid|without|cannot|can't)\b")
 
 
@@ -233,7 +236,19 @@ async def near_dedupe(facts: list[Fact], embedder: Any, threshold: float = NEAR)
         return facts, 0
     own = getattr(embedder, "similarity", None)  # an embedder may name a better judge of sameness
     embedder = own() if own is not None else embedder
-    vecs = np.asarray(await embedder.embed([f.text for f in facts]), dtype=np.float32)
+    try:  # a long-lived process (MCP server) embeds each fact once per embedder
+        memo = _VECTORS.setdefault(embedder, LRU(20_000))
+    except TypeError:  # an embedder that cannot be weakly referenced: no memory
+        memo = LRU(20_000)
+    have = {f.text: v for f in facts if (v := memo.get(f.text)) is not None}
+    todo = list(dict.fromkeys(f.text for f in facts if f.text not in have))
+    if todo:
+        got = await embedder.embed(todo)
+        if len(got) != len(todo):
+            raise ProviderError(f"the embedder returned {len(got)} vectors for {len(todo)} facts")
+        for text, vec in zip(todo, got):
+            have[text] = memo.put(text, np.asarray(vec, dtype=np.float32))
+    vecs = np.stack([have[f.text] for f in facts]).astype(np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     kept: list[int] = []
     dropped = 0
