@@ -45,6 +45,24 @@ def cli_ms(args: list[str], env: dict) -> float:
     return (time.perf_counter() - t) * 1000
 
 
+def spec_facts(spec: Path, counts: dict, gen_s: float) -> dict:
+    """What the spec holds, as graphmem reports it."""
+    from graphmem import Memory
+
+    with Memory(spec) as m:
+        s = m.summary()
+        items = m.files.insight_items()
+        hits = m.search("failed to complete the QA subtask", limit=5)
+    loop = next(it for it in items if it.text == f"Failed to complete subtask: {LOOP_SUBTASK}")
+    return {"sessions": s["total_sessions"], "files": s["total_files_mapped"],
+            "patterns": s["total_patterns"], "gotchas": s["total_gotchas"],
+            "insight items": len(items), "items indexed": counts.get("items"),
+            "loop item count": loop.metadata["count"],
+            "loop rounds as items": sum(1 for it in items if int(it.metadata["last_session"]) > 40),
+            "top hit": f"{hits[0].text[:60]} (count {hits[0].metadata.get('count')})",
+            "generate s": round(gen_s, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=3347)
@@ -82,13 +100,15 @@ def main() -> None:
             "load_codebase_map": lambda m: m.load_codebase_map(),
             "search": lambda m: m.search(query, limit=10),
             "context": lambda m: m.context("why does the QA fix keep failing", max_tokens=1500),
-            "save_session_insights (one more round)": one_more_round,
             "consolidate (50 latest, default)": lambda m: m.consolidate(),
             "consolidate (all sessions)": lambda m: m.consolidate(sessions=10_000),
+            "save_session_insights (one more round)": one_more_round,  # last: it adds sessions
         }
         rows, results = [], {}
         counts = None
         for name, op in ops.items():
+            if name.startswith("save_session_insights"):
+                facts = spec_facts(spec, counts, gen_s)  # before the rounds it adds
             spec_store._SESSIONS.clear()  # "first": the spec's session files not read yet
             with Memory(spec) as m:
                 first, out = ms(lambda: op(m))
@@ -109,18 +129,6 @@ def main() -> None:
             results[f"cli {name}"] = {"wall_ms": median(walls), "runs": walls}
             rows.append([f"cli {name} (process)", "", round(median(walls), 1)])
 
-        with Memory(spec) as m:
-            s = m.summary()
-            items = m.files.insight_items()
-            hits = m.search(query, limit=5)
-        loop = next(it for it in items if it.text == f"Failed to complete subtask: {LOOP_SUBTASK}")
-        facts = {"sessions": s["total_sessions"], "files": s["total_files_mapped"],
-                 "patterns": s["total_patterns"], "gotchas": s["total_gotchas"],
-                 "insight items": len(items), "items indexed": counts.get("items"),
-                 "loop item count": loop.metadata["count"],
-                 "loop rounds as items": sum(1 for it in items if int(it.metadata["last_session"]) > 40),
-                 "top hit": f"{hits[0].text[:60]} (count {hits[0].metadata.get('count')})",
-                 "generate s": round(gen_s, 2)}
         load = os.getloadavg()[0]
     table(f"{args.sessions} sessions in one spec (ms; load {load:.1f})", ["operation", "first", "p50"], rows)
     table("what the spec holds", ["fact", "value"], [[k, v] for k, v in facts.items()])
