@@ -183,9 +183,12 @@ def test_search_context_and_consolidation_show_the_count(loop, isolated_env):
     with Memory(loop) as m:
         counts = m.reindex()
         hits = m.search("failed to complete the QA subtask", limit=10)
+        merge = m.search("what did the sessions learn about merge conflicts", limit=3)
         context = m.context("why does the QA fix keep failing", max_tokens=600)
         report = m.consolidate(sessions=3347)
     assert counts["items"] < 300  # 3,347 sessions: old code indexed one or more per session
+    # the symptom: this search returned subtask names; now the gotcha answers it
+    assert merge[0].kind == "gotcha" and merge[0].text.startswith("The lockfile conflicts")
     texts = [h.text for h in hits]
     assert len(texts) == len(set(texts))  # one hit per memory, not one per session
     failed = next(h for h in hits if h.text == f"Failed to complete subtask: {LOOP_SUBTASK}")
