@@ -351,3 +351,31 @@ def test_consolidation_embeds_each_fact_once_per_embedder():
         kept, dropped = asyncio.run(near_dedupe([Fact("gotcha", t, ["s1"]) for t in texts], emb))
     assert emb.embedded == 3
     assert dropped == 1 and [f.text for f in kept] == texts[:2]
+
+
+def test_an_index_built_with_per_session_ids_is_caught_up_once(spec_dir, isolated_env):
+    """An index from before retry loops collapsed holds one insight row per session; the first
+    search after the upgrade reconciles the project with its files (no copies left)."""
+    import asyncio
+    import sqlite3
+
+    from graphmem.models import MemoryItem, stable_id
+
+    same = {"what_failed": ["The e2e suite times out on the checkout page"]}
+    with Memory(spec_dir) as m:
+        m.save_session_insights(1, same)
+        m.save_session_insights(2, same)
+        project = str(m.project_dir)
+        old_rows = [MemoryItem(id=stable_id(project, str(spec_dir), "insight", str(n), "what_failed",
+                                            same["what_failed"][0]),
+                               kind="insight", text=same["what_failed"][0], project=project,
+                               spec=str(spec_dir), session=str(n)) for n in (1, 2)]
+        asyncio.run(m.aio.backends.local.index.upsert(old_rows))  # as the old code indexed them
+    db = sqlite3.connect(isolated_env / "index.sqlite3")
+    with db:  # the database's mark as the old code wrote it
+        db.execute("UPDATE search_meta SET key = 'caught_up:' || substr(key, 13) "
+                   "WHERE key LIKE 'caught_up:2:%'")
+    db.close()
+    with Memory(spec_dir) as m:
+        hits = m.search("e2e suite times out on checkout", kinds=["insight"], limit=10)
+    assert [h.metadata.get("count") for h in hits if "e2e suite" in h.text] == [2]
