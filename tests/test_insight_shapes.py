@@ -365,11 +365,11 @@ def test_an_index_built_with_per_session_ids_is_caught_up_once(spec_dir, isolate
     with Memory(spec_dir) as m:
         m.save_session_insights(1, same)
         m.save_session_insights(2, same)
-        project = str(m.project_dir)
-        old_rows = [MemoryItem(id=stable_id(project, str(spec_dir), "insight", str(n), "what_failed",
+        project, spec = m.files._scope()  # as items name them
+        old_rows = [MemoryItem(id=stable_id(project, spec, "insight", str(n), "what_failed",
                                             same["what_failed"][0]),
                                kind="insight", text=same["what_failed"][0], project=project,
-                               spec=str(spec_dir), session=str(n)) for n in (1, 2)]
+                               spec=spec, session=str(n)) for n in (1, 2)]
         asyncio.run(m.aio.backends.local.index.upsert(old_rows))  # as the old code indexed them
     db = sqlite3.connect(isolated_env / "index.sqlite3")
     with db:  # the database's mark as the old code wrote it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import _console, _emit, command, deprecated_alias, status
+from .cli import _console, _emit, command, deprecated_alias, escape, status
 
 KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
 # literal here so that building the parser does not import pydantic
@@ -15,8 +15,9 @@ def _where_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec-dir", type=Path, default=None,
                    help="spec folder (needed for --scope spec)")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder, else the "
-                        "current folder)")
+                   help="project root (default: the git work tree or .graphmem/project.toml "
+                        "folder enclosing the spec, else two levels above it; without "
+                        "--spec-dir the current folder)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.add_argument("--no-server", action="store_true",
                    help="work in this process: neither ask nor start the search server")
@@ -106,17 +107,21 @@ RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", 
 def show_hits(rows: list[dict], console) -> None:
     """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
     Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
+    from .display import safe_data
     from .insight_items import count_note
 
     wrap = {"soft_wrap": not console.is_terminal}
+    rows = safe_data(rows)  # the server renders with this function too
     if not rows:
         console.print("No matching memories.")
     for i, h in enumerate(rows, 1):
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
+        # where to open it here; a teammate's project not checked out here: key and stored path
+        where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
         seen = count_note(h.get("metadata") or {})  # a retry loop's item: how often, since when
-        console.print(f"    [dim]{h['source'] or h['project']}{'; ' + seen if seen else ''}[/]",
+        console.print(f"    [dim]{escape(where + ('; ' + seen if seen else ''))}[/]",
                       highlight=False, **wrap)
 
 
@@ -140,10 +145,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
                                      "kinds": args.kind, "limit": args.limit,
                                      "rerank": args.rerank, "render": _render_remotely(args)})
     data = answer.get("hits") if answer else None
+    for note in (answer or {}).get("notes") or []:  # the graph did not answer: say so
+        print(f"graphmem: warning: {note}", file=sys.stderr)
     if data is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank)
+            for note in getattr(m.aio, "search_notes", []):
+                print(f"graphmem: warning: {note}", file=sys.stderr)
         data = [h.model_dump(mode="json") for h in hits]
     elif isinstance(answer.get("text"), str):
         sys.stdout.write(answer["text"])
@@ -179,7 +188,9 @@ def _cmd_context(args: argparse.Namespace) -> int:
     if args.json:
         _emit(args, {"context": text}, print)
     else:
-        print(text if text else "No relevant memories.")
+        from .display import safe_display
+
+        print(safe_display(text) if text else "No relevant memories.")
     _start_server(cfg)
     return 0
 
@@ -206,7 +217,7 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
         counts = m.reindex()
     return _emit(args, counts, lambda c: print(
         f"Reindexed {c['items']} items from {c['specs']} spec folder(s) of {c['project']} "
-        f"({c['embedded']} embedded, {c['removed']} removed)."))
+        f"(project {c['key']}; {c['embedded']} embedded, {c['removed']} removed)."))
 
 
 command("reindex", "rebuild the local search index of a project from its files")(

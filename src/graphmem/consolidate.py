@@ -43,6 +43,7 @@ from .files.safe import is_link, private_dir, read_bytes, real_dir
 from . import insight_shapes
 from .insight_shapes import retry_key
 from .lru import LRU
+from .redact import redact_text
 
 log = logging.getLogger("graphmem.consolidate")
 
@@ -134,9 +135,17 @@ def _mtime(p: Path) -> float:
         return 0.0
 
 
-def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str, str]]]:
+def _same(text: str) -> str:
+    return text
+
+
+def read_facts(ref: SessionRef, clean: Callable[[str], str] = _same
+               ) -> tuple[bool, list[tuple[str, str, str]]]:
     """(active, [(category, text, key)]) of one session, capped at ``FACTS_PER_SESSION``; facts
-    with one key merge (``insight_shapes.retry_key``: rounds of one subtask's retry loop do)."""
+    with one key merge (``insight_shapes.retry_key``: rounds of one subtask's retry loop do).
+
+    ``clean`` (redaction) sees each text as stored, before it is split into bullets or joined.
+    """
     try:
         data = json.loads(read_bytes(ref.path).decode("utf-8"))
     except (OSError, ValueError, RecursionError, StorageError) as exc:
@@ -150,6 +159,7 @@ def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str, str]]]:
             return True, []
         summary = data.get("summary")
         if isinstance(summary, str):
+            summary = clean(summary)
             bullets = [ln.strip().lstrip("-*• ").strip() for ln in summary.splitlines()]
             bullets = [b for b in bullets if b]
             many = len(bullets) > 1 and all(ln.strip()[:1] in "-*•" for ln in summary.splitlines()
@@ -161,7 +171,7 @@ def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str, str]]]:
         for entry in insight_shapes.entries(data):  # every shape (insight_shapes)
             category = _category(entry, data)
             if category:
-                by_category.setdefault(category, []).append(entry.text)
+                by_category.setdefault(category, []).append(" ".join(clean(entry.text).split()))
         facts = [(c, text) for c, _, _ in CATEGORIES for text in by_category.get(c, [])]
         return False, [(c, t, retry_key(t, subtask)) for c, t in facts if t][:FACTS_PER_SESSION]
     return False, [(c, t, retry_key(t)) for c, t in facts if t][:FACTS_PER_SESSION]
@@ -187,7 +197,8 @@ def _category(entry: "insight_shapes.Entry", data: dict) -> str | None:
 
 
 async def collect(refs: list[SessionRef], concurrency: int,
-                  progress: Callable[[int, int], None] | None = None) -> list[tuple[SessionRef, bool, list]]:
+                  progress: Callable[[int, int], None] | None = None,
+                  clean: Callable[[str], str] = _same) -> list[tuple[SessionRef, bool, list]]:
     """Read the sessions in parallel, at most ``concurrency`` at a time, keeping their order."""
     sem = asyncio.Semaphore(concurrency)
     done = 0
@@ -195,7 +206,7 @@ async def collect(refs: list[SessionRef], concurrency: int,
     async def one(ref: SessionRef):
         nonlocal done
         async with sem:
-            active, facts = await asyncio.to_thread(read_facts, ref)
+            active, facts = await asyncio.to_thread(read_facts, ref, clean)
         done += 1
         if progress:
             progress(done, len(refs))
@@ -349,12 +360,18 @@ def summary_path(spec_dir: Path | None, project_dir: Path, project: bool) -> Pat
 async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessions: int,
                       concurrency: int, label_spec: bool, scope: str, embedder: Any = None,
                       llm: Any = None, progress: Callable[[int, int], None] | None = None,
-                      lock_timeout: float = 600.0) -> ConsolidationReport:
-    """Read, dedupe, (LLM-merge) and write the summary under the global consolidation lock."""
+                      lock_timeout: float = 600.0, redact: bool = True) -> ConsolidationReport:
+    """Read, dedupe, (LLM-merge) and write the summary under the global consolidation lock.
+
+    With ``redact`` (the default), facts are redacted as they are read, since an agent may have
+    written the session files itself, and so is what the LLM answers: no secret reaches the LLM
+    or the summary.
+    """
+    clean = redact_text if redact else _same
     report = ConsolidationReport()
     with folder_lock(private_dir(Path(home)), timeout=lock_timeout, name=LOCK_NAME):
         refs = (await asyncio.to_thread(find_sessions, specs, label_spec))[:sessions]
-        results = await collect(refs, concurrency, progress)
+        results = await collect(refs, concurrency, progress, clean)
         facts = exact_dedupe(results, report)
         try:
             facts, report.near_duplicates_dropped = await near_dedupe(facts, embedder)
@@ -363,7 +380,9 @@ async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessio
         groups = rank(facts)
         if llm is not None and groups:
             try:
-                groups = await llm_groups(llm, groups)
+                groups = {clean(title): [Fact(f.category, clean(f.text), f.sessions, f.rank)
+                                         for f in members]
+                          for title, members in (await llm_groups(llm, groups)).items()}
                 report.mode = "llm"
             except Exception as exc:  # any failure: the deterministic summary still goes out
                 report.detail = f"LLM merge failed, deterministic summary written: {exc}"

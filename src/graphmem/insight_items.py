@@ -70,7 +70,7 @@ def _session_when(data: dict, mtime: datetime) -> datetime:
 
 
 def collapse(project: str, spec: str,
-             sessions: Iterable[tuple[dict, Path, datetime, list[Entry] | None]],
+             sessions: Iterable[tuple[dict, Path | str, datetime, list[Entry] | None]],
              only_session: int | None = None) -> list[MemoryItem]:
     """The items of many session files (oldest first), those with one id merged into one item
     with a count. ``only_session``: just the items that session holds (still counted over all)."""
@@ -123,7 +123,7 @@ def _item(iid: str, s: _Seen, project: str, spec: str) -> MemoryItem:
                       session=s.session, time=s.when, source=s.source, metadata=meta)
 
 
-def session_items(project: str, spec: str, data: dict, source: Path, mtime: datetime,
+def session_items(project: str, spec: str, data: dict, source: Path | str, mtime: datetime,
                   found: list[Entry] | None = None) -> list[MemoryItem]:
     """The items of one session file, each counted once (``count`` 1)."""
     return collapse(project, spec, [(data, source, mtime, found)])

@@ -11,14 +11,16 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
-from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
-                     parse)
+from .identity import resolve_project
+from .models import (_SURROGATE, CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
+                     SessionNumber, check_json, parse)
 from .redact import redact
 from .settings import Settings
 from .search import SearchMixin
@@ -37,21 +39,34 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
+        for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise ValidationError(f"must be a folder path (str or Path), got "
+                                      f"{type(value).__name__}", field=name)
+            if value is not None and _SURROGATE.search(os.fspath(value)):
+                raise ValidationError("must be a folder path that is valid UTF-8 (it is stored "
+                                      "in the index)", field=name)
+        self._backends = None
         if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
             # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
             self.settings = settings or Settings.load()
             self.files = _NoSpec()
             self.spec_dir = None
-            self.project_dir = Path(project_dir).resolve()
-            self._backends = None
+            self.project = resolve_project(None, project_dir, project_id=self.settings.project_id,
+                                           known_roots=_known_roots(self.settings))
+            self.project_dir = self.project.root
+            self.spec_key = None
             return
         if spec_dir is None or str(spec_dir) == "" or "\x00" in str(spec_dir):
             raise ValidationError("must be a folder path", field="spec_dir")
+        if project_dir is not None and (str(project_dir) == "" or "\x00" in str(project_dir)):
+            raise ValidationError("must be a folder path", field="project_dir")
         self.settings = settings or Settings.load()
-        self.files = SpecStore(Path(spec_dir), Path(project_dir) if project_dir else None)
+        self.project = resolve_project(spec_dir, project_dir, project_id=self.settings.project_id)
+        self.files = SpecStore(Path(spec_dir), self.project)
         self.spec_dir = self.files.spec_dir
-        self.project_dir = self.files.project_dir
-        self._backends = None
+        self.project_dir = self.project.root
+        self.spec_key = self.project.rel(self.spec_dir)  # how items name this spec
 
     # ---- derived backends -----------------------------------------------------------------
     @property
@@ -63,9 +78,31 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
             self._backends = Backends(self.settings)
         return self._backends
 
+    _adopted = False
+
+    async def _adopt(self, rebuild: bool = True) -> None:
+        """Once per object: migrate this project's index rows and graph from an older release
+        (keyed by absolute paths) by rebuilding it from its files (``Backends.drop_legacy``)."""
+        if self._adopted:
+            return
+        self._adopted = True
+        from .index.db import db_path
+
+        if self._backends is None and not db_path(self.settings.home).is_file():
+            return  # a new home: nothing older to migrate
+        if await self.backends.drop_legacy(self) and rebuild:
+            await self.reindex()
+
+    async def _graph_guard(self) -> None:
+        """Before a file is written: a graph of another embedder refuses the write, so nothing
+        is written that the graph could never take (``Backends.check_graph_embedder``)."""
+        if self.settings.graph.mode != "off":
+            await self.backends.check_graph_embedder(self.project.key)
+
     async def _propagate(self, items: list[MemoryItem], report: SaveReport,
                          entry: Any = None) -> SaveReport:
         report.items = len(items)
+        await self._adopt()
         if items:
             await self.backends.write(self, items, report, entry)
         elif entry is not None:
@@ -101,8 +138,11 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``."""
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
+        if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
+            check_json(insights, "insights")
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
+        await self._graph_guard()
         data = self._clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
         with self._index_journal() as entry:
             old = self.files.read_session_insights(session_num)
@@ -120,11 +160,20 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
         """Drop the items of a replaced file that neither the new version nor any other file of
         the spec holds (a gotcha may also sit in gotchas.md, a file in the map)."""
+        from .errors import GraphmemError
+
         gone = {i.id for i in old} - {i.id for i in new}
         if gone:
             gone -= {i.id for i in self.files.items()}
-        if gone:
+        if not gone:
+            return
+        try:
             await self.backends.forget_items(self, sorted(gone))
+        except GraphmemError as exc:  # the file is saved; a journal entry drops them later
+            log.warning("replaced insights may stay searchable until replayed: %s", exc)
+            entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
+            if entry is not None:
+                entry.release()
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -133,8 +182,11 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     # ---- codebase map -----------------------------------------------------------------------
     async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
         """Merge file purposes into ``codebase_map.json``."""
+        if isinstance(discoveries, dict):
+            check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self._check_size(files, "discoveries")
+        await self._graph_guard()
         files = self._clean(files)
         with self._index_journal() as entry:
             path = self.files.update_codebase_map(files)
@@ -149,6 +201,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def _append(self, kind: str, text: str) -> SaveReport:
         note = parse(Note, {"text": text}, kind, wrapped=True)
         self._check_size(note.text, kind)
+        await self._graph_guard()
         clean = self._clean(note.text)
         with self._index_journal() as entry:
             added = self.files.append_bullet(kind, clean)
@@ -189,6 +242,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def clear(self) -> None:
         """Delete this spec's memory files and its derived index entries."""
         await self._ep_settle()  # queued session rows land before the spec's rows are dropped
+        await self._adopt()
         self.files.clear()
         if self._backends is not None or self.settings.home.exists():
             await self.backends.forget_spec(self)
@@ -208,6 +262,25 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _known_roots(settings: Settings) -> list[str]:
+    """Project roots this home has registered (a sub-folder of one is that project)."""
+    from .index.db import db_path
+
+    path = db_path(settings.home)
+    if not path.is_file():
+        return []
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return [r[0] for r in conn.execute("SELECT root FROM projects WHERE root IS NOT NULL")]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # an older schema or a locked file: no registered roots
+        return []
 
 
 class _NoSpec:

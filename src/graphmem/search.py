@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import GraphError, ValidationError
-from .models import KINDS, Hit, MemoryItem
+from .models import _SURROGATE, KINDS, Hit, MemoryItem
 
 log = logging.getLogger("graphmem.search")
 
@@ -31,15 +31,15 @@ MAX_QUERY_CHARS = 10_000
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
 
-# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(project_dir) -> items.
-ITEM_SOURCES: list[Callable[[Path], Iterable[MemoryItem]]] = []
+# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
+ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
 
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
               "dist", "build", ".pytest_cache"}
 _LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
 
 
-def register_item_source(fn: Callable[[Path], Iterable[MemoryItem]]) -> None:
+def register_item_source(fn: Callable[[Any], Iterable[MemoryItem]]) -> None:
     """Let another store (episodic sessions ...) feed ``reindex`` with its items."""
     if fn not in ITEM_SOURCES:
         ITEM_SOURCES.append(fn)
@@ -61,9 +61,9 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
     """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("must be a non-empty string", field="query")
-    if len(query) > MAX_QUERY_CHARS or "\x00" in query:
-        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters, without NUL",
-                              field="query")
+    if len(query) > MAX_QUERY_CHARS or "\x00" in query or _SURROGATE.search(query):
+        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters of valid UTF-8, "
+                              "without NUL", field="query")
     if scope not in SCOPES:
         raise ValidationError(f"must be one of {', '.join(SCOPES)}, got {scope!r}", field="scope")
     if isinstance(kinds, str):
@@ -89,19 +89,24 @@ class SearchMixin:
                      limit: int = 10, rerank: bool = False) -> list[Hit]:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
         query, kinds = check_query(query, scope, kinds, limit)
+        query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
+        self.search_notes: list[str] = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
         if scope == "spec" and self.spec_dir is None:
             raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
                                   field="scope")
-        projects = None if scope == "all" else [str(self.project_dir)]
-        spec = str(self.spec_dir) if scope == "spec" else None
+        projects = None if scope == "all" else [self.project.key]
+        spec = self.spec_key if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
+        await self._adopt()
         be = self.backends
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
+                                      catch_up=self.project if projects else None,
                                       limit=limit, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
-        return fuse(local, graph, limit) if graph else local
+        hits = fuse(local, graph, limit) if graph else local
+        return self.backends.localise(hits, self.project)
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
@@ -116,11 +121,15 @@ class SearchMixin:
                                              spec=spec, exclude=self.backends.known_locally),
                                           self.settings.graph.search_deadline)
         except asyncio.TimeoutError:
-            log.warning("graph search slower than %.1fs; the local index answered",
-                        self.settings.graph.search_deadline)
+            note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
+                    "the local index answered alone")
+            log.warning(note)
+            self.search_notes.append(note)
             return None
         except GraphError as exc:
-            log.warning("graph search failed (%s); the local index answered", exc)
+            note = f"graph search failed ({exc}); the local index answered alone"
+            log.warning(note)
+            self.search_notes.append(note)
             return None
         if hits is None:
             return None
@@ -137,19 +146,20 @@ class SearchMixin:
 
     async def reindex(self) -> dict[str, Any]:
         """Rebuild this project's part of the local index from its files."""
-        project = Path(self.project_dir)
+        project = self.project
+        await self._adopt(rebuild=False)  # rows of an older release go; this rebuild replaces them
         await self._ep_settle()  # no queued session row may land after the rebuild
         items: list[MemoryItem] = []
-        specs = spec_folders(project)
+        specs = spec_folders(project.root)
         from .files import SpecStore
 
         for spec in specs:
             items.extend(SpecStore(spec, project).items())
         for source in ITEM_SOURCES:
             items.extend(source(project))
-        counts = await self.backends.reindex_local(str(project), items)
+        counts = await self.backends.reindex_local(project, items)
         counts["specs"] = len(specs)
-        counts["graph"] = await self.backends.rebuild_graph(str(project), items, specs)
+        counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
         return counts
 
 

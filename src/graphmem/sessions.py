@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 from .errors import StorageError, ValidationError
+from .identity import Project
 from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
                              step_item, summary_item, turn_item)
-from .models import MemoryItem, SaveReport, utcnow
+from .models import _SURROGATE, MemoryItem, SaveReport, utcnow
 from .search import register_item_source
 from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                              to_time, validate)
@@ -103,11 +104,14 @@ class SessionsMixin:
                      metadata: Any, at: Any) -> tuple[str, dict]:
         """Validate and redact one turn -> (session id, record to append)."""
         sid = check_session_id(session_id)
+        if metadata is not None:
+            json_value(metadata, "metadata")  # before pydantic or a size check walks it
         args = validate(TurnInput, {"role": role, "content": content, "model": model,
                                      "tokens": tokens, "metadata": metadata})
         self._check_size(args.content, "content")
-        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": args.role,
-               "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
+        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": self._clean(args.role),
+               "content": self._clean(args.content), "model": self._clean(args.model),
+               "tokens": args.tokens}
         if args.metadata:
             self._size_ok(json_value(args.metadata, "metadata"), "metadata")
             rec["metadata"] = self._clean(args.metadata)
@@ -157,7 +161,7 @@ class SessionsMixin:
         args = validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
         started = to_time(at)
         sid = f"ses-{uuid.uuid4().hex[:16]}"
-        meta = {"session_id": sid, "workspace": args.workspace or str(self.project_dir),
+        meta = {"session_id": sid, "workspace": self._clean(args.workspace) or str(self.project_dir),
                 "project": str(self.project_dir), "spec": str(self.spec_dir),
                 "model": self._clean(args.model), "mode": self._clean(args.mode),
                 "started_at": iso(started), "ended_at": None, "status": "active",
@@ -255,6 +259,7 @@ class SessionsMixin:
         except ValueError as exc:
             raise ValidationError(str(exc), field="summary") from None
         self._check_size(summary, "summary")
+        await self._graph_guard()
         clean, ep = self._clean(summary.strip()), self._ep
 
         def put(meta: dict) -> dict:
@@ -264,7 +269,8 @@ class SessionsMixin:
         with self._index_journal() as entry:
             meta = ep.store.update_session(sid, put)
             ep.resync(sid)
-            item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
+            item = summary_item(self.project.key, self.project.rel(ep.store.spec_dir), meta,
+                                self.project.rel(ep.store.session_file(sid)))
             return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
                                          entry)
 
@@ -303,13 +309,14 @@ class SessionsMixin:
     async def list_recent_sessions(self, workspace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest sessions of a workspace (default: this project), each with its first prompt."""
         limit = check_limit(limit)
-        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()):
-            raise ValidationError("must be a non-empty string", field="workspace")
+        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
+                                      or _SURROGATE.search(workspace)):
+            raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
         from .index.episodes import open_episode_index
 
         await self._ep_settle()  # this spec's (or project's) files caught up, queued rows applied
-        return open_episode_index(self.settings.home).recent_sessions(
-            workspace=workspace or str(self.project_dir), spec=None, limit=limit)
+        return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
+            workspace=self._clean(workspace) or str(self.project_dir), spec=None, limit=limit)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session's files, its index rows and its searchable items."""
@@ -331,15 +338,16 @@ class SessionsMixin:
                         exc)
 
     def _session_items(self, sid: str) -> list[MemoryItem]:
-        ep, project = self._ep, str(self.project_dir)
+        ep, proj = self._ep, self.project
         meta = ep.store.require(sid)
+        key, spec, rel = proj.key, proj.rel(ep.store.spec_dir), proj.rel
         folder = ep.store.session_dir(sid)
-        items = [turn_item(project, ep.spec, sid, t, folder / TURNS)
+        items = [turn_item(key, spec, sid, t, rel(folder / TURNS))
                  for t in ep.store.read_lines(sid, TURNS)]
-        items += [step_item(project, ep.spec, sid, s, folder / STEPS)
+        items += [step_item(key, spec, sid, s, rel(folder / STEPS))
                   for s in ep.store.read_lines(sid, STEPS)]
         if meta.get("summary"):
-            items.append(summary_item(project, ep.spec, meta, ep.store.session_file(sid)))
+            items.append(summary_item(key, spec, meta, rel(ep.store.session_file(sid))))
         return items
 
     async def rebuild_episode_index(self) -> int:
@@ -348,7 +356,7 @@ class SessionsMixin:
 
     def episode_items(self):
         """Every searchable item of this spec's sessions (for ``reindex``)."""
-        return EpisodeStore(self.spec_dir).items(self.project_dir)
+        return EpisodeStore(self.spec_dir).items(self.project)
 
     # ---- consolidation ------------------------------------------------------------------
     async def consolidate(self, sessions: int = 50, concurrency: int = 8, project: bool = False,
@@ -378,7 +386,8 @@ class SessionsMixin:
         report = await cons.consolidate(
             specs=specs, target=cons.summary_path(self.spec_dir, self.project_dir, whole),
             home=self.settings.home, sessions=sessions, concurrency=concurrency, label_spec=whole,
-            scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress)
+            scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress,
+            redact=self.settings.redact)
         if note and not report.detail:
             report.detail = note
         return report.model_dump()
@@ -432,10 +441,10 @@ def episode_specs(project_dir: Path) -> list[Path]:
     return found
 
 
-def project_episode_items(project_dir: Path) -> Iterator[MemoryItem]:
+def project_episode_items(project: "Project") -> Iterator[MemoryItem]:
     """Every turn, step and session summary of a project, for ``reindex``."""
-    for spec in episode_specs(Path(project_dir)):
-        yield from EpisodeStore(spec).items(Path(project_dir).resolve())
+    for spec in episode_specs(project.root):
+        yield from EpisodeStore(spec).items(project)
 
 
 register_item_source(project_episode_items)

@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .. import insight_items, insight_shapes
 from ..insight_shapes import Entry
@@ -30,6 +30,9 @@ from .atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_w
 from .clear import clear_memory_folder
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
+
+if TYPE_CHECKING:
+    from ..identity import Project
 
 log = logging.getLogger("graphmem.files")
 
@@ -143,9 +146,13 @@ _BULLETS_LOCK = threading.Lock()
 class SpecStore:
     """Reads and writes one spec's memory folder. Inputs are validated and redacted upstream."""
 
-    def __init__(self, spec_dir: Path, project_dir: Path | None = None):
+    def __init__(self, spec_dir: Path, project: "Project | Path | None" = None):
+        from ..identity import Project, resolve_project
+
         self.spec_dir = Path(spec_dir).resolve()
-        self.project_dir = Path(project_dir).resolve() if project_dir else self.spec_dir.parent.parent
+        # The project names the items (its key) and anchors their paths (its root).
+        self.project = project if isinstance(project, Project) else resolve_project(spec_dir, project)
+        self.project_dir = self.project.root
         self.memory_dir = self.spec_dir / "memory"
         self.insights_dir = self.memory_dir / "session_insights"
         self.map_file = self.memory_dir / "codebase_map.json"
@@ -161,7 +168,8 @@ class SpecStore:
         return real_dir(self.memory_dir)
 
     def _scope(self) -> tuple[str, str]:
-        return str(self.project_dir), str(self.spec_dir)
+        """(project key, spec folder relative to the project root): the same on every machine."""
+        return self.project.key, self.project.rel(self.spec_dir)
 
     def _read_json(self, path: Path) -> Any | None:
         try:
@@ -354,7 +362,8 @@ class SpecStore:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise _NeedsSalvage() from None  # one bad byte must not hide every other bullet
-        for line in text.split("\n"):
+        # Universal newlines, as the reference reads: a CR ends a line here too.
+        for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
             line = line.strip()
             if line.startswith("- "):
                 item = line[2:].strip()
@@ -421,14 +430,17 @@ class SpecStore:
     def session_items(self, data: dict, source: Path) -> list[MemoryItem]:
         """The searchable items inside one session file (each counted once)."""
         project, spec = self._scope()
-        return insight_items.session_items(project, spec, data, source, _mtime(source))
+        rel = self.project.rel(source)
+        return insight_items.session_items(project, spec, data, rel, _mtime(source))
 
     def insight_items(self, only_session: int | None = None) -> list[MemoryItem]:
         """Items of every session file, near-identical ones collapsed with a count
         (``insight_items``); ``only_session``: just the items that session holds."""
         project, spec = self._scope()
-        return insight_items.collapse(project, spec, [(s.data, path, s.mtime, s.entries)
-                                                      for path, s in self.sessions()], only_session)
+        folder = self.project.rel(self.insights_dir)  # once: sources are relative to the root
+        return insight_items.collapse(project, spec, [(s.data, f"{folder}/{path.name}", s.mtime,
+                                                       s.entries) for path, s in self.sessions()],
+                                      only_session)
 
     def _map_file_only(self) -> dict[str, str]:
         data = self._read_json(self.map_file)
@@ -440,7 +452,7 @@ class SpecStore:
     def map_items(self, files: dict[str, str]) -> list[MemoryItem]:
         project, spec = self._scope()
         base = dict(project=project, spec=spec, session=None, time=_mtime(self.map_file),
-                    source=str(self.map_file))
+                    source=self.project.rel(self.map_file))
         return [_file_item(project, spec, p, v, base) for p, v in files.items() if isinstance(v, str)]
 
     def bullet_items(self, kind: str, texts: list[str]) -> list[MemoryItem]:
@@ -448,7 +460,7 @@ class SpecStore:
         path = self.bullet_file(kind)
         when = _mtime(path)
         return [MemoryItem(id=stable_id(project, spec, kind, t), kind=kind, text=t, project=project,
-                           spec=spec, time=when, source=str(path)) for t in texts]
+                           spec=spec, time=when, source=self.project.rel(path)) for t in texts]
 
     def items(self) -> Iterator[MemoryItem]:
         """Every searchable item in this spec's files (used to rebuild indexes and the graph)."""
