@@ -29,6 +29,7 @@ from .schema import rrf
 log = logging.getLogger("graphmem.graph")
 MAX_IN_FLIGHT = 32
 
+PAGE = 5000  # ids per read when listing a graph's items (see ``item_ids``)
 BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
 EXTRACT_FIELDS = {"what_worked", "what_failed", "recommendations_for_next_session"}
 _STOP = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
@@ -309,11 +310,23 @@ class GraphStore:
 
     # ---- reads -----------------------------------------------------------------------------
     async def item_ids(self, project: str, spec: str | None = None) -> set[str]:
-        """Ids of the items a project graph holds (optionally of one spec)."""
+        """Ids of the items a project graph holds (optionally of one spec).
+
+        Read in pages ordered by id, each starting after the last id seen, until a page comes
+        back empty: a server's RESULTSET_SIZE silently cuts any one reply short (FalkorDB's
+        image defaults to 10,000), so a short page does not mean the end.
+        """
         where = "n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
-        res = await self._query(schema.group_id(project), f"MATCH (n:Entity) WHERE {where} RETURN n.uuid",
-                                {"spec": spec or ""}, ro=True)
-        return {r[0] for r in res.result_set} if res is not None else set()
+        gid, ids, after = schema.group_id(project), set(), ""
+        while True:
+            res = await self._query(gid, f"MATCH (n:Entity) WHERE {where} AND n.uuid > $after "
+                                    f"RETURN n.uuid ORDER BY n.uuid LIMIT {PAGE}",
+                                    {"spec": spec or "", "after": after}, ro=True)
+            page = [r[0] for r in res.result_set] if res is not None else []
+            if not page:
+                return ids
+            ids.update(page)
+            after = page[-1]
 
     async def graphs(self) -> list[str]:
         """Names of every graphmem project graph on the server."""
