@@ -45,6 +45,10 @@ class Backends:
 
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
+        if self.settings.graph.mode != "off":  # who and where, for teammates sharing the graph
+            from .team import stamp
+
+            items = stamp(items, self.settings, mem.project_dir)
         report.index = await self.write_index(items)
         report.graph, note = await self.write_graph(mem, items)
         if note:
@@ -94,7 +98,9 @@ class Backends:
         if self.settings.graph.mode == "off":
             return "off", None
         from .files.outbox import Outbox
+        from .team import stamp
 
+        items = stamp(items, self.settings, mem.project_dir)  # no-op when ``write`` did it
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()
@@ -159,8 +165,10 @@ class Backends:
 
     async def rebuild_graph(self, project: str, items: list[MemoryItem],
                             specs: list | None = None) -> str:
-        """Make a project's graph hold exactly ``items`` (``graphmem reindex``) -> status.
-        The outboxes of ``specs`` are emptied: the rebuild covers what they held."""
+        """Make a project's graph hold exactly ``items`` (``graphmem reindex``) -> status; on a
+        shared server (``GRAPHMEM_FALKORDB_URL``), only the items written from this machine are
+        replaced, never a teammate's. The outboxes of ``specs`` are emptied: the rebuild covers
+        what they held."""
         from .errors import GraphmemError
 
         if self.settings.graph.mode == "off":
@@ -170,9 +178,20 @@ class Backends:
             if graph is None:
                 return "off"
             await graph.connect(force=True)
-            await graph.drop_project(project)
+            from .graph.server import external_endpoint
+            from .team import host, stamp
+
+            shared = external_endpoint(self.settings) is not None
+            if shared:  # teammates' items stay: only this machine's own are replaced
+                items = stamp(items, self.settings, project)
+            else:
+                await graph.drop_project(project)
             for start in range(0, len(items), 1000):  # each chunk gets the write timeout
                 await graph.save(items[start:start + 1000], extract=False)
+            if shared:
+                stale = await graph.item_ids(project, host=host(self.settings)) - {i.id for i in items}
+                if stale:  # gone from this machine's files: tombstoned for the others too
+                    await graph.delete_items(project, sorted(stale))
         except GraphmemError as exc:
             log.warning("graph rebuild of %s failed: %s", project, exc)
             return f"failed: {exc}"

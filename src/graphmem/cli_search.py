@@ -113,7 +113,14 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
-        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False, **wrap)
+        meta = h.get("metadata") or {}
+        who = (f" (by {meta['author']}" + (f" on {meta['host']})" if meta.get("host") else ")")
+               if meta.get("author") else "")
+        if who:
+            from rich.markup import escape
+
+            who = escape(who)
+        console.print(f"    [dim]{h['source'] or h['project']}{who}[/]", highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:

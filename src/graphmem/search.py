@@ -97,11 +97,28 @@ class SearchMixin:
         projects = None if scope == "all" else [str(self.project_dir)]
         spec = str(self.spec_dir) if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
+        if scope != "all":
+            await self._team_pull()
         be = self.backends
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       limit=limit, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
         return fuse(local, graph, limit) if graph else local
+
+    async def _team_pull(self) -> None:
+        """Take in teammates' writes from a shared graph first (``team.py``); never fails a search."""
+        if self.settings.graph.mode == "off":
+            return
+        from . import team
+        from .errors import GraphmemError
+
+        try:
+            await asyncio.wait_for(team.pull(self), self.settings.graph.timeout)
+        except asyncio.TimeoutError:
+            log.warning("taking in the shared graph's changes took over %.0fs; searched without",
+                        self.settings.graph.timeout)
+        except GraphmemError as exc:
+            log.warning("could not take in the shared graph's changes (%s)", exc)
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
@@ -147,7 +164,14 @@ class SearchMixin:
             items.extend(SpecStore(spec, project).items())
         for source in ITEM_SOURCES:
             items.extend(source(project))
+        team = None
+        if self.settings.graph.mode != "off":
+            from . import team
+
+            items = team.stamp(items, self.settings, project)  # this machine's files: its items
         counts = await self.backends.reindex_local(str(project), items)
+        if team is not None:
+            team.reset(self)  # teammates' items just left the index: the next pull reads them again
         counts["specs"] = len(specs)
         counts["graph"] = await self.backends.rebuild_graph(str(project), items, specs)
         return counts

@@ -115,6 +115,13 @@ class EpisodeSettings(_Section):
     fsync: bool = True
 
 
+class TeamSettings(_Section):
+    """Who and where writes come from, recorded on every item sent to a shared graph."""
+
+    author: str | None = None  # None: git's user.email in the project, else the login name
+    host: str | None = None  # None: this machine's hostname
+
+
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
 
@@ -132,6 +139,7 @@ class Settings(_Section):
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
+    team: TeamSettings = Field(default_factory=TeamSettings)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
@@ -198,6 +206,8 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHITI_FALKORDB_PASSWORD": ("graph", "falkordb_password"),
     "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
+    "GRAPHMEM_AUTHOR": ("team", "author"),
+    "GRAPHMEM_HOST": ("team", "host"),
     "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),

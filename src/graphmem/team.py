@@ -1,0 +1,150 @@
+"""Team memory on a shared FalkorDB server: who wrote an item, and taking in the others' writes.
+
+Every item sent to the graph records its author (``GRAPHMEM_AUTHOR``, else git's ``user.email``
+in the project, else the login name) and machine (``GRAPHMEM_HOST``, else the hostname) in its
+metadata, so hits show both.
+
+With an external server (``GRAPHMEM_FALKORDB_URL``), a search in ``spec`` or ``project`` scope
+first pulls what this home's local index lacks from the project's graph: items and tombstones
+written since the home's cursor (server time, ``index/team_cursor.py``), less a margin for
+writes that committed after a later one was already read. New or changed items are embedded and
+ranked by the local index like this machine's own writes; tombstoned ones are dropped. A pull
+with nothing new costs two indexed queries.
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import json
+import logging
+import socket
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .models import MemoryItem, parse_iso
+
+if TYPE_CHECKING:
+    from .memory import AsyncMemory
+
+log = logging.getLogger("graphmem.team")
+
+# Re-read this many ms before the cursor: a write is stamped when it runs, and one that started
+# before a faster one may commit after a reader already saw the faster one.
+MARGIN_MS = 15_000
+
+
+@functools.lru_cache(maxsize=64)
+def _git_email(project_dir: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "config", "--get", "user.email"], cwd=project_dir,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def author(settings: Any, project_dir: Path | str | None) -> str:
+    """Who writes: the setting, else git's user.email in the project, else the login name."""
+    if settings.team.author:
+        return settings.team.author
+    found = _git_email(str(project_dir)) if project_dir and Path(project_dir).is_dir() else None
+    if found:
+        return found
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def host(settings: Any) -> str:
+    """Which machine writes: the setting, else the hostname."""
+    return settings.team.host or socket.gethostname()
+
+
+def stamp(items: list[MemoryItem], settings: Any, project_dir: Path | str | None) -> list[MemoryItem]:
+    """The items with ``author`` and ``host`` in their metadata (kept when already there)."""
+    if not items:
+        return items
+    who, where = author(settings, project_dir), host(settings)
+    out = []
+    for it in items:
+        if "author" in it.metadata and "host" in it.metadata:
+            out.append(it)
+        else:
+            out.append(it.model_copy(update={"metadata": {"author": who, "host": where,
+                                                          **it.metadata}}))
+    return out
+
+
+def _rebase(path: str, old_root: str, new_root: str) -> str:
+    """A path under another checkout's project folder, moved under ours."""
+    if old_root and path.startswith(old_root.rstrip("/") + "/"):
+        return new_root.rstrip("/") + path[len(old_root.rstrip("/")):]
+    return path
+
+
+def _item(row: list, project: str) -> MemoryItem:
+    uuid, kind, text, their_project, spec, session, when, meta, source = row[:9]
+    try:
+        metadata = json.loads(meta) if meta else {}
+    except ValueError:
+        metadata = {}
+    kw: dict[str, Any] = {}
+    t = parse_iso(when)
+    if t is not None:
+        kw["time"] = t
+    return MemoryItem(id=uuid, kind=kind, text=text or "", project=project,
+                      spec=_rebase(spec, their_project or "", project) if spec else None,
+                      session=session or None, metadata=metadata, source=source or "", **kw)
+
+
+async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
+    """Take in the project graph's changes since this home's cursor -> counts, or None when
+    there is no shared server to pull from."""
+    from .graph import schema, server
+    from .index import team_cursor
+
+    settings = mem.settings
+    if settings.graph.mode == "off" or server.external_endpoint(settings) is None:
+        return None
+    if mem.project_dir is None:
+        return None
+    graph = await mem.backends.graph_store()
+    if graph is None or not graph.available:
+        return None
+    project = str(mem.project_dir)
+    gid = schema.group_id(project)
+    index = mem.backends.local.index
+    items_ms, tombs_ms = team_cursor.get(index.conn, gid)
+    rows = await graph.changes(project, max(0, items_ms - MARGIN_MS))
+    tombs = await graph.changes(project, max(0, tombs_ms - MARGIN_MS), tombstones=True)
+    latest: dict[str, tuple[int, list | None]] = {}
+    for row in rows:
+        latest[row[0]] = (int(row[-1]), row)
+    for uuid, written in tombs:  # a tombstone wins over an older write of the same item
+        if uuid not in latest or int(written) >= latest[uuid][0]:
+            latest[uuid] = (int(written), None)
+    have = team_cursor.hashes(index.conn, list(latest))
+    fresh = [_item(row, project) for _, row in latest.values()
+             if row is not None and have.get(row[0]) != row[9]]
+    gone = [uuid for uuid, (_, row) in latest.items() if row is None and uuid in have]
+    if fresh:
+        await index.upsert(fresh)
+    if gone:
+        index.delete(project=project, ids=gone)
+    with index._lock:
+        team_cursor.advance(index.conn, gid, project,
+                            max([items_ms, *(int(r[-1]) for r in rows)]),
+                            max([tombs_ms, *(int(t[1]) for t in tombs)]))
+    return {"items": len(fresh), "deleted": len(gone), "read": len(rows) + len(tombs)}
+
+
+def reset(mem: "AsyncMemory") -> None:
+    """After a reindex: read the project's graph from the start at the next pull."""
+    from .index import team_cursor
+
+    index = mem.backends.local.index
+    with index._lock:
+        team_cursor.reset(index.conn, str(mem.project_dir))

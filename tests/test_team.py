@@ -1,0 +1,148 @@
+"""Team memory on one password-protected FalkorDB server (the compose server line, on TCP).
+
+Two homes (two GRAPHMEM_HOMEs, as two machines) share one checkout path (the project key is
+still the folder: issue 15 item 1 makes clones at other paths one project). What A writes, B
+finds in ``project`` scope from its own local index, ranked as A ranks it; hits say who wrote
+them and where; A's clear reaches B through tombstones; B reads only what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compose_helpers import ComposeServer
+from conftest import run_cli
+from graphmem import Memory
+from graphmem.settings import Settings
+
+
+@pytest.fixture
+def team(tmp_path):
+    srv = ComposeServer(tmp_path)
+    project = tmp_path / "repo"
+    (project / "auto-claude" / "specs").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "config", "user.email", "alice@example.com"], check=True)
+
+    def env(name: str, **extra: str) -> dict[str, str]:
+        return {"GRAPHMEM_HOME": str(tmp_path / f"home-{name}"), "GRAPHMEM_GRAPH": "on",
+                "GRAPHMEM_FALKORDB_URL": srv.url, "GRAPHMEM_HOST": f"machine-{name}",
+                "GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama", "GRAPHMEM_SEARCH_SERVER": "off",
+                **extra}
+
+    envs = {"a": env("a"), "b": env("b", GRAPHMEM_AUTHOR="bob@example.com")}
+    yield srv, project, envs
+    srv.stop()
+
+
+def _mem(project: Path, spec: str | None, env: dict) -> Memory:
+    """A's spec folders live outside the checkout B indexes (as on A's own machine), B's in it."""
+    root = project.parent / "machine-a-specs" if spec and spec.endswith("-a") else \
+        project / "auto-claude" / "specs"
+    spec_dir = root / spec if spec else None
+    if spec_dir is not None:
+        spec_dir.mkdir(parents=True, exist_ok=True)
+    return Memory(spec_dir, project, settings=Settings.load(env=env))
+
+
+A_NOTES = ["stripe webhooks retry for three days, so handlers must be idempotent",
+           "the payments worker reads STRIPE_SECRET from the vault, never from .env",
+           "invoice PDFs are rendered by a headless chromium in the pdf service"]
+
+
+def test_b_finds_a_writes_ranked_locally_with_author_and_host(team):
+    srv, project, envs = team
+    with _mem(project, "002-b", envs["b"]) as b:
+        assert b.append_pattern("feature flags live in config/flags.yaml").graph == "written"
+        before = b.search("stripe webhook retries", scope="project")
+        assert not [h for h in before if "stripe" in h.text]  # nothing from A yet
+    with _mem(project, "001-a", envs["a"]) as a:
+        for note in A_NOTES:
+            assert a.append_gotcha(note).graph == "written"
+        a.update_codebase_map({"payments/webhooks.py": "stripe webhook handler with retries"})
+        a_hits = a.search("stripe webhook retries", scope="project")
+    with _mem(project, "002-b", envs["b"]) as b:
+        b_hits = b.search("stripe webhook retries", scope="project")
+        own = b.search("feature flags", scope="project")
+    assert a_hits and [h.id for h in b_hits][:len(a_hits)] == [h.id for h in a_hits]
+    assert all(h.backend == "local" for h in b_hits)  # taken into B's index, ranked there
+    # the same ranker on the same items: B scores A's items as A does
+    for ha, hb in zip(a_hits, b_hits):
+        assert hb.score == pytest.approx(ha.score, rel=0.25)
+    top = b_hits[0]
+    assert top.metadata["author"] == "alice@example.com" and top.metadata["host"] == "machine-a"
+    assert top.spec and top.spec.endswith("001-a")
+    assert own[0].metadata["author"] == "bob@example.com" and own[0].metadata["host"] == "machine-b"
+    # the command line shows who wrote a hit and where
+    cli = run_cli("search", "stripe webhook retries", "--project-dir", str(project),
+                  "--scope", "project", env=envs["b"])
+    assert cli.returncode == 0, cli.stderr
+    assert "(by alice@example.com on machine-a)" in cli.stdout
+
+
+def test_only_changes_are_read_and_deletes_reach_the_other_home(team, monkeypatch):
+    from graphmem import _sync, team as team_mod
+
+    srv, project, envs = team
+    monkeypatch.setattr(team_mod, "MARGIN_MS", 0)  # count exactly what a pull reads
+    with _mem(project, "002-b", envs["b"]) as b:
+        b.append_pattern("feature flags live in config/flags.yaml")
+    with _mem(project, "001-a", envs["a"]) as a:
+        for note in A_NOTES:
+            a.append_gotcha(note)
+    with _mem(project, "002-b", envs["b"]) as b:
+        first = _sync.run(team_mod.pull(b.aio))
+        assert first["items"] == 3
+        again = _sync.run(team_mod.pull(b.aio))
+        assert again["items"] == 0 and again["read"] <= 3  # only rows stamped in the cursor's ms
+        with _mem(project, "001-a", envs["a"]) as a:
+            a.append_gotcha("the ledger service rounds half to even")
+        more = _sync.run(team_mod.pull(b.aio))
+        assert more["items"] == 1 and more["read"] <= 2
+        assert [h.text for h in b.search("ledger rounding", scope="project")][0].startswith("the ledger")
+        # A clears its spec: the files go, the graph leaves tombstones, B drops the items
+        with _mem(project, "001-a", envs["a"]) as a:
+            a.clear()
+        hits = b.search("stripe webhook retries ledger", scope="project")
+        assert not [h for h in hits if h.spec and h.spec.endswith("001-a")]
+    # B's reindex leaves A's items in the shared graph, forgets pulled items and the cursor,
+    # and takes them in again
+    with _mem(project, "001-a", envs["a"]) as a:
+        a.append_gotcha("queues are drained before deploys")
+    with Memory(None, project, settings=Settings.load(env=envs["b"])) as b:
+        assert b.reindex()["graph"] == "written"
+        hits = b.search("drained before deploys", scope="project")
+        assert hits and hits[0].metadata.get("host") == "machine-a"
+        assert b.search("feature flags", scope="project")[0].metadata.get("host") == "machine-b"
+    with _mem(project, "001-a", envs["a"]) as a:
+        d = a.drift()  # B's rebuild left A's items in the shared graph
+        assert d["in_graph"] == 1 and d["missing"] == []
+
+
+def test_no_pull_without_a_shared_server(tmp_path, spec_dir, monkeypatch):
+    """With the embedded server (one home) there is nothing to take in: no query is sent."""
+    from graphmem import _sync, team as team_mod
+
+    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
+    with Memory(spec_dir) as mem:
+        assert _sync.run(team_mod.pull(mem.aio)) is None
+
+
+def test_author_comes_from_the_setting_then_git_then_login(tmp_path):
+    from graphmem import team as team_mod
+
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "user.email", "carol@example.com"], check=True)
+    s = Settings.load(env={"GRAPHMEM_HOME": str(tmp_path / "h")})
+    assert team_mod.author(s, repo) == "carol@example.com"
+    s2 = Settings.load(env={"GRAPHMEM_HOME": str(tmp_path / "h"), "GRAPHMEM_AUTHOR": "dan"})
+    assert team_mod.author(s2, repo) == "dan"
+    assert team_mod.author(s, tmp_path / "missing")  # the login name, never empty
+    import socket
+
+    assert team_mod.host(s) == socket.gethostname()
