@@ -146,3 +146,17 @@ def test_author_comes_from_the_setting_then_git_then_login(tmp_path):
     import socket
 
     assert team_mod.host(s) == socket.gethostname()
+
+
+def test_drift_counts_only_this_machines_items_as_extra(team):
+    """A teammate's items in a spec this machine also has are not 'no longer in files'."""
+    srv, project, envs = team
+    with _mem(project, "003-shared", envs["a"]) as a:
+        a.append_gotcha("retries back off exponentially")
+        spec = a.spec_dir
+    (spec / "memory" / "gotchas.md").unlink()  # B's copy of the spec does not hold A's file
+    with _mem(project, "003-shared", envs["b"]) as b:
+        d = b.drift()
+        assert d["in_graph"] == 1 and d["extra"] == [] and d["missing"] == []
+    with _mem(project, "003-shared", envs["a"]) as a:
+        assert len(a.drift()["extra"]) == 1  # A's own item, gone from A's files: A's drift

@@ -31,7 +31,8 @@ class GraphSyncMixin:
                     "graph": f"unavailable: {exc}"}
 
     async def drift(self) -> dict[str, Any]:
-        """Items in this spec's files but not in the graph, and graph items no file holds."""
+        """Items in this spec's files but not in the graph, and graph items no file holds (on a
+        shared server, only those written from this machine: the rest are teammates')."""
         items = {i.id for i in await self.items()}
         queued = self._outbox().size()
         if self.settings.graph.mode == "off":
@@ -40,5 +41,13 @@ class GraphSyncMixin:
         if graph is None:
             return {"graph": "off", "files": len(items), "queued": queued}
         in_graph = await graph.item_ids(str(self.project_dir), str(self.spec_dir))
+        own = in_graph
+        from .graph.server import external_endpoint
+
+        if external_endpoint(self.settings) is not None:  # a shared server: teammates' items
+            from .team import host  # of this spec are theirs to keep, not extra
+
+            own = await graph.item_ids(str(self.project_dir), str(self.spec_dir),
+                                       host=host(self.settings))
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
-                "missing": sorted(items - in_graph), "extra": sorted(in_graph - items)}
+                "missing": sorted(items - in_graph), "extra": sorted(own - items)}
