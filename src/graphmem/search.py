@@ -97,28 +97,31 @@ class SearchMixin:
         projects = None if scope == "all" else [str(self.project_dir)]
         spec = str(self.spec_dir) if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
-        if scope != "all":
-            await self._team_pull()
+        # After a pull from a shared graph the local index holds what the graph has for this
+        # project, so the graph is not asked again (its search cost more than the pull).
+        pulled = scope != "all" and await self._team_pull()
         be = self.backends
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       limit=limit, rerank=rerank)
-        graph = await self._search_graph(query, projects, spec, kinds, limit)
+        graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
         return fuse(local, graph, limit) if graph else local
 
-    async def _team_pull(self) -> None:
-        """Take in teammates' writes from a shared graph first (``team.py``); never fails a search."""
+    async def _team_pull(self) -> bool:
+        """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
+        worked; never fails a search."""
         if self.settings.graph.mode == "off":
-            return
+            return False
         from . import team
         from .errors import GraphmemError
 
         try:
-            await asyncio.wait_for(team.pull(self), self.settings.graph.timeout)
+            return await asyncio.wait_for(team.pull(self), self.settings.graph.timeout) is not None
         except asyncio.TimeoutError:
             log.warning("taking in the shared graph's changes took over %.0fs; searched without",
                         self.settings.graph.timeout)
         except GraphmemError as exc:
             log.warning("could not take in the shared graph's changes (%s)", exc)
+        return False
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:

@@ -6,8 +6,8 @@ metadata, so hits show both.
 
 With an external server (``GRAPHMEM_FALKORDB_URL``), a search in ``spec`` or ``project`` scope
 first pulls what this home's local index lacks from the project's graph: items and tombstones
-written since the home's cursor (server time, ``index/team_cursor.py``), less a margin for
-writes that committed after a later one was already read. New or changed items are embedded and
+written after the home's cursor (server time, ``index/team_cursor.py``), which trails the
+server's clock by a margin for writes that committed after a later one was already read. New or changed items are embedded and
 ranked by the local index like this machine's own writes; tombstoned ones are dropped. A pull
 with nothing new costs two indexed queries.
 """
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("graphmem.team")
 
-# Re-read this many ms before the cursor: a write is stamped when it runs, and one that started
-# before a faster one may commit after a reader already saw the faster one.
+# A write is stamped when it runs, and one that started before a faster one may commit after a
+# reader already saw the faster one: the cursor never passes the server's clock less this many
+# ms, so writes of the last seconds are read again (ids and hashes only) until they are older.
 MARGIN_MS = 15_000
 
 
@@ -118,8 +119,11 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
     gid = schema.group_id(project)
     index = mem.backends.local.index
     items_ms, tombs_ms = team_cursor.get(index.conn, gid)
-    rows = await graph.changes(project, max(0, items_ms - MARGIN_MS))
-    tombs = await graph.changes(project, max(0, tombs_ms - MARGIN_MS), tombstones=True)
+    rows = await graph.changes(project, items_ms)
+    if not rows and items_ms == 0:
+        return {"items": 0, "deleted": 0, "read": 0}  # no graph (yet) for this project
+    settled = await graph.server_ms(project) - MARGIN_MS  # every write stamped before has landed
+    tombs = await graph.changes(project, tombs_ms, tombstones=True)
     latest: dict[str, tuple[int, list | None]] = {}
     for row in rows:
         latest[row[0]] = (int(row[-1]), row)
@@ -127,8 +131,9 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
         if uuid not in latest or int(written) >= latest[uuid][0]:
             latest[uuid] = (int(written), None)
     have = team_cursor.hashes(index.conn, list(latest))
-    fresh = [_item(row, project) for _, row in latest.values()
-             if row is not None and have.get(row[0]) != row[9]]
+    wanted = [uuid for uuid, (_, row) in latest.items() if row is not None and have.get(uuid) != row[1]]
+    # Only what this index lacks is fetched whole (the feed itself is ids, hashes and times).
+    fresh = [_item(row, project) for row in await graph.items_by_id(project, wanted)] if wanted else []
     gone = [uuid for uuid, (_, row) in latest.items() if row is None and uuid in have]
     if fresh:
         await index.upsert(fresh)
@@ -136,8 +141,8 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
         index.delete(project=project, ids=gone)
     with index._lock:
         team_cursor.advance(index.conn, gid, project,
-                            max([items_ms, *(int(r[-1]) for r in rows)]),
-                            max([tombs_ms, *(int(t[1]) for t in tombs)]))
+                            max(items_ms, min([settled, *(int(r[-1]) for r in rows[-1:])])),
+                            max(tombs_ms, min([settled, *(int(t[1]) for t in tombs[-1:])])))
     return {"items": len(fresh), "deleted": len(gone), "read": len(rows) + len(tombs)}
 
 

@@ -254,10 +254,11 @@ TEAM_INDEXES = ("CREATE INDEX FOR (n:Entity) ON (n.gm_written)",
                 "CREATE INDEX FOR (t:GraphmemTombstone) ON (t.gm_written)")
 # Pages ordered by (gm_written, uuid), each starting after the last row of the one before.
 _AFTER = ("(n.gm_written > $t OR (n.gm_written = $t AND n.uuid > $u))")
-CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND n.gm_written >= $since AND "
-                 + _AFTER + " RETURN " + HIT_FIELDS + ", n.gm_hash, n.gm_written "
+CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND n.gm_written > $since AND "
+                 + _AFTER + " RETURN n.uuid, n.gm_hash, n.gm_written "
                  "ORDER BY n.gm_written, n.uuid LIMIT $page")
-CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE n.gm_written >= $since AND " + _AFTER
+ITEMS_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN " + HIT_FIELDS
+CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE n.gm_written > $since AND " + _AFTER
                       + " RETURN n.uuid, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
 TOMBSTONE_IDS = """UNWIND $ids AS id
 MERGE (t:GraphmemTombstone {uuid: id})

@@ -317,9 +317,9 @@ class GraphStore:
         self._team_ready.add(gid)
 
     async def changes(self, project: str, since: int, tombstones: bool = False) -> list[list]:
-        """Items (``HIT_FIELDS`` + hash + written) or tombstones (uuid, written) written to a
-        project graph at or after ``since`` (server ms), oldest first. Read in pages until one
-        comes back empty, so a server's RESULTSET_SIZE cannot cut the feed short."""
+        """Items (uuid, hash, written) or tombstones (uuid, written) written to a project graph
+        after ``since`` (server ms), oldest first. Read in pages until one comes back
+        empty, so a server's RESULTSET_SIZE cannot cut the feed short."""
         gid = schema.group_id(project)
         if gid not in self._team_ready:
             probe = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder", ro=True)
@@ -350,6 +350,25 @@ class GraphStore:
         self._ready.discard(gid)
         self._team_ready.discard(gid)
         self._graphitis.pop(gid, None)
+
+    async def server_ms(self, project: str) -> int:
+        """The server's clock (ms), the one ``gm_written`` stamps come from."""
+        res = await self._query(schema.group_id(project), "RETURN timestamp()", ro=True)
+        return int(res.result_set[0][0])
+
+    async def items_by_id(self, project: str, ids: list[str]) -> list[list]:
+        """``HIT_FIELDS`` rows of the given items (those still in the graph), in chunks; a chunk
+        cut short by the server's RESULTSET_SIZE is asked for again without what came back."""
+        gid, rows, pending = schema.group_id(project), [], list(dict.fromkeys(ids))
+        while pending:
+            chunk, pending = pending[:BATCH], pending[BATCH:]
+            res = await self._query(gid, schema.ITEMS_BY_ID, {"ids": chunk}, ro=True)
+            got = res.result_set if res is not None else []
+            rows.extend(got)
+            if got:  # an empty answer: the rest of the chunk was deleted meanwhile
+                seen = {r[0] for r in got}
+                pending = [i for i in chunk if i not in seen] + pending
+        return rows
 
     # ---- reads -----------------------------------------------------------------------------
     async def item_ids(self, project: str, spec: str | None = None, host: str | None = None) -> set[str]:
