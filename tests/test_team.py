@@ -1,9 +1,9 @@
 """Team memory on one password-protected FalkorDB server (the compose server line, on TCP).
 
-Two homes (two GRAPHMEM_HOMEs, as two machines) share one checkout path (the project key is
-still the folder: issue 15 item 1 makes clones at other paths one project). What A writes, B
-finds in ``project`` scope from its own local index, ranked as A ranks it; hits say who wrote
-them and where; A's clear reaches B through tombstones; B reads only what changed.
+Two homes (two GRAPHMEM_HOMEs, as two machines) with two clones of one repository at different
+paths (origin in ssh and https spelling: one project key). What A writes, B finds in ``project``
+scope from its own local index, ranked as A ranks it; hits say who wrote them and where; A's
+clear reaches B through tombstones; B reads only what changed.
 """
 
 from __future__ import annotations
@@ -20,13 +20,22 @@ from graphmem import Memory
 from graphmem.settings import Settings
 
 
+def _clone(root: Path, remote: str, email: str | None = None) -> Path:
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "remote", "add", "origin", remote], cwd=root, check=True)
+    if email:
+        subprocess.run(["git", "config", "user.email", email], cwd=root, check=True)
+    return root
+
+
 @pytest.fixture
 def team(tmp_path):
+    """The compose server line, and two clones of one repository at different paths (ssh and
+    https spellings of its origin), each with its own home: machine A and machine B."""
     srv = ComposeServer(tmp_path)
-    project = tmp_path / "repo"
-    (project / "auto-claude" / "specs").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    subprocess.run(["git", "-C", str(project), "config", "user.email", "alice@example.com"], check=True)
+    repos = {"a": _clone(tmp_path / "a" / "shop", "git@github.com:acme/shop.git", "alice@example.com"),
+             "b": _clone(tmp_path / "b" / "work" / "shop", "https://github.com/acme/shop")}
 
     def env(name: str, **extra: str) -> dict[str, str]:
         return {"GRAPHMEM_HOME": str(tmp_path / f"home-{name}"), "GRAPHMEM_GRAPH": "on",
@@ -35,18 +44,19 @@ def team(tmp_path):
                 **extra}
 
     envs = {"a": env("a"), "b": env("b", GRAPHMEM_AUTHOR="bob@example.com")}
-    yield srv, project, envs
+    yield srv, repos, envs
     srv.stop()
 
 
-def _mem(project: Path, spec: str | None, env: dict) -> Memory:
-    """A's spec folders live outside the checkout B indexes (as on A's own machine), B's in it."""
-    root = project.parent / "machine-a-specs" if spec and spec.endswith("-a") else \
-        project / "auto-claude" / "specs"
-    spec_dir = root / spec if spec else None
-    if spec_dir is not None:
-        spec_dir.mkdir(parents=True, exist_ok=True)
-    return Memory(spec_dir, project, settings=Settings.load(env=env))
+def _mem(repos: dict, who: str, envs: dict, spec: str | None = None) -> Memory:
+    """``who``'s Memory: a spec of its own clone (no project_dir: the clone is found), or the
+    whole project."""
+    settings = Settings.load(env=envs[who])
+    if spec is None:
+        return Memory(None, repos[who], settings=settings)
+    spec_dir = repos[who] / "auto-claude" / "specs" / spec
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    return Memory(spec_dir, settings=settings)
 
 
 A_NOTES = ["stripe webhooks retry for three days, so handlers must be idempotent",
@@ -55,17 +65,17 @@ A_NOTES = ["stripe webhooks retry for three days, so handlers must be idempotent
 
 
 def test_b_finds_a_writes_ranked_locally_with_author_and_host(team):
-    srv, project, envs = team
-    with _mem(project, "002-b", envs["b"]) as b:
+    srv, repos, envs = team
+    with _mem(repos, "b", envs, "002-b") as b:
         assert b.append_pattern("feature flags live in config/flags.yaml").graph == "written"
         before = b.search("stripe webhook retries", scope="project")
         assert not [h for h in before if "stripe" in h.text]  # nothing from A yet
-    with _mem(project, "001-a", envs["a"]) as a:
+    with _mem(repos, "a", envs, "001-a") as a:
         for note in A_NOTES:
             assert a.append_gotcha(note).graph == "written"
         a.update_codebase_map({"payments/webhooks.py": "stripe webhook handler with retries"})
         a_hits = a.search("stripe webhook retries", scope="project")
-    with _mem(project, "002-b", envs["b"]) as b:
+    with _mem(repos, "b", envs, "002-b") as b:
         b_hits = b.search("stripe webhook retries", scope="project")
         own = b.search("feature flags", scope="project")
     assert a_hits and [h.id for h in b_hits][:len(a_hits)] == [h.id for h in a_hits]
@@ -75,10 +85,11 @@ def test_b_finds_a_writes_ranked_locally_with_author_and_host(team):
         assert hb.score == pytest.approx(ha.score, rel=0.25)
     top = b_hits[0]
     assert top.metadata["author"] == "alice@example.com" and top.metadata["host"] == "machine-a"
-    assert top.spec and top.spec.endswith("001-a")
+    assert top.spec == "auto-claude/specs/001-a"  # relative: the same in every clone
+    assert top.local_path.startswith(str(repos["b"]))  # where it would be in B's checkout
     assert own[0].metadata["author"] == "bob@example.com" and own[0].metadata["host"] == "machine-b"
     # the command line shows who wrote a hit and where
-    cli = run_cli("search", "stripe webhook retries", "--project-dir", str(project),
+    cli = run_cli("search", "stripe webhook retries", "--project-dir", str(repos["b"]),
                   "--scope", "project", env=envs["b"])
     assert cli.returncode == 0, cli.stderr
     assert "(by alice@example.com on machine-a)" in cli.stdout
@@ -87,38 +98,38 @@ def test_b_finds_a_writes_ranked_locally_with_author_and_host(team):
 def test_only_changes_are_read_and_deletes_reach_the_other_home(team, monkeypatch):
     from graphmem import _sync, team as team_mod
 
-    srv, project, envs = team
+    srv, repos, envs = team
     monkeypatch.setattr(team_mod, "MARGIN_MS", 0)  # count exactly what a pull reads
-    with _mem(project, "002-b", envs["b"]) as b:
+    with _mem(repos, "b", envs, "002-b") as b:
         b.append_pattern("feature flags live in config/flags.yaml")
-    with _mem(project, "001-a", envs["a"]) as a:
+    with _mem(repos, "a", envs, "001-a") as a:
         for note in A_NOTES:
             a.append_gotcha(note)
-    with _mem(project, "002-b", envs["b"]) as b:
+    with _mem(repos, "b", envs, "002-b") as b:
         first = _sync.run(team_mod.pull(b.aio))
         assert first["items"] == 3
         again = _sync.run(team_mod.pull(b.aio))
         assert again == {"items": 0, "deleted": 0, "read": 0}  # nothing new: nothing read
-        with _mem(project, "001-a", envs["a"]) as a:
+        with _mem(repos, "a", envs, "001-a") as a:
             a.append_gotcha("the ledger service rounds half to even")
         more = _sync.run(team_mod.pull(b.aio))
         assert more == {"items": 1, "deleted": 0, "read": 1}
         assert [h.text for h in b.search("ledger rounding", scope="project")][0].startswith("the ledger")
         # A clears its spec: the files go, the graph leaves tombstones, B drops the items
-        with _mem(project, "001-a", envs["a"]) as a:
+        with _mem(repos, "a", envs, "001-a") as a:
             a.clear()
         hits = b.search("stripe webhook retries ledger", scope="project")
         assert not [h for h in hits if h.spec and h.spec.endswith("001-a")]
     # B's reindex leaves A's items in the shared graph, forgets pulled items and the cursor,
     # and takes them in again
-    with _mem(project, "001-a", envs["a"]) as a:
+    with _mem(repos, "a", envs, "001-a") as a:
         a.append_gotcha("queues are drained before deploys")
-    with Memory(None, project, settings=Settings.load(env=envs["b"])) as b:
+    with _mem(repos, "b", envs) as b:
         assert b.reindex()["graph"] == "written"
         hits = b.search("drained before deploys", scope="project")
         assert hits and hits[0].metadata.get("host") == "machine-a"
         assert b.search("feature flags", scope="project")[0].metadata.get("host") == "machine-b"
-    with _mem(project, "001-a", envs["a"]) as a:
+    with _mem(repos, "a", envs, "001-a") as a:
         d = a.drift()  # B's rebuild left A's items in the shared graph
         assert d["in_graph"] == 1 and d["missing"] == []
 
@@ -149,16 +160,17 @@ def test_author_comes_from_the_setting_then_git_then_login(tmp_path):
 
 
 def test_drift_counts_only_this_machines_items_as_extra(team):
-    """A teammate's items in a spec this machine also has are not 'no longer in files'."""
-    srv, project, envs = team
-    with _mem(project, "003-shared", envs["a"]) as a:
+    """A teammate's items in a spec this machine also has (B's clone lacks A's file) are not
+    'no longer in files'; this machine's own are."""
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "003-shared") as a:
         a.append_gotcha("retries back off exponentially")
         spec = a.spec_dir
-    (spec / "memory" / "gotchas.md").unlink()  # B's copy of the spec does not hold A's file
-    with _mem(project, "003-shared", envs["b"]) as b:
+    with _mem(repos, "b", envs, "003-shared") as b:
         d = b.drift()
         assert d["in_graph"] == 1 and d["extra"] == [] and d["missing"] == []
-    with _mem(project, "003-shared", envs["a"]) as a:
+    (spec / "memory" / "gotchas.md").unlink()
+    with _mem(repos, "a", envs, "003-shared") as a:
         assert len(a.drift()["extra"]) == 1  # A's own item, gone from A's files: A's drift
 
 
@@ -166,10 +178,10 @@ def test_pull_reads_past_a_small_result_set_limit(team):
     """The change feed and the item fetch page past a server's RESULTSET_SIZE."""
     from graphmem import _sync, team as team_mod
 
-    srv, project, envs = team
+    srv, repos, envs = team
     srv.client().execute_command("GRAPH.CONFIG", "SET", "RESULTSET_SIZE", "5")
-    with _mem(project, "001-a", envs["a"]) as a:
+    with _mem(repos, "a", envs, "001-a") as a:
         a.update_codebase_map({f"src/part_{i:02d}.py": f"part {i} of the importer" for i in range(12)})
-    with _mem(project, "002-b", envs["b"]) as b:
+    with _mem(repos, "b", envs, "002-b") as b:
         assert _sync.run(team_mod.pull(b.aio))["items"] == 12
         assert len(b.search("part of the importer", scope="project", limit=20)) == 12

@@ -22,6 +22,7 @@ from .models import MemoryItem, SaveReport
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from .identity import Project
     from .memory import AsyncMemory
 
 log = logging.getLogger("graphmem.backends")
@@ -43,8 +44,74 @@ class Backends:
             self._local = LocalBackend(self.settings)
         return self._local
 
+    _registered: set = set()  # (key, root) pairs this object has put in the project registry
+
+    def register(self, project: "Project") -> None:
+        """Record where ``project`` is checked out on this machine (once per object)."""
+        mark = (project.key, str(project.root))
+        if mark not in self._registered:
+            self.local.index.register_project(project.key, project.name, str(project.root))
+            self._registered = self._registered | {mark}
+
+    def localise(self, hits: list, project: "Project") -> list:
+        """Hits with ``local_path``: where each hit's source file is on this machine (its
+        project's registered root, ``None`` when that project is not checked out here)."""
+        if not hits:
+            return hits
+        roots = {project.key: str(project.root)}
+        if any(h.project not in roots for h in hits):
+            roots = {**self.local.index.roots(), **roots}
+        out = []
+        for h in hits:
+            root = roots.get(h.project)
+            local = None
+            if h.source and Path(h.source).is_absolute():
+                local = h.source
+            elif root is not None:
+                local = str(Path(root) / h.source) if h.source else root
+            out.append(h.model_copy(update={"local_path": local}))
+        return out
+
+    _legacy_checked = False
+
+    def legacy_of(self, project: "Project") -> list[dict]:
+        """Registry rows written before project keys (index schema < 3) that belong to
+        ``project``: their old key (an absolute path) is its root or a folder inside it."""
+        if self._legacy_checked:
+            return []
+        rows = [r for r in self.local.index.projects() if r["legacy"]]
+        if not rows:
+            self._legacy_checked = True  # nothing left to migrate in this home
+            return []
+        root = project.root
+        return [r for r in rows if Path(r["path"]) == root or root in Path(r["path"]).parents]
+
+    async def drop_legacy(self, mem: "AsyncMemory") -> bool:
+        """Drop this project's rows (and graphs) written by an older release, keyed by path;
+        True when there were any: the caller rebuilds the project from its files."""
+        old = self.legacy_of(mem.project)
+        if not old:
+            return False
+        for r in old:
+            self.local.index.forget_project(r["path"], keep=r["path"] == mem.project.key)
+            if r["path"] != mem.project.key and self.settings.graph.mode != "off":
+                from .errors import GraphmemError
+
+                try:
+                    graph = await self.graph_store()
+                    if graph is not None:
+                        await graph.drop_project(r["path"])
+                except GraphmemError as exc:  # `graphmem doctor` lists graphs left behind
+                    log.warning("could not drop the old graph of %s: %s", r["path"], exc)
+        log.info("migrating %d project(s) of an older release into %s", len(old), mem.project.key)
+        return True
+
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
+        try:
+            self.register(mem.project)
+        except Exception as exc:  # the registry is derived too: a failure never fails a save
+            log.warning("project registry not updated: %s", exc)
         if self.settings.graph.mode != "off":  # who and where, for teammates sharing the graph
             from .team import stamp
 
@@ -66,9 +133,11 @@ class Backends:
         """The given item ids that the local index holds (and therefore ranks itself)."""
         return self.local.index.known(ids)
 
-    async def reindex_local(self, project: str, items: list[MemoryItem]) -> dict:
+    async def reindex_local(self, project: "Project", items: list[MemoryItem]) -> dict:
         """Make the local index hold exactly ``items`` for ``project``."""
-        return await self.local.reindex(project, items)
+        self.register(project)
+        counts = await self.local.reindex(project.key, items)
+        return {**counts, "project": str(project.root), "key": project.key}
 
     # ---- graph (graphmem.graph; outbox in graphmem.files.outbox) ------------------------------
     _graph = None  # the GraphStore, once opened; None while the graph is off
@@ -85,6 +154,28 @@ class Backends:
                                            get_llm(self.settings), get_reranker(self.settings))
         self._graph_opened = True
         return self._graph
+
+    async def check_graph_embedder(self, project_key: str) -> None:
+        """Before a write: refuse (IndexMismatchError) when the project's graph holds another
+        embedder's vectors. A graph that is off or unreachable is no reason to refuse: the write
+        is queued and its replay checks again."""
+        from .errors import GraphmemError, IndexMismatchError
+
+        if self.settings.graph.mode == "off":
+            return
+        try:
+            graph = await self.graph_store()
+            if graph is not None and graph.available:
+                await graph.check_embedder(project_key)
+        except IndexMismatchError:
+            raise
+        except GraphmemError as exc:
+            log.info("graph embedder not checked before the write: %s", exc)
+
+    async def graph_embedder(self, project_key: str) -> tuple[str, int] | None:
+        """(model, dimension) recorded in the project's graph, for ``graphmem doctor``."""
+        graph = await self.graph_store()
+        return await graph.recorded_embedder(project_key) if graph is not None else None
 
     async def write_graph(self, mem: "AsyncMemory",
                           items: list[MemoryItem]) -> tuple[str, str | None]:
@@ -149,7 +240,7 @@ class Backends:
         """Graph hits (``backend="graph"``, ids = MemoryItem ids); None when the graph is off.
         ``projects`` None = every project graph. Raises GraphError when the graph is on but
         cannot answer (the caller falls back to the local index)."""
-        from .errors import GraphError, GraphmemError
+        from .errors import GraphError, GraphmemError, IndexMismatchError
 
         if self.settings.graph.mode == "off":
             return None
@@ -158,9 +249,9 @@ class Backends:
             if graph is None:
                 return None
             return await graph.search(query, projects, kinds, limit, spec=spec, exclude=exclude)
-        except GraphError:
+        except (GraphError, IndexMismatchError):  # another embedder's graph: the user must act
             raise
-        except GraphmemError as exc:  # embedder failure or mismatch: still "the graph failed"
+        except GraphmemError as exc:  # embedder failure: still "the graph failed"
             raise GraphError(str(exc)) from exc
 
     async def rebuild_graph(self, project: str, items: list[MemoryItem],
@@ -179,12 +270,10 @@ class Backends:
                 return "off"
             await graph.connect(force=True)
             from .graph.server import external_endpoint
-            from .team import host, stamp
+            from .team import host
 
             shared = external_endpoint(self.settings) is not None
-            if shared:  # teammates' items stay: only this machine's own are replaced
-                items = stamp(items, self.settings, project)
-            else:
+            if not shared:  # on a shared server teammates' items stay (``reindex`` stamped ours)
                 await graph.drop_project(project)
             for start in range(0, len(items), 1000):  # each chunk gets the write timeout
                 await graph.save(items[start:start + 1000], extract=False)
@@ -204,27 +293,27 @@ class Backends:
 
     async def forget_spec(self, mem: "AsyncMemory") -> None:
         """Drop a cleared spec's items from the derived stores."""
-        await self.local.forget_spec(str(mem.project_dir), str(mem.spec_dir))
+        await self.local.forget_spec(mem.project.key, mem.spec_key)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 
             try:
                 graph = await self.graph_store()
                 if graph is not None:
-                    await graph.delete_spec(str(mem.project_dir), str(mem.spec_dir))
+                    await graph.delete_spec(mem.project.key, mem.spec_key)
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
     async def forget_items(self, mem: "AsyncMemory", ids: list[str]) -> None:
         """Drop items whose files are gone (a deleted session) from the index and the graph."""
-        self.local.index.delete(project=str(mem.project_dir), ids=ids)
+        self.local.index.delete(project=mem.project.key, ids=ids)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 
             try:
                 graph = await self.graph_store()
                 if graph is not None:
-                    await graph.delete_items(str(mem.project_dir), ids)
+                    await graph.delete_items(mem.project.key, ids)
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove deleted items from the graph: %s", exc)
 

@@ -15,8 +15,9 @@ def _where_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec-dir", type=Path, default=None,
                    help="spec folder (needed for --scope spec)")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder, else the "
-                        "current folder)")
+                   help="project root (default: the git work tree or .graphmem/project.toml "
+                        "folder enclosing the spec, else two levels above it; without "
+                        "--spec-dir the current folder)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.add_argument("--no-server", action="store_true",
                    help="work in this process: neither ask nor start the search server")
@@ -113,6 +114,8 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
+        # where to open it here; a teammate's project not checked out here: key and stored path
+        where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
         meta = h.get("metadata") or {}
         who = (f" (by {meta['author']}" + (f" on {meta['host']})" if meta.get("host") else ")")
                if meta.get("author") else "")
@@ -120,7 +123,7 @@ def show_hits(rows: list[dict], console) -> None:
             from rich.markup import escape
 
             who = escape(who)
-        console.print(f"    [dim]{h['source'] or h['project']}{who}[/]", highlight=False, **wrap)
+        console.print(f"    [dim]{where}{who}[/]", highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:

@@ -31,15 +31,15 @@ MAX_QUERY_CHARS = 10_000
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
 
-# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(project_dir) -> items.
-ITEM_SOURCES: list[Callable[[Path], Iterable[MemoryItem]]] = []
+# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
+ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
 
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
               "dist", "build", ".pytest_cache"}
 _LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
 
 
-def register_item_source(fn: Callable[[Path], Iterable[MemoryItem]]) -> None:
+def register_item_source(fn: Callable[[Any], Iterable[MemoryItem]]) -> None:
     """Let another store (episodic sessions ...) feed ``reindex`` with its items."""
     if fn not in ITEM_SOURCES:
         ITEM_SOURCES.append(fn)
@@ -94,9 +94,10 @@ class SearchMixin:
         if scope == "spec" and self.spec_dir is None:
             raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
                                   field="scope")
-        projects = None if scope == "all" else [str(self.project_dir)]
-        spec = str(self.spec_dir) if scope == "spec" else None
+        projects = None if scope == "all" else [self.project.key]
+        spec = self.spec_key if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
+        await self._adopt()
         # After a pull from a shared graph the local index holds what the graph has for this
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
@@ -104,7 +105,8 @@ class SearchMixin:
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       limit=limit, rerank=rerank)
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
-        return fuse(local, graph, limit) if graph else local
+        hits = fuse(local, graph, limit) if graph else local
+        return self.backends.localise(hits, self.project)
 
     async def _team_pull(self) -> bool:
         """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
@@ -112,10 +114,12 @@ class SearchMixin:
         if self.settings.graph.mode == "off":
             return False
         from . import team
-        from .errors import GraphmemError
+        from .errors import GraphmemError, IndexMismatchError
 
         try:
             return await asyncio.wait_for(team.pull(self), self.settings.graph.timeout) is not None
+        except IndexMismatchError:  # another embedder's graph: the user must act (as for search)
+            raise
         except asyncio.TimeoutError:
             log.warning("taking in the shared graph's changes took over %.0fs; searched without",
                         self.settings.graph.timeout)
@@ -157,10 +161,11 @@ class SearchMixin:
 
     async def reindex(self) -> dict[str, Any]:
         """Rebuild this project's part of the local index from its files."""
-        project = Path(self.project_dir)
+        project = self.project
+        await self._adopt(rebuild=False)  # rows of an older release go; this rebuild replaces them
         await self._ep_settle()  # no queued session row may land after the rebuild
         items: list[MemoryItem] = []
-        specs = spec_folders(project)
+        specs = spec_folders(project.root)
         from .files import SpecStore
 
         for spec in specs:
@@ -171,12 +176,12 @@ class SearchMixin:
         if self.settings.graph.mode != "off":
             from . import team
 
-            items = team.stamp(items, self.settings, project)  # this machine's files: its items
-        counts = await self.backends.reindex_local(str(project), items)
+            items = team.stamp(items, self.settings, project.root)  # this machine's files: its items
+        counts = await self.backends.reindex_local(project, items)
         if team is not None:
             team.reset(self)  # teammates' items just left the index: the next pull reads them again
         counts["specs"] = len(specs)
-        counts["graph"] = await self.backends.rebuild_graph(str(project), items, specs)
+        counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
         return counts
 
 

@@ -40,14 +40,13 @@ class GraphSyncMixin:
         graph = await self.backends.graph_store()
         if graph is None:
             return {"graph": "off", "files": len(items), "queued": queued}
-        in_graph = await graph.item_ids(str(self.project_dir), str(self.spec_dir))
+        in_graph = await graph.item_ids(self.project.key, self.spec_key)
         own = in_graph
         from .graph.server import external_endpoint
 
         if external_endpoint(self.settings) is not None:  # a shared server: teammates' items
             from .team import host  # of this spec are theirs to keep, not extra
 
-            own = await graph.item_ids(str(self.project_dir), str(self.spec_dir),
-                                       host=host(self.settings))
+            own = await graph.item_ids(self.project.key, self.spec_key, host=host(self.settings))
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
                 "missing": sorted(items - in_graph), "extra": sorted(own - items)}

@@ -79,15 +79,10 @@ def stamp(items: list[MemoryItem], settings: Any, project_dir: Path | str | None
     return out
 
 
-def _rebase(path: str, old_root: str, new_root: str) -> str:
-    """A path under another checkout's project folder, moved under ours."""
-    if old_root and path.startswith(old_root.rstrip("/") + "/"):
-        return new_root.rstrip("/") + path[len(old_root.rstrip("/")):]
-    return path
-
-
 def _item(row: list, project: str) -> MemoryItem:
-    uuid, kind, text, their_project, spec, session, when, meta, source = row[:9]
+    """A graph row as the item the writer's files hold (spec and source stay relative to the
+    project root, which is where this machine has it checked out)."""
+    uuid, kind, text, _key, spec, session, when, meta, source = row[:9]
     try:
         metadata = json.loads(meta) if meta else {}
     except ValueError:
@@ -96,8 +91,7 @@ def _item(row: list, project: str) -> MemoryItem:
     t = parse_iso(when)
     if t is not None:
         kw["time"] = t
-    return MemoryItem(id=uuid, kind=kind, text=text or "", project=project,
-                      spec=_rebase(spec, their_project or "", project) if spec else None,
+    return MemoryItem(id=uuid, kind=kind, text=text or "", project=project, spec=spec or None,
                       session=session or None, metadata=metadata, source=source or "", **kw)
 
 
@@ -110,12 +104,10 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
     settings = mem.settings
     if settings.graph.mode == "off" or server.external_endpoint(settings) is None:
         return None
-    if mem.project_dir is None:
-        return None
     graph = await mem.backends.graph_store()
     if graph is None or not graph.available:
         return None
-    project = str(mem.project_dir)
+    project = mem.project.key
     gid = schema.group_id(project)
     index = mem.backends.local.index
     items_ms, tombs_ms = team_cursor.get(index.conn, gid)
@@ -152,4 +144,4 @@ def reset(mem: "AsyncMemory") -> None:
 
     index = mem.backends.local.index
     with index._lock:
-        team_cursor.reset(index.conn, str(mem.project_dir))
+        team_cursor.reset(index.conn, mem.project.key)

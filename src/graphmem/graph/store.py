@@ -71,6 +71,7 @@ class GraphStore:
         self.last_error: str | None = None
         self._ready: set[str] = set()  # graphs whose meta and indexes were checked this process
         self._team_ready: set[str] = set()  # graphs with the change feed's indexes
+        self._embedders: dict[str, tuple[str, int, str]] = {}  # graph -> (model, dim, project)
         self._graphitis: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._connect_lock = asyncio.Lock()
@@ -128,6 +129,7 @@ class GraphStore:
         client, self._client = self._client, None
         self._ready.clear()
         self._team_ready.clear()
+        self._embedders.clear()
         self._graphitis.clear()
         self._mark_down(reason)
         if client is not None:
@@ -155,19 +157,41 @@ class GraphStore:
             raise GraphError(f"FalkorDB query failed on graph {gid}: {exc}") from None
 
     # ---- graphs ----------------------------------------------------------------------------
+    async def recorded_embedder(self, project: str) -> tuple[str, int] | None:
+        """(model, dimension) recorded in a project's graph; None for a graph not made yet."""
+        gid = schema.group_id(project)
+        res = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension", ro=True)
+        rows = res.result_set if res is not None else []
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def mismatch(self, project: str, got: tuple[str, int]) -> IndexMismatchError | None:
+        """The error for a graph whose vectors come from another embedder than ours, or None."""
+        name, dim = self.embedder.name, int(self.embedder.dimension)
+        if got == (name, dim):
+            return None
+        return IndexMismatchError(
+            f"the graph of project {project} holds vectors from embedder {got[0]} ({got[1]}-d), "
+            f"but this machine's embedder is {name} ({dim}-d); vectors of two embedders are never "
+            f"mixed. Configure {got[0]} here (GRAPHMEM_EMBEDDER_PROVIDER, "
+            f"GRAPHMEM_LOCAL_EMBEDDING_MODEL ...), or move to a new graph: another project id "
+            f"(GRAPHMEM_PROJECT_ID) or `graphmem reindex`, which rebuilds this project's graph "
+            f"with {name} from this machine's files (every machine must then use {name})")
+
+    async def check_embedder(self, project: str) -> None:
+        """Refuse (IndexMismatchError) when the project's graph was built by another embedder;
+        a new graph is claimed for ours."""
+        await self._prepare(schema.group_id(project), project)
+
     async def _prepare(self, gid: str, project: str) -> None:
         """Check the graph's recorded embedder; on a new graph create indexes and the record."""
         if gid in self._ready:
             return
-        res = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension", ro=True)
-        rows = res.result_set if res is not None else []
+        got = await self.recorded_embedder(project)
         name, dim = self.embedder.name, int(self.embedder.dimension)
-        if rows:
-            got_name, got_dim = rows[0]
-            if got_name != name or int(got_dim) != dim:
-                raise IndexMismatchError(
-                    f"the graph of {project} holds vectors from embedder {got_name} ({got_dim} "
-                    f"dimensions), but {name} ({dim}) is configured: run `graphmem reindex`")
+        if got is not None:
+            err = self.mismatch(project, got)
+            if err is not None:
+                raise err
         else:
             await self._create_indexes(gid)
             await self._query(gid, "MERGE (m:GraphmemMeta {key: 'graph'}) SET m.embedder = $name, "
@@ -322,9 +346,12 @@ class GraphStore:
         empty, so a server's RESULTSET_SIZE cannot cut the feed short."""
         gid = schema.group_id(project)
         if gid not in self._team_ready:
-            probe = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder", ro=True)
-            if probe is None or not probe.result_set:
+            got = await self.recorded_embedder(project)
+            if got is None:
                 return []  # no graph yet (or not ours): nothing to read, nothing to create
+            err = self.mismatch(project, got)
+            if err is not None:  # its items could be taken in, but never written back
+                raise err
             await self._team_indexes(gid)
         query = schema.CHANGED_TOMBSTONES if tombstones else schema.CHANGED_ITEMS
         rows: list[list] = []
@@ -349,6 +376,7 @@ class GraphStore:
                 raise GraphError(f"cannot delete graph {gid}: {exc}") from None
         self._ready.discard(gid)
         self._team_ready.discard(gid)
+        self._embedders.pop(gid, None)
         self._graphitis.pop(gid, None)
 
     async def server_ms(self, project: str) -> int:
@@ -417,6 +445,7 @@ class GraphStore:
         if not query.strip():
             return []
         gids = [schema.group_id(p) for p in projects] if projects is not None else await self.graphs()
+        gids = await self._same_embedder(gids, strict=projects is not None)
         if not gids:
             return []
         from ..providers.base import embed_query
@@ -455,6 +484,31 @@ class GraphStore:
                                          for g, u in wanted.items()))
         rows = {r[0]: r for res in fetched if res is not None for r in res.result_set}
         return [_hit(rows[ids[i]], fused[i] / best) for i in top if ids[i] in rows]
+
+    async def _same_embedder(self, gids: list[str], strict: bool) -> list[str]:
+        """The graphs whose vectors our embedder can compare with. A graph of another embedder
+        is an error when named (``strict``: project or spec scope), skipped with a warning in an
+        every-project search (its cosines would fail the whole query)."""
+        todo = [g for g in gids if g not in self._embedders]
+        if todo:
+            found = await asyncio.gather(*(self._query(
+                g, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension, m.project", ro=True)
+                for g in todo))
+            for g, res in zip(todo, found):
+                rows = res.result_set if res is not None else []
+                if rows:
+                    self._embedders[g] = (str(rows[0][0]), int(rows[0][1]), str(rows[0][2]))
+        keep = []
+        for g in gids:
+            rec = self._embedders.get(g)
+            err = self.mismatch(rec[2], rec[:2]) if rec else None
+            if err is None:
+                keep.append(g)
+            elif strict:
+                raise err
+            else:
+                log.warning("graph search skips %s: %s", g, err)
+        return keep
 
     async def _candidates(self, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
                           k: int, spec: str | None) -> tuple[list, list]:
