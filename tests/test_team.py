@@ -185,3 +185,18 @@ def test_pull_reads_past_a_small_result_set_limit(team):
     with _mem(repos, "b", envs, "002-b") as b:
         assert _sync.run(team_mod.pull(b.aio))["items"] == 12
         assert len(b.search("part of the importer", scope="project", limit=20)) == 12
+
+
+def test_a_deleted_session_leaves_the_other_home_too(team):
+    """Turns recorded on A reach B's search; A's delete_session tombstones them for B."""
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "004-sessions") as a:
+        sid = a.start_session()
+        a.record_turn(sid, "user", "The nightly export job silently skips archived tenants")
+    with _mem(repos, "b", envs, "004-sessions") as b:
+        hits = b.search("nightly export archived tenants", scope="project")
+        assert hits and hits[0].kind == "turn" and hits[0].metadata["host"] == "machine-a"
+        with _mem(repos, "a", envs, "004-sessions") as a:
+            a.delete_session(sid)
+        hits = b.search("nightly export archived tenants", scope="project")
+        assert not [h for h in hits if h.kind == "turn"]
