@@ -200,3 +200,31 @@ def test_a_deleted_session_leaves_the_other_home_too(team):
             a.delete_session(sid)
         hits = b.search("nightly export archived tenants", scope="project")
         assert not [h for h in hits if h.kind == "turn"]
+
+
+@pytest.mark.parametrize("name", ["GRAPHMEM_AUTHOR", "GRAPHMEM_HOST"])
+@pytest.mark.parametrize("bad", ["alice\nroot", "   ", "x" * 201, "tab\there"])
+def test_garbage_author_or_host_is_a_config_error_naming_the_setting(tmp_path, name, bad):
+    from graphmem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"team\.(author|host)"):
+        Settings.load(env={"GRAPHMEM_HOME": str(tmp_path), name: bad})
+
+
+def test_a_foreign_node_in_the_shared_graph_is_skipped_not_fatal(team):
+    """A node another program (or a broken version) wrote in the project's graph is skipped
+    with a warning; B's search still answers and takes in the good items."""
+    from graphmem.graph import schema
+
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "001-a") as a:
+        a.append_gotcha(A_NOTES[0])
+        key = a.aio.project.key
+    srv.client().execute_command(
+        "GRAPH.QUERY", schema.group_id(key),
+        "CREATE (:Entity {uuid: 'junk-1', gm_kind: 'bogus', summary: 'not ours', gm_hash: 'x', "
+        "gm_meta: '{broken', gm_time: 'yesterday', gm_written: timestamp()})")
+    with _mem(repos, "b", envs, "002-b") as b:
+        hits = b.search("stripe webhooks retry idempotent", scope="project")
+    assert [h.text for h in hits][:1] == [A_NOTES[0]]
+    assert all(h.id != "junk-1" for h in hits)

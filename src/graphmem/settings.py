@@ -170,6 +170,14 @@ class TeamSettings(_Section):
     author: str | None = None  # None: git's user.email in the project, else the login name
     host: str | None = None  # None: this machine's hostname
 
+    @pydantic.field_validator("author", "host")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or len(v) > 200
+                              or any(ord(c) < 32 or ord(c) == 127 for c in v)):
+            raise ValueError("must be 1 to 200 printable characters on one line")
+        return v.strip() if v is not None else v
+
 
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""

@@ -125,7 +125,13 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
     have = team_cursor.hashes(index.conn, list(latest))
     wanted = [uuid for uuid, (_, row) in latest.items() if row is not None and have.get(uuid) != row[1]]
     # Only what this index lacks is fetched whole (the feed itself is ids, hashes and times).
-    fresh = [_item(row, project) for row in await graph.items_by_id(project, wanted)] if wanted else []
+    fresh = []
+    for row in await graph.items_by_id(project, wanted) if wanted else []:
+        try:
+            fresh.append(_item(row, project))
+        except (ValueError, TypeError) as exc:  # a node another program wrote: skip it, once
+            log.warning("skipped graph item %r of %s: not a graphmem item (%s)", row[0], project,
+                        str(exc).splitlines()[0])
     gone = [uuid for uuid, (_, row) in latest.items() if row is None and uuid in have]
     if fresh:
         await index.upsert(fresh)
