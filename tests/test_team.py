@@ -109,11 +109,11 @@ def test_only_changes_are_read_and_deletes_reach_the_other_home(team, monkeypatc
         first = _sync.run(team_mod.pull(b.aio))
         assert first["items"] == 3
         again = _sync.run(team_mod.pull(b.aio))
-        assert again == {"items": 0, "deleted": 0, "read": 0}  # nothing new: nothing read
+        assert again == {"items": 0, "deleted": 0, "read": 0, "more": False}  # nothing read
         with _mem(repos, "a", envs, "001-a") as a:
             a.append_gotcha("the ledger service rounds half to even")
         more = _sync.run(team_mod.pull(b.aio))
-        assert more == {"items": 1, "deleted": 0, "read": 1}
+        assert more == {"items": 1, "deleted": 0, "read": 1, "more": False}
         assert [h.text for h in b.search("ledger rounding", scope="project")][0].startswith("the ledger")
         # A clears its spec: the files go, the graph leaves tombstones, B drops the items
         with _mem(repos, "a", envs, "001-a") as a:
@@ -228,3 +228,26 @@ def test_a_foreign_node_in_the_shared_graph_is_skipped_not_fatal(team):
         hits = b.search("stripe webhooks retry idempotent", scope="project")
     assert [h.text for h in hits][:1] == [A_NOTES[0]]
     assert all(h.id != "junk-1" for h in hits)
+
+
+def test_a_big_first_pull_is_spread_over_searches_and_sync_finishes_it(team):
+    """A pull embeds at most its budget of items, so joining a big project never blocks one
+    search past its timeout; the cursor keeps the place, and ``sync`` takes in the rest."""
+    from graphmem import _sync, team as team_mod
+
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "001-a") as a:
+        a.update_codebase_map({f"src/mod_{i}.py": f"module {i} parses invoices" for i in range(7)})
+    with _mem(repos, "b", envs, "002-b") as b:
+        first = _sync.run(team_mod.pull(b.aio, budget=3))
+        assert first["items"] == 3 and first["more"] is True
+        second = _sync.run(team_mod.pull(b.aio, budget=3))
+        assert second["items"] == 3 and second["more"] is True  # the next 3, not the first again
+        synced = b.sync()
+        assert synced["pulled"]["items"] == 1
+        assert len(b.search("module parses invoices", scope="project", limit=20)) == 7
+    with _mem(repos, "a", envs, "001-a") as a:
+        a.append_gotcha("invoices are numbered per tenant")
+    cli = run_cli("sync", "--spec-dir", str(repos["b"] / "auto-claude" / "specs" / "002-b"),
+                  env=envs["b"])
+    assert cli.returncode == 0 and "from teammates: took in 1 item(s)" in cli.stdout

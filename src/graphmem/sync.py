@@ -17,7 +17,9 @@ class GraphSyncMixin:
         """Replay this spec's graph outbox now (reconnecting at once, without the usual pause).
 
         Returns ``{"replayed": items, "entries": n, "remaining": items, "graph": status}``; when
-        the graph is still unreachable the entries stay queued and ``graph`` says why.
+        the graph is still unreachable the entries stay queued and ``graph`` says why. On a
+        shared server, ``pulled`` counts what was taken in from teammates (all of it, see
+        ``team.pull_all``).
         """
         from .errors import GraphmemError
 
@@ -25,7 +27,11 @@ class GraphSyncMixin:
         if self.settings.graph.mode == "off":
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
         try:
-            return await self.backends.replay_outbox(outbox, force=True)
+            done = await self.backends.replay_outbox(outbox, force=True)
+            from .team import pull_all
+
+            pulled = await pull_all(self)
+            return {**done, "pulled": pulled} if pulled is not None else done
         except GraphmemError as exc:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(),
                     "graph": f"unavailable: {exc}"}

@@ -33,7 +33,9 @@ log = logging.getLogger("graphmem.team")
 # A write is stamped when it runs, and one that started before a faster one may commit after a
 # reader already saw the faster one: the cursor never passes the server's clock less this many
 # ms, so writes of the last seconds are read again (ids and hashes only) until they are older.
-MARGIN_MS = 15_000
+# compose/ stops any query after TIMEOUT_DEFAULT (30 s), so no write lands later than that.
+MARGIN_MS = 35_000
+BUDGET = 256  # items one pull embeds at most (about 1.3 s with the default local model)
 
 
 @functools.lru_cache(maxsize=64)
@@ -95,9 +97,10 @@ def _item(row: list, project: str) -> MemoryItem:
                       session=session or None, metadata=metadata, source=source or "", **kw)
 
 
-async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
-    """Take in the project graph's changes since this home's cursor -> counts, or None when
-    there is no shared server to pull from."""
+async def pull(mem: "AsyncMemory", budget: int = BUDGET) -> dict[str, int] | None:
+    """Take in the project graph's changes after this home's cursor -> counts (``more``: the
+    budget of items to embed was reached, call again), or None when there is no shared server.
+    """
     from .graph import schema, server
     from .index import team_cursor
 
@@ -110,20 +113,28 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
     project = mem.project.key
     gid = schema.group_id(project)
     index = mem.backends.local.index
-    items_ms, tombs_ms = team_cursor.get(index.conn, gid)
-    rows = await graph.changes(project, items_ms)
-    if not rows and items_ms == 0:
-        return {"items": 0, "deleted": 0, "read": 0}  # no graph (yet) for this project
+    items_at, tombs_at = team_cursor.get(index.conn, gid)
+    rows = await graph.changes(project, items_at)
+    if not rows and items_at == (0, ""):
+        return {"items": 0, "deleted": 0, "read": 0, "more": False}  # no graph (yet)
     settled = await graph.server_ms(project) - MARGIN_MS  # every write stamped before has landed
-    tombs = await graph.changes(project, tombs_ms, tombstones=True)
-    latest: dict[str, tuple[int, list | None]] = {}
-    for row in rows:
-        latest[row[0]] = (int(row[-1]), row)
-    for uuid, written in tombs:  # a tombstone wins over an older write of the same item
-        if uuid not in latest or int(written) >= latest[uuid][0]:
-            latest[uuid] = (int(written), None)
-    have = team_cursor.hashes(index.conn, list(latest))
-    wanted = [uuid for uuid, (_, row) in latest.items() if row is not None and have.get(uuid) != row[1]]
+    tombs = await graph.changes(project, tombs_at, tombstones=True)
+    have = team_cursor.hashes(index.conn, [r[0] for r in rows] + [t[0] for t in tombs])
+    # Take rows in feed order until ``budget`` of them need embedding: a first pull of a big
+    # graph is spread over several searches instead of blocking one past its timeout.
+    wanted, cut = [], len(rows)
+    for i, (uuid, digest, _) in enumerate(rows):
+        if have.get(uuid) != digest:
+            wanted.append(uuid)
+            if len(wanted) >= budget:
+                cut = i + 1
+                break
+    more, rows = cut < len(rows), rows[:cut]
+    latest = {r[0]: int(r[2]) for r in rows}
+    gone = [uuid for uuid, written in tombs  # a tombstone wins over an older write of an item
+            if uuid in have and int(written) >= latest.get(uuid, -1)]
+    drop = set(gone)
+    wanted = [u for u in wanted if u not in drop]
     # Only what this index lacks is fetched whole (the feed itself is ids, hashes and times).
     fresh = []
     for row in await graph.items_by_id(project, wanted) if wanted else []:
@@ -132,16 +143,37 @@ async def pull(mem: "AsyncMemory") -> dict[str, int] | None:
         except (ValueError, TypeError) as exc:  # a node another program wrote: skip it, once
             log.warning("skipped graph item %r of %s: not a graphmem item (%s)", row[0], project,
                         str(exc).splitlines()[0])
-    gone = [uuid for uuid, (_, row) in latest.items() if row is None and uuid in have]
     if fresh:
         await index.upsert(fresh)
     if gone:
         index.delete(project=project, ids=gone)
     with index._lock:
-        team_cursor.advance(index.conn, gid, project,
-                            max(items_ms, min([settled, *(int(r[-1]) for r in rows[-1:])])),
-                            max(tombs_ms, min([settled, *(int(t[1]) for t in tombs[-1:])])))
-    return {"items": len(fresh), "deleted": len(gone), "read": len(rows) + len(tombs)}
+        team_cursor.advance(index.conn, gid, project, _next(rows, settled, 2),
+                            _next(tombs, settled, 1))
+    return {"items": len(fresh), "deleted": len(gone), "read": len(rows) + len(tombs),
+            "more": more}
+
+
+def _next(rows: list[list], settled: int, at: int) -> tuple[int, str]:
+    """The cursor after ``rows`` (``at``: the column of their time), never past ``settled``:
+    a write stamped later may still be landing, so it is read again next time."""
+    from .graph.schema import AFTER_ALL
+
+    if rows and int(rows[-1][at]) <= settled:
+        return int(rows[-1][at]), rows[-1][0]
+    return settled, AFTER_ALL
+
+
+async def pull_all(mem: "AsyncMemory") -> dict[str, int] | None:
+    """Pull until the project graph has nothing more to give (``graphmem sync``)."""
+    total = None
+    while True:
+        got = await pull(mem)
+        if got is None:
+            return total
+        total = {k: (total or {}).get(k, 0) + v for k, v in got.items() if k != "more"}
+        if not got["more"]:
+            return total
 
 
 def reset(mem: "AsyncMemory") -> None:

@@ -252,14 +252,15 @@ HIT_FIELDS = ("n.uuid, n.gm_kind, n.summary, n.gm_project, n.gm_spec, n.gm_sessi
 TEAM_INDEXES = ("CREATE INDEX FOR (n:Entity) ON (n.gm_written)",
                 "CREATE INDEX FOR (t:GraphmemTombstone) ON (t.uuid)",
                 "CREATE INDEX FOR (t:GraphmemTombstone) ON (t.gm_written)")
-# Pages ordered by (gm_written, uuid), each starting after the last row of the one before.
-_AFTER = ("(n.gm_written > $t OR (n.gm_written = $t AND n.uuid > $u))")
-CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND n.gm_written > $since AND "
-                 + _AFTER + " RETURN n.uuid, n.gm_hash, n.gm_written "
-                 "ORDER BY n.gm_written, n.uuid LIMIT $page")
-ITEMS_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN " + HIT_FIELDS
-CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE n.gm_written > $since AND " + _AFTER
+# Pages ordered by (gm_written, uuid), each starting after the (t, u) of the row before; the
+# first condition lets the range index on gm_written narrow the scan.
+_AFTER = "n.gm_written >= $t AND (n.gm_written > $t OR n.uuid > $u)"
+CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND " + _AFTER
+                 + " RETURN n.uuid, n.gm_hash, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
+CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE " + _AFTER
                       + " RETURN n.uuid, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
+ITEMS_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN " + HIT_FIELDS
+AFTER_ALL = "~~~~"  # as a cursor's uuid: past every id written at that ms (ids are [0-9a-f-])
 TOMBSTONE_IDS = """UNWIND $ids AS id
 MERGE (t:GraphmemTombstone {uuid: id})
 SET t.gm_written = timestamp()"""

@@ -340,10 +340,11 @@ class GraphStore:
                     raise
         self._team_ready.add(gid)
 
-    async def changes(self, project: str, since: int, tombstones: bool = False) -> list[list]:
-        """Items (uuid, hash, written) or tombstones (uuid, written) written to a project graph
-        after ``since`` (server ms), oldest first. Read in pages until one comes back
-        empty, so a server's RESULTSET_SIZE cannot cut the feed short."""
+    async def changes(self, project: str, after: tuple[int, str] = (0, ""),
+                      tombstones: bool = False) -> list[list]:
+        """Items (uuid, hash, written) or tombstones (uuid, written) of a project graph written
+        after the cursor ``after`` = (server ms, uuid), in that order. Read in pages until one
+        comes back empty, so a server's RESULTSET_SIZE cannot cut the feed short."""
         gid = schema.group_id(project)
         if gid not in self._team_ready:
             got = await self.recorded_embedder(project)
@@ -355,29 +356,14 @@ class GraphStore:
             await self._team_indexes(gid)
         query = schema.CHANGED_TOMBSTONES if tombstones else schema.CHANGED_ITEMS
         rows: list[list] = []
-        t, u = since, ""
+        t, u = after
         while True:
-            res = await self._query(gid, query, {"since": since, "t": t, "u": u, "page": PAGE}, ro=True)
+            res = await self._query(gid, query, {"t": t, "u": u, "page": PAGE}, ro=True)
             page = res.result_set if res is not None else []
             if not page:
                 return rows
             rows.extend(page)
             t, u = page[-1][-1], page[-1][0]
-
-    async def drop_project(self, project: str) -> None:
-        """Delete a project's whole graph (before a rebuild with another embedder)."""
-        gid = schema.group_id(project)
-        if self._client is None:
-            await self.connect()
-        try:
-            await self._client.select_graph(gid).delete()
-        except Exception as exc:
-            if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
-                raise GraphError(f"cannot delete graph {gid}: {exc}") from None
-        self._ready.discard(gid)
-        self._team_ready.discard(gid)
-        self._embedders.pop(gid, None)
-        self._graphitis.pop(gid, None)
 
     async def server_ms(self, project: str) -> int:
         """The server's clock (ms), the one ``gm_written`` stamps come from."""

@@ -1,7 +1,8 @@
 """Where this home's local index stands in each shared graph's change feed (``team.py``).
 
-One row per graph: the server time (ms) of the newest item and of the newest tombstone taken
-in. The next pull reads only what was written after that (less a margin), not the whole graph.
+One row per graph: (server time in ms, uuid) of the last item and of the last tombstone taken
+in, the order the graph's change feed is read in. The next pull reads only what was written
+after that, not the whole graph.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from . import db
 db.register_migrations("team", [(1, """
 CREATE TABLE team_cursors (
   graph TEXT PRIMARY KEY, project TEXT NOT NULL, items_ms INTEGER NOT NULL,
-  tombstones_ms INTEGER NOT NULL, pulled_at REAL NOT NULL);
+  items_uuid TEXT NOT NULL, tombstones_ms INTEGER NOT NULL, tombstones_uuid TEXT NOT NULL,
+  pulled_at REAL NOT NULL);
 """)])
 
 _MIGRATED: set[int] = set()
+Cursor = tuple[int, str]  # (server ms, uuid) of the last row taken in
 
 
 def _ready(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -29,21 +32,26 @@ def _ready(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-def get(conn: sqlite3.Connection, graph: str) -> tuple[int, int]:
-    """(items_ms, tombstones_ms) taken in from ``graph`` so far; (0, 0) for a new graph."""
-    row = _ready(conn).execute("SELECT items_ms, tombstones_ms FROM team_cursors WHERE graph=?",
-                               (graph,)).fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
+def get(conn: sqlite3.Connection, graph: str) -> tuple[Cursor, Cursor]:
+    """(items, tombstones) cursors of ``graph``; ((0, ""), (0, "")) for a new graph."""
+    row = _ready(conn).execute("SELECT items_ms, items_uuid, tombstones_ms, tombstones_uuid "
+                               "FROM team_cursors WHERE graph=?", (graph,)).fetchone()
+    return ((int(row[0]), row[1]), (int(row[2]), row[3])) if row else ((0, ""), (0, ""))
 
 
-def advance(conn: sqlite3.Connection, graph: str, project: str, items_ms: int,
-            tombstones_ms: int) -> None:
-    """Move the cursor forward (never back: two processes may pull at once)."""
-    _ready(conn).execute(
-        "INSERT INTO team_cursors VALUES (?, ?, ?, ?, ?) ON CONFLICT(graph) DO UPDATE SET "
-        "project=excluded.project, items_ms=max(items_ms, excluded.items_ms), "
-        "tombstones_ms=max(tombstones_ms, excluded.tombstones_ms), pulled_at=excluded.pulled_at",
-        (graph, project, int(items_ms), int(tombstones_ms), time.time()))
+def advance(conn: sqlite3.Connection, graph: str, project: str, items: Cursor,
+            tombstones: Cursor) -> None:
+    """Move the cursors forward (never back: two processes may pull at once)."""
+    _ready(conn).execute("BEGIN IMMEDIATE")
+    try:
+        (old_items, old_tombs) = get(conn, graph)
+        conn.execute("INSERT OR REPLACE INTO team_cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (graph, project, *max(old_items, items), *max(old_tombs, tombstones),
+                      time.time()))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def reset(conn: sqlite3.Connection, project: str) -> None:
