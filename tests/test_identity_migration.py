@@ -121,3 +121,46 @@ def test_clear_with_only_the_spec_folder_removes_the_hits(tmp_path):
     assert r.returncode == 0, r.stderr
     with Memory(None, tmp_path / "shop") as m:
         assert m.search("stripe webhook", scope="project", limit=5) == []
+
+
+def _graphs(settings: Settings) -> dict[str, int]:
+    """Graph name -> item nodes, on the home's embedded server (outside graphmem's code path)."""
+    from graphmem.graph import server
+
+    client = server.sync_client(server.EmbeddedServer(settings).endpoint())
+    try:
+        names = client.execute_command("GRAPH.LIST")
+        return {g: client.execute_command("GRAPH.RO_QUERY", g, "MATCH (n:Entity) WHERE "
+                                          "n.gm_kind IS NOT NULL RETURN count(n)")[1][0][0]
+                for g in names}
+    finally:
+        client.close()
+
+
+def test_the_previous_release_graph_is_rebuilt_under_the_project_key(tmp_path, monkeypatch):
+    from graphmem.doctor import run_doctor
+    from graphmem.graph.schema import group_id
+
+    src = old_release(tmp_path)
+    spec = repo_with_spec(tmp_path / "shop")
+    home = tmp_path / "home"
+    graph_env = {"GRAPHMEM_HOME": str(home), "GRAPHMEM_GRAPH": "on",
+                 "GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama"}
+    old = subprocess.run([sys.executable, "-c", OLD_WRITER.format(gotchas=GOTCHAS), str(spec)],
+                         env={**os.environ, **graph_env, "PYTHONPATH": str(src)},
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert old.returncode == 0, old.stderr
+    settings = Settings.load(env=graph_env)
+    old_graph, new_graph = group_id(str(spec.parent.parent)), group_id("example.com/team/shop")
+    assert _graphs(settings) == {old_graph: 4}  # the old release's graph, named by the path
+
+    with Memory(spec, settings=settings) as m:
+        hits = m.search("webhook handler idempotent payments", scope="all", limit=50)
+        drift = m.drift()
+    assert len(hits) == len({h.id for h in hits}) == 4
+    assert _graphs(settings) == {new_graph: 4}  # rebuilt under the key; the old one dropped
+    assert drift["missing"] == drift["extra"] == []
+    for var, value in graph_env.items():
+        monkeypatch.setenv(var, value)
+    rows = run_doctor(spec, None)["sections"]["graph"]  # doctor --spec-dir checks this graph
+    assert [r["status"] for r in rows if r["name"] in ("drift", "embedder")] == ["ok", "ok"], rows

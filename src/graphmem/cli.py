@@ -26,7 +26,8 @@ def _spec_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--spec-dir", type=Path, required=required,
                    help="spec folder (e.g. auto-claude/specs/001-feature)")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder)")
+                   help="project root (default: the git work tree or .graphmem/project.toml "
+                        "folder enclosing the spec, else two levels above it)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 

@@ -146,10 +146,14 @@ def _cmd_search(args: argparse.Namespace) -> int:
                                      "kinds": args.kind, "limit": args.limit,
                                      "rerank": args.rerank, "render": _render_remotely(args)})
     data = answer.get("hits") if answer else None
+    for note in (answer or {}).get("notes") or []:  # the graph did not answer: say so
+        print(f"graphmem: warning: {note}", file=sys.stderr)
     if data is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank)
+            for note in getattr(m.aio, "search_notes", []):
+                print(f"graphmem: warning: {note}", file=sys.stderr)
         data = [h.model_dump(mode="json") for h in hits]
     elif isinstance(answer.get("text"), str):
         sys.stdout.write(answer["text"])

@@ -19,6 +19,7 @@ The folder name is only the display name. Paths stored in items are relative to 
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -79,15 +80,20 @@ def resolve_project(spec_dir: str | Path | None, project_dir: str | Path | None 
 
 
 def _resolve(path: str | Path) -> Path:
-    return Path(path).expanduser().resolve()
+    return Path(os.path.realpath(os.path.expanduser(path)))
 
 
 def _enclosing(start: Path) -> Path | None:
     """The nearest folder at or above ``start`` that holds ``.git`` or the committed id file."""
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists() or (folder / ID_FILE).is_file():
-            return folder
-    return None
+    folder, id_file = str(start), str(ID_FILE)  # os.path: this runs on every Memory opened
+    while True:
+        if os.path.lexists(os.path.join(folder, ".git")) or \
+                os.path.isfile(os.path.join(folder, id_file)):
+            return Path(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def _registered(start: Path, known_roots: Iterable[str | Path]) -> Path | None:
@@ -103,7 +109,7 @@ def _key(root: Path, project_id: str | None) -> tuple[str, str]:
     if project_id is not None and project_id != "":
         return check_id(project_id, "GRAPHMEM_PROJECT_ID"), "setting"
     id_file = root / ID_FILE
-    if id_file.is_file():
+    if os.path.isfile(id_file):
         try:
             data = tomllib.loads(id_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -134,23 +140,25 @@ def check_id(value: str, where: str) -> str:
 def git_common_dir(root: Path) -> Path | None:
     """The repository folder shared by every worktree of the repository at ``root`` (no git
     process: ``.git`` is read as a folder, or as a ``gitdir:`` file plus ``commondir``)."""
-    dot = root / ".git"
+    dot = os.path.join(root, ".git")
     try:
-        if dot.is_dir():
+        if os.path.isdir(dot):
             gitdir = dot
-        elif dot.is_file():
-            line = dot.read_text(encoding="utf-8", errors="replace").strip()
+        elif os.path.isfile(dot):
+            with open(dot, encoding="utf-8", errors="replace") as f:
+                line = f.read().strip()
             if not line.startswith("gitdir:"):
                 return None
-            gitdir = (root / line.removeprefix("gitdir:").strip()).resolve()
+            gitdir = os.path.join(root, line.removeprefix("gitdir:").strip())
         else:
             return None
-        common = gitdir / "commondir"
-        if common.is_file():
-            return (gitdir / common.read_text(encoding="utf-8").strip()).resolve()
+        common = os.path.join(gitdir, "commondir")
+        if os.path.isfile(common):
+            with open(common, encoding="utf-8") as f:
+                gitdir = os.path.join(gitdir, f.read().strip())
     except OSError:
         return None
-    return gitdir.resolve()
+    return Path(os.path.realpath(gitdir))
 
 
 _SECTION = re.compile(r'^\[\s*remote\s+"origin"\s*\]', re.IGNORECASE)

@@ -89,6 +89,7 @@ class SearchMixin:
                      limit: int = 10, rerank: bool = False) -> list[Hit]:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
         query, kinds = check_query(query, scope, kinds, limit)
+        self.search_notes: list[str] = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
         if scope == "spec" and self.spec_dir is None:
@@ -140,11 +141,15 @@ class SearchMixin:
                                              spec=spec, exclude=self.backends.known_locally),
                                           self.settings.graph.search_deadline)
         except asyncio.TimeoutError:
-            log.warning("graph search slower than %.1fs; the local index answered",
-                        self.settings.graph.search_deadline)
+            note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
+                    "the local index answered alone")
+            log.warning(note)
+            self.search_notes.append(note)
             return None
         except GraphError as exc:
-            log.warning("graph search failed (%s); the local index answered", exc)
+            note = f"graph search failed ({exc}); the local index answered alone"
+            log.warning(note)
+            self.search_notes.append(note)
             return None
         if hits is None:
             return None

@@ -28,6 +28,7 @@ from .schema import rrf
 
 log = logging.getLogger("graphmem.graph")
 MAX_IN_FLIGHT = 32
+SEARCH_RETRY = 1.0  # seconds after a failed connection before a search tries again
 
 PAGE = 5000  # ids per read when listing a graph's items (see ``item_ids``)
 BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
@@ -86,8 +87,9 @@ class GraphStore:
         """Connected, or allowed to try again (a failed server is retried after a pause)."""
         return self._client is not None or time.monotonic() >= self._down_until
 
-    async def connect(self, force: bool = False) -> None:
-        """Reach the server (starting the embedded one if needed); raises ServerError."""
+    async def connect(self, force: bool = False, start: bool = True) -> None:
+        """Reach the server (starting the embedded one if needed, unless not ``start``);
+        raises ServerError."""
         async with self._connect_lock:
             if self._client is not None:
                 return
@@ -97,7 +99,7 @@ class GraphStore:
             from . import server
 
             try:
-                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings)
+                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings, start)
             except ServerError as exc:
                 self._mark_down(str(exc))
                 raise
@@ -123,25 +125,35 @@ class GraphStore:
 
     def _mark_down(self, reason: str) -> None:
         self.last_error = reason.splitlines()[0][:300] if reason else "unknown error"
-        self._down_until = time.monotonic() + self.settings.graph.retry_after
+        self._failed_at = time.monotonic()
+        self._down_until = self._failed_at + self.settings.graph.retry_after
 
-    async def _drop_client(self, reason: str) -> None:
+    _failed_at = float("-inf")
+
+    async def _drop_client(self, reason: str, client: Any = None, mark: bool = True) -> None:
+        """Forget the current client (only if it is still ``client``, when given: a query that
+        failed on an old client must not close the one another query has just reconnected)."""
+        if client is not None and client is not self._client:
+            return
         client, self._client = self._client, None
         self._ready.clear()
         self._team_ready.clear()
         self._embedders.clear()
         self._graphitis.clear()
-        self._mark_down(reason)
+        if mark:
+            self._mark_down(reason)
         if client is not None:
             try:
                 await client.connection.aclose()
             except Exception:  # the connection is already broken; closing is best effort
                 pass
 
-    async def _query(self, gid: str, cypher: str, params: dict | None = None, ro: bool = False):
+    async def _query(self, gid: str, cypher: str, params: dict | None = None, ro: bool = False,
+                     retry: bool = True):
         if self._client is None:
             await self.connect()
-        graph = self._client.select_graph(gid)
+        client = self._client
+        graph = client.select_graph(gid)
         text = schema.with_params(cypher, params)  # our serialiser: much faster on vectors
         try:
             async with self._slots:
@@ -150,7 +162,17 @@ class GraphStore:
                 return await graph.query(text)
         except Exception as exc:
             if _connection_error(exc):
-                await self._drop_client(f"{type(exc).__name__}: {exc}")
+                reason = f"{type(exc).__name__}: {exc}"
+                await self._drop_client(reason, client, mark=not retry)
+                if retry:
+                    # A restarted or replaced server (every pooled connection is dead): connect
+                    # again at once and try once more, rather than pausing the graph. A dead
+                    # embedded server is not restarted here: the write is queued in the outbox.
+                    try:
+                        await self.connect(force=True, start=False)
+                    except ServerError:
+                        raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+                    return await self._query(gid, cypher, params, ro, retry=False)
                 raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
             if "empty key" in str(exc):  # read of a graph that does not exist yet
                 return None
@@ -406,15 +428,22 @@ class GraphStore:
             ids.update(page)
             after = page[-1]
 
-    async def graphs(self) -> list[str]:
+    async def graphs(self, retry: bool = True) -> list[str]:
         """Names of every graphmem project graph on the server."""
         if self._client is None:
             await self.connect()
+        client = self._client
         try:
-            names = await self._client.list_graphs()
+            names = await client.list_graphs()
         except Exception as exc:
             if _connection_error(exc):
-                await self._drop_client(f"{type(exc).__name__}: {exc}")
+                await self._drop_client(f"{type(exc).__name__}: {exc}", client, mark=not retry)
+                if retry:  # a restarted server: as in ``_query``
+                    try:
+                        await self.connect(force=True, start=False)
+                    except ServerError:
+                        raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+                    return await self.graphs(retry=False)
                 raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
             raise GraphError(f"cannot list graphs: {exc}") from None
         return sorted(n for n in names if n.startswith(schema.GROUP_PREFIX))
@@ -430,6 +459,10 @@ class GraphStore:
         fetched for the excluded ones (when all are excluded, no second query runs)."""
         if not query.strip():
             return []
+        if self._client is None and time.monotonic() - self._failed_at > SEARCH_RETRY:
+            # A search tries the server again after a second, not after ``retry_after``: a
+            # restarted server answers at once (the search deadline bounds a dead one).
+            await self.connect(force=True)
         gids = [schema.group_id(p) for p in projects] if projects is not None else await self.graphs()
         gids = await self._same_embedder(gids, strict=projects is not None)
         if not gids:
