@@ -387,6 +387,21 @@ class GraphStore:
             rows.extend(page)
             t, u = page[-1][-1], page[-1][0]
 
+    async def drop_project(self, project: str) -> None:
+        """Delete a project's whole graph (before a rebuild with another embedder)."""
+        gid = schema.group_id(project)
+        if self._client is None:
+            await self.connect()
+        try:
+            await self._client.select_graph(gid).delete()
+        except Exception as exc:
+            if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
+                raise GraphError(f"cannot delete graph {gid}: {exc}") from None
+        self._ready.discard(gid)
+        self._team_ready.discard(gid)
+        self._embedders.pop(gid, None)
+        self._graphitis.pop(gid, None)
+
     async def server_ms(self, project: str) -> int:
         """The server's clock (ms), the one ``gm_written`` stamps come from."""
         res = await self._query(schema.group_id(project), "RETURN timestamp()", ro=True)
