@@ -64,13 +64,18 @@ def test_a_restarted_server_is_reconnected_at_once_by_the_search_server(tmp_path
     falkor = start_falkordb(tmp_path / "falkordb", port)
     search_server = None
     try:
-        spec = tmp_path / "shop" / "specs" / "001"
-        spec.mkdir(parents=True)
+        # Two checkouts of one project (a committed id), one per machine.
+        spec_a, spec = (tmp_path / m / "shop" / "specs" / "001" for m in ("a", "b"))
+        for s in (spec_a, spec):
+            s.mkdir(parents=True)
+            (s.parent.parent / ".graphmem").mkdir()
+            (s.parent.parent / ".graphmem" / "project.toml").write_text('id = "acme/shop"\n')
         common = {"GRAPHMEM_GRAPH": "on", "GRAPHMEM_FALKORDB_URL": url,
                   "GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama"}
-        with Memory(spec, settings=Settings.load(env={**common, "GRAPHMEM_HOME": str(tmp_path / "a")})) as m:
+        with Memory(spec_a, settings=Settings.load(env={**common, "GRAPHMEM_HOME": str(tmp_path / "a")})) as m:
             assert m.append_gotcha(GOTCHA).graph == "written"  # machine A writes
-        # Machine B's warm search server: its own (empty) index, so only the graph has the item.
+        # Machine B's warm search server: its own index of its own files (which lack A's
+        # gotcha), so only the graph has the item.
         env_b = {**os.environ, **common, "GRAPHMEM_HOME": str(tmp_path / "b"),
                  "GRAPHMEM_SEARCH_SERVER": "auto", "GRAPHMEM_SEARCH_SERVER_IDLE": "120"}
         search_server = subprocess.Popen([sys.executable, "-m", "graphmem.cli", "search-server"],

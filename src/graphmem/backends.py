@@ -1,8 +1,9 @@
 """The derived backends behind the file store: the local index and the knowledge graph.
 
 Both are written after the files and can be rebuilt from them. A failure here never fails a
-save: the local index reports ``failed`` (``graphmem reindex`` repairs it) and the graph queues
-the items in the outbox.
+save: the local index reports ``failed`` and the write stays in the index journal, replayed from
+the files by the next open, search or write (``graphmem.repair``); the graph queues the items in
+the outbox.
 
 Wiring (each side implemented in its own package):
 - ``graphmem.index.open_index(settings, embedder) -> LocalIndex`` with ``upsert(items)``,
@@ -34,6 +35,7 @@ class Backends:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._local = None
+        self._caught_up: set[str] = set()  # projects checked against the index this process
 
     @property
     def local(self):
@@ -106,7 +108,8 @@ class Backends:
         log.info("migrating %d project(s) of an older release into %s", len(old), mem.project.key)
         return True
 
-    async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
+    async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
+                    entry: Any = None) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
         try:
             self.register(mem.project)
@@ -116,18 +119,66 @@ class Backends:
             from .team import stamp
 
             items = stamp(items, self.settings, mem.project_dir)
-        report.index = await self.write_index(items)
+        report.index = await self.write_index(items, entry, mem.project)
         report.graph, note = await self.write_graph(mem, items)
         if note:
             report.detail = note
 
-    async def write_index(self, items: list[MemoryItem]) -> str:
-        """Upsert into the local index -> "indexed" | "failed" | "off"."""
-        return await self.local.write(items)
+    def begin_index_write(self, project: str, spec: str | None):
+        """A durable index-journal entry for a spec write about to happen (``index/journal.py``);
+        None when the journal cannot be written (the write goes on; doctor shows any drift)."""
+        from .errors import StorageError
+        from .index.journal import Journal
 
-    async def search_local(self, query: str, **kw) -> list:
-        """Search the local index (see ``LocalBackend.search``)."""
-        return await self.local.search(query, **kw)
+        try:
+            return Journal(self.settings.home).begin(project, spec)
+        except StorageError as exc:
+            log.warning("%s", exc)
+            return None
+
+    async def write_index(self, items: list[MemoryItem], entry: Any = None,
+                          project: "Project | None" = None) -> str:
+        """Upsert into the local index -> "indexed" | "failed"; then replay what the journal
+        holds. ``entry`` (the write's journal entry) is dropped once the rows are in."""
+        await self.catch_up(project)
+        status, stored = await self.local.write_rows(items)
+        if stored and entry is not None:
+            entry.finish()
+        if stored:
+            await self.replay_index()
+        return status
+
+    async def catch_up(self, project: "Project | None") -> None:
+        """Once per process and project: journal a project the index has never seen."""
+        from . import repair
+        from .errors import GraphmemError
+
+        if project is None or project.key in self._caught_up:
+            return
+        self._caught_up.add(project.key)
+        try:
+            repair.catch_up(self.local, project)
+        except GraphmemError as exc:
+            log.warning("index catch-up of %s skipped: %s", project.key, exc)
+
+    async def replay_index(self) -> int:
+        """Replay index journal entries left by failed or interrupted writes (``repair.replay``)."""
+        from . import repair
+        from .errors import GraphmemError
+
+        try:
+            return await repair.replay(self.local)
+        except GraphmemError as exc:
+            log.warning("index journal not replayed: %s", exc)
+            return 0
+
+    async def search_local(self, query: str, projects: list[str] | None = None, *,
+                           catch_up: "Project | None" = None, **kw) -> list:
+        """Search the local index (see ``LocalBackend.search``), after replaying its journal
+        (and journaling ``catch_up``, the searching project, if this index never saw it)."""
+        await self.catch_up(catch_up)
+        await self.replay_index()
+        return await self.local.search(query, projects=projects, **kw)
 
     def known_locally(self, ids: list[str]) -> set[str]:
         """The given item ids that the local index holds (and therefore ranks itself)."""
@@ -305,8 +356,14 @@ class Backends:
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
     async def forget_items(self, mem: "AsyncMemory", ids: list[str]) -> None:
-        """Drop items whose files are gone (a deleted session) from the index and the graph."""
-        self.local.index.delete(project=mem.project.key, ids=ids)
+        """Drop items whose files are gone (a deleted session, replaced insights) from the index
+        and the graph."""
+        project = mem.project.key
+
+        async def drop(index):
+            return index.delete(project=project, ids=ids)
+
+        await self.local.healing(drop)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 

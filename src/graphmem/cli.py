@@ -213,16 +213,40 @@ command("clear", "delete a spec's memory (asks first; --yes to skip)")(_cmd_clea
 def _doctor_args(p):
     _spec_args(p, required=False)
     p.add_argument("--check", action="store_true", help="make one cheap live call per provider")
+    p.add_argument("--fix", action="store_true",
+                   help="first repair what can be: rebuild a damaged index, make the index and the "
+                        "graph match the files (of --spec-dir, --project-dir, or every project), "
+                        "remove stale temp files")
 
 
 def _cmd_doctor(args):
     from .doctor import run_doctor
 
+    fixed = None
+    if args.fix:
+        from .repair import run_fix
+
+        with status("repairing"):
+            fixed = run_fix(args.spec_dir, args.project_dir)
     with status("checking providers (loads the models)" if args.check else "checking"):
         report = run_doctor(args.spec_dir, args.project_dir, check=args.check)
+    if fixed is not None:
+        report["fixed"] = fixed
 
     def show(r):
         c = _console()
+        if r.get("fixed"):
+            c.rule("[bold]fixed")
+            for f in r["fixed"]["index"]:
+                c.print(f"index {f['spec'] or f['project']}: {f['added']} row(s) written, "
+                        f"{f['removed']} dropped, {f['replayed']} journal entr(ies) replayed",
+                        markup=False, highlight=False)
+            for f in r["fixed"]["graph"]:
+                c.print(f"graph {f['spec']}: " + ", ".join(f"{k} {v}" for k, v in f.items()
+                                                           if k != "spec"),
+                        markup=False, highlight=False)
+            for path in r["fixed"]["temp_files_removed"]:
+                c.print(f"removed {path}", markup=False, highlight=False)
         for section, rows in r["sections"].items():
             c.rule(f"[bold]{section}")
             for row in rows:

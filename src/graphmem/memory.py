@@ -7,11 +7,12 @@ Write path: validate -> redact -> file store (truth, atomic, locked) -> local in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from . import _sync
 from .errors import ValidationError
@@ -90,12 +91,31 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         if self.settings.graph.mode != "off":
             await self.backends.check_graph_embedder(self.project.key)
 
-    async def _propagate(self, items: list[MemoryItem], report: SaveReport) -> SaveReport:
+    async def _propagate(self, items: list[MemoryItem], report: SaveReport,
+                         entry: Any = None) -> SaveReport:
         report.items = len(items)
         await self._adopt()
         if items:
-            await self.backends.write(self, items, report)
+            await self.backends.write(self, items, report, entry)
+        elif entry is not None:
+            entry.finish()
         return report
+
+    @contextlib.contextmanager
+    def _index_journal(self) -> Iterator[Any]:
+        """A durable index-journal entry around one spec write: made before the files change,
+        dropped once the index has the write; left for replay when it does not (see
+        ``index/journal.py``)."""
+        entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
+        try:
+            yield entry
+        except Exception:
+            if entry is not None:  # the file store refused the write: nothing to replay
+                entry.finish()
+            raise
+        finally:
+            if entry is not None:
+                entry.release()
 
     def _clean(self, value: Any) -> Any:
         return redact(value) if self.settings.redact else value
@@ -114,9 +134,23 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         self._check_size(insights, "insights")
         await self._graph_guard()
         data = self._clean(model.model_dump())
-        path, saved = self.files.save_session_insights(session_num, data)
-        items = self.files.session_items(saved, path)
-        return await self._propagate(items, SaveReport(path=str(path)))
+        with self._index_journal() as entry:
+            old = self.files.read_session_insights(session_num)
+            path, saved = self.files.save_session_insights(session_num, data)
+            items = self.files.session_items(saved, path)
+            report = await self._propagate(items, SaveReport(path=str(path)), entry)
+        if old is not None:  # saved again: what only the old version held is no longer memory
+            await self._forget_replaced(self.files.session_items(old, path), items)
+        return report
+
+    async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
+        """Drop the items of a replaced file that neither the new version nor any other file of
+        the spec holds (a gotcha may also sit in gotchas.md, a file in the map)."""
+        gone = {i.id for i in old} - {i.id for i in new}
+        if gone:
+            gone -= {i.id for i in self.files.items()}
+        if gone:
+            await self.backends.forget_items(self, sorted(gone))
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -129,8 +163,10 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         self._check_size(files, "discoveries")
         await self._graph_guard()
         files = self._clean(files)
-        path = self.files.update_codebase_map(files)
-        return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)))
+        with self._index_journal() as entry:
+            path = self.files.update_codebase_map(files)
+            return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)),
+                                         entry)
 
     async def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""
@@ -142,12 +178,12 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         self._check_size(note.text, kind)
         await self._graph_guard()
         clean = self._clean(note.text)
-        added = self.files.append_bullet(kind, clean)
-        report = SaveReport(path=str(self.files.bullet_file(kind)),
-                            files="written" if added else "unchanged")
-        if not added:
-            return report
-        return await self._propagate(self.files.bullet_items(kind, [clean]), report)
+        with self._index_journal() as entry:
+            added = self.files.append_bullet(kind, clean)
+            report = SaveReport(path=str(self.files.bullet_file(kind)),
+                                files="written" if added else "unchanged")
+            items = self.files.bullet_items(kind, [clean]) if added else []
+            return await self._propagate(items, report, entry)
 
     async def append_gotcha(self, gotcha: str) -> SaveReport:
         """Add a pitfall to ``gotchas.md`` (deduplicated)."""

@@ -103,8 +103,13 @@ class SearchMixin:
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
-        local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
-                                      limit=limit, rerank=rerank)
+        from .team import own_key, team_key
+
+        # teammates' items taken in from a shared graph rank with the project's own
+        mine = None if projects is None else [*projects, team_key(self.project.key)]
+        local = own_key(await be.search_local(query, projects=mine, spec=spec, kinds=kinds,
+                                              catch_up=self.project if projects else None,
+                                              limit=limit, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
         hits = fuse(local, graph, limit) if graph else local
         return self.backends.localise(hits, self.project)
@@ -177,14 +182,11 @@ class SearchMixin:
             items.extend(SpecStore(spec, project).items())
         for source in ITEM_SOURCES:
             items.extend(source(project))
-        team = None
         if self.settings.graph.mode != "off":
-            from . import team
+            from .team import stamp
 
-            items = team.stamp(items, self.settings, project.root)  # this machine's files: its items
+            items = stamp(items, self.settings, project.root)  # this machine's files: its items
         counts = await self.backends.reindex_local(project, items)
-        if team is not None:
-            team.reset(self)  # teammates' items just left the index: the next pull reads them again
         counts["specs"] = len(specs)
         counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
         return counts

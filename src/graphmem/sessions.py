@@ -263,11 +263,13 @@ class SessionsMixin:
             meta["summary"], meta["summary_updated_at"] = clean, iso(utcnow())
             return meta
 
-        meta = ep.store.update_session(sid, put)
-        ep.resync(sid)
-        item = summary_item(self.project.key, self.project.rel(ep.store.spec_dir), meta,
-                            self.project.rel(ep.store.session_file(sid)))
-        return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))))
+        with self._index_journal() as entry:
+            meta = ep.store.update_session(sid, put)
+            ep.resync(sid)
+            item = summary_item(self.project.key, self.project.rel(ep.store.spec_dir), meta,
+                                self.project.rel(ep.store.session_file(sid)))
+            return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
+                                         entry)
 
     async def get_session_summary(self, session_id: str) -> str | None:
         """The session's stored summary, or None."""

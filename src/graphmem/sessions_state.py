@@ -90,7 +90,7 @@ class _EpisodeState:
 
         self.mem = mem
         self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
-        self.index = open_episode_index(mem.settings.home)
+        self.index = open_episode_index(mem.settings.home, mem.settings.index.busy_timeout)
         self.spec = str(self.store.spec_dir)
         self.project = str(mem.project_dir)
         self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
@@ -169,12 +169,15 @@ class _EpisodeState:
         self.writer.settle()  # queued rows of this process first
         with self.store.lock(sid):
             meta = self.store.read_session(sid)
-            if meta is None:
-                self.index.delete_session(self.spec, sid)
-                return
-            turns = self.store.read_lines(sid, TURNS, locked=True)
-            steps = self.store.read_lines(sid, STEPS, locked=True)
-            self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
+            try:
+                if meta is None:
+                    self.index.delete_session(self.spec, sid)
+                    return
+                turns = self.store.read_lines(sid, TURNS, locked=True)
+                steps = self.store.read_lines(sid, STEPS, locked=True)
+                self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
+            except StorageError as exc:  # the files have it; the next reconcile re-reads them
+                log.warning("session %s: episodes index not updated: %s", sid, exc)
 
 
 MAX_TURNS_PER_CALL = 10_000

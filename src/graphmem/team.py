@@ -35,6 +35,22 @@ log = logging.getLogger("graphmem.team")
 # ms, so writes of the last seconds are read again (ids and hashes only) until they are older.
 # compose/ stops any query after TIMEOUT_DEFAULT (30 s), so no write lands later than that.
 MARGIN_MS = 35_000
+# Teammates' items live in the local index under the project key plus this suffix (a control
+# character no project id may hold): ranked with the project's own rows, but never taken for
+# this machine's files by a reindex, a journal replay or doctor's index drift, which reconcile
+# the project key's rows with the files here.
+TEAM_SUFFIX = "\x1fteam"
+
+
+def team_key(key: str) -> str:
+    """The local index key of the items taken in from ``key``'s shared graph."""
+    return key + TEAM_SUFFIX
+
+
+def own_key(hits: list) -> list:
+    """Hits of taken-in items under their project's own key."""
+    return [h.model_copy(update={"project": h.project[:-len(TEAM_SUFFIX)]})
+            if h.project.endswith(TEAM_SUFFIX) else h for h in hits]
 BUDGET = 256  # items one pull embeds at most (about 1.3 s with the default local model)
 
 
@@ -139,18 +155,18 @@ async def pull(mem: "AsyncMemory", budget: int = BUDGET) -> dict[str, int] | Non
     fresh = []
     for row in await graph.items_by_id(project, wanted) if wanted else []:
         try:
-            fresh.append(_item(row, project))
+            fresh.append(_item(row, team_key(project)))
         except (ValueError, TypeError) as exc:  # a node another program wrote: skip it, once
             log.warning("skipped graph item %r of %s: not a graphmem item (%s)", row[0], project,
                         str(exc).splitlines()[0])
     if fresh:
         await index.upsert(fresh)
-    if gone:
-        index.delete(project=project, ids=gone)
+    if gone:  # a copy this machine's own files hold stays: the files here are the truth
+        gone_n = index.delete(project=team_key(project), ids=gone)
     with index._lock:
         team_cursor.advance(index.conn, gid, project, _next(rows, settled, 2),
                             _next(tombs, settled, 1))
-    return {"items": len(fresh), "deleted": len(gone), "read": len(rows) + len(tombs),
+    return {"items": len(fresh), "deleted": gone_n if gone else 0, "read": len(rows) + len(tombs),
             "more": more}
 
 
@@ -174,12 +190,3 @@ async def pull_all(mem: "AsyncMemory") -> dict[str, int] | None:
         total = {k: (total or {}).get(k, 0) + v for k, v in got.items() if k != "more"}
         if not got["more"]:
             return total
-
-
-def reset(mem: "AsyncMemory") -> None:
-    """After a reindex: read the project's graph from the start at the next pull."""
-    from .index import team_cursor
-
-    index = mem.backends.local.index
-    with index._lock:
-        team_cursor.reset(index.conn, mem.project.key)
