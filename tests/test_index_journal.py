@@ -157,3 +157,31 @@ def test_fix_removes_only_stale_temp_files(spec_dir):
     out = run_cli("doctor", "--fix", "--spec-dir", str(spec_dir), "--json")
     assert json.loads(out.stdout)["fixed"]["temp_files_removed"] == [str(old)]
     assert not old.exists() and new.exists()  # a fresh one may belong to a write in progress
+
+
+def test_garbage_in_the_journal_is_dropped_and_a_link_never_followed(spec_dir, isolated_env, tmp_path):
+    with Memory(spec_dir) as m:
+        m.append_gotcha("a gotcha about garbage")
+    journal = isolated_env / "index-journal"
+    (journal / "00000000000000000001-garbage.json").write_bytes(b"\xff\x00 not json")
+    (journal / "00000000000000000002-list.json").write_text("[1, 2]")
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps({"project": str(tmp_path), "spec": None}))
+    (journal / "00000000000000000003-link.json").symlink_to(target)
+    stale, fresh = journal / ".000-old.json.ab12.tmp", journal / ".000-new.json.cd34.tmp"
+    stale.write_text("{")
+    fresh.write_text("{")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    with Memory(spec_dir) as m:
+        assert [h.text for h in m.search("garbage", kinds=["gotcha"])] == ["a gotcha about garbage"]
+    assert _journal(isolated_env) == ["00000000000000000003-link.json"]  # left, never opened
+    assert target.read_text().startswith("{")
+    assert not stale.exists() and fresh.exists()  # a fresh one may be an entry being made
+
+
+def test_doctor_fix_refuses_folders_that_do_not_exist(tmp_path):
+    out = run_cli("doctor", "--fix", "--spec-dir", str(tmp_path / "nope"))
+    assert out.returncode == 4 and "spec folder not found" in out.stderr, out.stderr
+    out = run_cli("doctor", "--fix", "--project-dir", str(tmp_path / "nope"))
+    assert out.returncode == 4 and "project folder not found" in out.stderr, out.stderr
+    assert not (tmp_path / "nope").exists()

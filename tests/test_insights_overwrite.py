@@ -46,3 +46,34 @@ def test_saving_a_session_again_drops_its_old_insights_from_the_graph(monkeypatc
         assert drift["in_graph"] == drift["files"] == 1
     finally:
         server.EmbeddedServer(Settings.load()).stop()
+
+
+def test_overwrite_and_clear_with_the_index_locked_never_raise(monkeypatch, spec_dir, isolated_env):
+    import sqlite3
+
+    from graphmem.index import db
+
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    monkeypatch.setenv("GRAPHMEM_INDEX_BUSY_TIMEOUT", "0.3")
+    with Memory(spec_dir) as m:
+        m.save_session_insights(1, FIRST)
+    holder = sqlite3.connect(db.db_path(isolated_env), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with Memory(spec_dir) as m:
+            report = m.save_session_insights(1, SECOND)  # old rows cannot be dropped right now
+        assert (report.files, report.index) == ("written", "failed")
+    finally:
+        holder.execute("ROLLBACK")
+    with Memory(spec_dir) as m:  # replayed: the new version in, the old one out
+        found = _texts(m.search("caching parser tables lru dict streaming tokens", limit=20))
+    assert "streaming the tokens instead of buffering" in found
+    assert "caching the parser tables with an lru dict" not in found
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with Memory(spec_dir) as m:
+            m.clear()  # the files go; the index rows wait for doctor --fix
+        assert not (spec_dir / "memory" / "session_insights").exists()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

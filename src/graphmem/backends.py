@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .models import MemoryItem, SaveReport
+from .redact import redact_items
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -107,6 +108,11 @@ class Backends:
                     log.warning("could not drop the old graph of %s: %s", r["path"], exc)
         log.info("migrating %d project(s) of an older release into %s", len(old), mem.project.key)
         return True
+
+    def clean(self, items: list[MemoryItem]) -> list[MemoryItem]:
+        """Items as the derived stores may hold them: redacted, whoever wrote the files (the
+        index and the graph redact what they store too; this is for the outbox)."""
+        return redact_items(items) if self.settings.redact else list(items)
 
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
                     entry: Any = None) -> None:
@@ -242,7 +248,7 @@ class Backends:
         from .files.outbox import Outbox
         from .team import stamp
 
-        items = stamp(items, self.settings, mem.project_dir)  # no-op when ``write`` did it
+        items = self.clean(stamp(items, self.settings, mem.project_dir))  # stamp: no-op after ``write``
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()
@@ -344,7 +350,13 @@ class Backends:
 
     async def forget_spec(self, mem: "AsyncMemory") -> None:
         """Drop a cleared spec's items from the derived stores."""
-        await self.local.forget_spec(mem.project.key, mem.spec_key)
+        from .errors import StorageError
+
+        try:
+            await self.local.forget_spec(mem.project.key, mem.spec_key)
+        except StorageError as exc:  # the files are gone already; a write never fails after them
+            log.warning("the cleared spec's items stay in the local index until `graphmem doctor "
+                        "--fix --spec-dir %s`: %s", mem.spec_dir, exc)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,8 +19,8 @@ from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
 from .identity import resolve_project
-from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
-                     parse)
+from .models import (_SURROGATE, CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
+                     SessionNumber, check_json, parse)
 from .redact import redact
 from .settings import Settings
 from .search import SearchMixin
@@ -38,6 +39,13 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
+        for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise ValidationError(f"must be a folder path (str or Path), got "
+                                      f"{type(value).__name__}", field=name)
+            if value is not None and _SURROGATE.search(os.fspath(value)):
+                raise ValidationError("must be a folder path that is valid UTF-8 (it is stored "
+                                      "in the index)", field=name)
         self._backends = None
         if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
             # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
@@ -130,6 +138,8 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``."""
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
+        if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
+            check_json(insights, "insights")
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
         await self._graph_guard()
@@ -146,11 +156,20 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
         """Drop the items of a replaced file that neither the new version nor any other file of
         the spec holds (a gotcha may also sit in gotchas.md, a file in the map)."""
+        from .errors import GraphmemError
+
         gone = {i.id for i in old} - {i.id for i in new}
         if gone:
             gone -= {i.id for i in self.files.items()}
-        if gone:
+        if not gone:
+            return
+        try:
             await self.backends.forget_items(self, sorted(gone))
+        except GraphmemError as exc:  # the file is saved; a journal entry drops them later
+            log.warning("replaced insights may stay searchable until replayed: %s", exc)
+            entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
+            if entry is not None:
+                entry.release()
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -159,6 +178,8 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
     # ---- codebase map -----------------------------------------------------------------------
     async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
         """Merge file purposes into ``codebase_map.json``."""
+        if isinstance(discoveries, dict):
+            check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self._check_size(files, "discoveries")
         await self._graph_guard()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import GraphmemError
 from .models import MemoryItem
+from .redact import redact_items
 
 if TYPE_CHECKING:
     from .identity import Project
@@ -87,8 +88,8 @@ async def reconcile(index: Any, project: str, items: Iterable[MemoryItem], *, sp
     added afterwards are kept.
     """
     want: dict[str, MemoryItem] = {}
-    for item in items:
-        want[item.id] = item
+    for item in redact_items(items) if getattr(index, "redact", True) else items:
+        want[item.id] = item  # redacted as the index stores them, so the hashes compare
     have = index.hashes(project, spec=spec, kinds=kinds)
     todo = [i for i in want.values() if have.get(i.id) != i.content_hash()]
     older = have if upto is None else index.hashes(project, spec=spec, kinds=kinds, upto=upto)
@@ -197,9 +198,10 @@ async def fix_index(local: Any, project: "Project", spec: str | None) -> dict[st
         return await reconcile(index, project.key, items, spec=spec_key(project, spec), upto=upto)
 
     async def mark(index):
+        counts = await run(index)
         if spec is None:
             index.mark_caught_up(project.key)
-        return await run(index)
+        return counts
 
     counts = await local.healing(mark)
     return dict(counts, replayed=replayed)
@@ -307,6 +309,12 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
     from .search import spec_folders
     from .settings import Settings
 
+    from .errors import NotFoundError
+
+    if spec_dir is not None and not Path(spec_dir).is_dir():
+        raise NotFoundError(f"spec folder not found: {spec_dir}")
+    if project_dir is not None and not Path(project_dir).is_dir():
+        raise NotFoundError(f"project folder not found: {project_dir}")
     settings = Settings.load()
 
     async def run() -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import GraphError, ValidationError
-from .models import KINDS, Hit, MemoryItem
+from .models import _SURROGATE, KINDS, Hit, MemoryItem
 
 log = logging.getLogger("graphmem.search")
 
@@ -61,9 +61,9 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
     """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("must be a non-empty string", field="query")
-    if len(query) > MAX_QUERY_CHARS or "\x00" in query:
-        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters, without NUL",
-                              field="query")
+    if len(query) > MAX_QUERY_CHARS or "\x00" in query or _SURROGATE.search(query):
+        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters of valid UTF-8, "
+                              "without NUL", field="query")
     if scope not in SCOPES:
         raise ValidationError(f"must be one of {', '.join(SCOPES)}, got {scope!r}", field="scope")
     if isinstance(kinds, str):
@@ -89,6 +89,7 @@ class SearchMixin:
                      limit: int = 10, rerank: bool = False) -> list[Hit]:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
         query, kinds = check_query(query, scope, kinds, limit)
+        query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
         self.search_notes: list[str] = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
@@ -148,12 +149,12 @@ class SearchMixin:
         except asyncio.TimeoutError:
             note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
                     "the local index answered alone")
-            log.warning(note)
+            log.debug(note)  # the user sees the note (CLI stderr, MCP, search server), once
             self.search_notes.append(note)
             return None
         except GraphError as exc:
             note = f"graph search failed ({exc}); the local index answered alone"
-            log.warning(note)
+            log.debug(note)  # the user sees the note (CLI stderr, MCP, search server), once
             self.search_notes.append(note)
             return None
         if hits is None:

@@ -223,7 +223,8 @@ class SpecStore:
             quarantine(path, "invalid UTF-8")
             _BULLETS.pop(path, None)
             return _EMPTY
-        for line in text.split("\n"):
+        # Universal newlines, as the reference reads: a CR ends a line here too.
+        for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
             line = line.strip()
             if line.startswith("- "):
                 item = line[2:].strip()

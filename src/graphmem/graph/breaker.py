@@ -55,7 +55,9 @@ class Breaker:
         except Exception as exc:  # the breaker is an optimisation; the in-process pause remains
             log.debug("graph breaker not written: %s", exc)
         else:
-            log.warning("graph: %s; writes go to the outbox and searches use the local index for "
+            # debug: the caller's own notice (search fell back, write queued) is
+            # the one line a user sees
+            log.debug("graph: %s; writes go to the outbox and searches use the local index for "
                         "%.0fs (`graphmem sync` retries at once)", reason.splitlines()[0][:200],
                         self.cool_down)
 

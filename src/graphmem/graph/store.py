@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import GraphError, GraphmemError, IndexMismatchError, ServerError
 from ..models import Hit, MemoryItem
+from ..redact import redact_items
 from ..settings import Settings
 from . import schema
 from .schema import rrf
@@ -306,6 +307,8 @@ class GraphStore:
         items = list(items)
         if not items:
             return None
+        if self.settings.redact:  # whichever path brings them (write, outbox, rebuild, doctor --fix)
+            items = redact_items(items)
         await self._check_alive()
         try:
             await asyncio.wait_for(self._save(items), timeout=self.settings.graph.timeout)

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
-from ..errors import CorruptIndexError, GraphmemError, IndexMismatchError
+from ..errors import CorruptIndexError, GraphmemError, IndexMismatchError, StorageError
 from ..models import Hit, MemoryItem
 
 log = logging.getLogger("graphmem.index")
@@ -63,19 +63,23 @@ class LocalBackend:
         return self._index
 
     async def healing(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
-        """``fn(index)``; on a damaged database: move it aside, reopen, and run ``fn`` once more."""
+        """``fn(index)``; on a damaged database: move it aside, reopen, and run ``fn`` once more.
+        Other SQLite errors ("database is locked", a full disk) become ``StorageError``."""
         from . import db
 
         if self._index is not None and db.identity(self._index.home) != self._index.ident:
             self.close()  # the file was moved aside and rebuilt (by another process, say)
         try:
             return await fn(self.index)
-        except (CorruptIndexError, sqlite3.DatabaseError) as exc:
+        except (CorruptIndexError, sqlite3.Error) as exc:
             if not (isinstance(exc, CorruptIndexError) or db.is_corrupt(exc)):
-                raise
+                raise StorageError(f"local index: {exc}") from None  # locked, full disk ...
             self.close()
             db.move_aside(Path(self.settings.home), str(exc))
-        return await fn(self.index)
+        try:
+            return await fn(self.index)
+        except sqlite3.Error as exc:
+            raise StorageError(f"local index: {exc}") from None
 
     async def write(self, items: Sequence[MemoryItem]) -> str:
         """Upsert freshly written items -> "indexed" | "failed" (see ``write_rows``)."""
@@ -150,6 +154,7 @@ class LocalBackend:
         if stale:
             idx.delete(project=project, ids=stale)
         await idx.upsert(items)
+        idx.mark_caught_up(project)  # indexed whole: no catch-up needed on its next use
         re_embedded += await idx.refill_vectors()
         return {"project": project, "items": len(items), "removed": len(stale),
                 "embedded": idx.embedded_count + re_embedded}

@@ -31,6 +31,7 @@ log = logging.getLogger("graphmem.index")
 
 JOURNAL_DIR = "index-journal"
 _FLAGS = os.O_CLOEXEC | os.O_NOFOLLOW
+STALE_TMP = 3600.0  # seconds
 
 
 class Entry:
@@ -119,12 +120,20 @@ class Journal:
             entry.release()
 
     def names(self) -> list[str]:
-        """Every entry's file name, oldest first (cheap: one directory listing)."""
+        """Every entry's file name, oldest first (cheap: one directory listing). A temp file
+        left by a process that died while making its entry is removed after an hour."""
         try:
-            return sorted(e.name for e in os.scandir(self.dir)
-                          if e.name.endswith(".json") and not e.name.startswith("."))
+            found = list(os.scandir(self.dir))
         except (FileNotFoundError, NotADirectoryError):
             return []
+        for e in found:
+            if e.name.startswith(".") and e.name.endswith(".tmp"):
+                try:
+                    if time.time() - e.stat(follow_symlinks=False).st_mtime > STALE_TMP:
+                        os.unlink(e.path)
+                except OSError:
+                    pass
+        return sorted(e.name for e in found if e.name.endswith(".json") and not e.name.startswith("."))
 
     def claim(self) -> Iterator[Entry]:
         """Entries no live process holds, each locked by us until finished or released."""

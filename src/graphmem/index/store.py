@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import CorruptIndexError, IndexMismatchError, ProviderError, StorageError
 from ..models import MemoryItem
+from ..redact import redact_items
 from . import db, late
 from .text import date_terms, tokenize
 
@@ -98,6 +99,8 @@ def item_terms(item: MemoryItem) -> list[str]:
 
 class LocalIndex:
     """The local index of one home: upsert, delete, registry, and hybrid search."""
+
+    redact = True  # settings.redact (``open_index``): no recognised secret is stored
 
     def __init__(self, home: Path, embedder: Any = None, late_encoder: Any = None,
                  late_always: bool = True, busy_timeout: float = 30.0):
@@ -206,9 +209,12 @@ class LocalIndex:
         """Insert or update items; embeds only texts whose hash has no vector yet.
 
         ``also(conn)`` runs inside the same transaction (the episodes rows of the same records).
+        Items are redacted here (unless ``redact`` is off), whichever path brings them.
         """
         if not items and also is None:
             return 0
+        if self.redact:
+            items = redact_items(items)
         self.check_embedder()
         self.last_embed_error, self.embedded_count = None, 0
         vectors: dict[str, bytes] = {}
