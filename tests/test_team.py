@@ -251,3 +251,17 @@ def test_a_big_first_pull_is_spread_over_searches_and_sync_finishes_it(team):
     cli = run_cli("sync", "--spec-dir", str(repos["b"] / "auto-claude" / "specs" / "002-b"),
                   env=envs["b"])
     assert cli.returncode == 0 and "from teammates: took in 1 item(s)" in cli.stdout
+
+
+def test_spec_scope_finds_a_teammates_items_of_the_same_spec(team):
+    """The spec is named relative to the project root, so B's copy of a spec finds what A wrote
+    in A's copy of it, and not what A wrote in another spec."""
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "005-billing") as a:
+        a.append_gotcha("billing exports round totals per line, never per invoice")
+    with _mem(repos, "a", envs, "006-other") as a:
+        a.append_gotcha("billing exports in the other spec use CSV")
+    with _mem(repos, "b", envs, "005-billing") as b:
+        hits = b.search("billing exports", scope="spec")
+    assert [h.text for h in hits] == ["billing exports round totals per line, never per invoice"]
+    assert hits[0].local_path.startswith(str(repos["b"] / "auto-claude" / "specs" / "005-billing"))
