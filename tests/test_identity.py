@@ -146,3 +146,47 @@ def test_a_spec_alone_finds_what_was_written_with_the_project_folder(tmp_path):
         assert m.project.root == root
         texts = [h.text for h in m.search("refund status polling", scope="project", limit=3)]
     assert "Refunds are asynchronous; poll the refund status" in texts
+
+
+@needs_git
+def test_the_mcp_server_started_on_a_spec_agrees(tmp_path):
+    """An MCP server given only the spec folder searches the repository's project, and a tool
+    may name the repository root (the implied project), not only two levels above the spec."""
+    import anyio
+    from mcp import Client
+
+    from graphmem.mcp_server import build_server
+
+    spec = clone_like(tmp_path / "shop", "git@github.com:acme/shop.git")
+    root = tmp_path / "shop"
+    with Memory(spec, root) as m:
+        m.append_gotcha(GOTCHA)
+
+    def data(result) -> dict:
+        assert not result.is_error, result.content
+        return result.structured_content or json.loads(result.content[0].text)
+
+    async def main():
+        async with Client(build_server(spec)) as c:
+            got = data(await c.call_tool("search_memory", {"query": "stripe webhook retries"}))
+            assert got["hits"][0]["text"] == GOTCHA
+            assert got["hits"][0]["project"] == "github.com/acme/shop"
+            assert got["hits"][0]["local_path"] == str(spec / "memory" / "gotchas.md")
+            whole = data(await c.call_tool("search_memory", {"query": "stripe webhook retries",
+                                                              "project_dir": str(root)}))
+            assert whole["hits"][0]["text"] == GOTCHA
+    anyio.run(main)
+
+
+def test_a_spec_at_the_project_root_keeps_its_own_scope(tmp_path):
+    root = tmp_path / "proj"
+    (root / ".graphmem").mkdir(parents=True)
+    (root / ".graphmem" / "project.toml").write_text('id = "team/proj"\n')
+    inner = root / "specs" / "001"
+    inner.mkdir(parents=True)
+    with Memory(root) as top, Memory(inner) as sub:
+        top.append_gotcha("Top-level specs hold the release checklist")
+        sub.append_gotcha("Inner specs hold the release notes draft")
+        assert top.aio.spec_key == "." and sub.aio.spec_key == "specs/001"
+        texts = [h.text for h in top.search("release", scope="spec", limit=5)]
+    assert texts == ["Top-level specs hold the release checklist"]  # not the whole project

@@ -77,12 +77,16 @@ class Backends:
 
     _legacy_checked = False
 
-    def legacy_of(self, project: "Project") -> list[dict]:
+    async def legacy_of(self, project: "Project") -> list[dict]:
         """Registry rows written before project keys (index schema < 3) that belong to
         ``project``: their old key (an absolute path) is its root or a folder inside it."""
         if self._legacy_checked:
             return []
-        rows = [r for r in self.local.index.projects() if r["legacy"]]
+
+        async def legacy(index):  # through ``healing``: a damaged database is rebuilt first
+            return [r for r in index.projects() if r["legacy"]]
+
+        rows = await self.local.healing(legacy)
         if not rows:
             self._legacy_checked = True  # nothing left to migrate in this home
             return []
@@ -92,11 +96,14 @@ class Backends:
     async def drop_legacy(self, mem: "AsyncMemory") -> bool:
         """Drop this project's rows (and graphs) written by an older release, keyed by path;
         True when there were any: the caller rebuilds the project from its files."""
-        old = self.legacy_of(mem.project)
+        old = await self.legacy_of(mem.project)
         if not old:
             return False
         for r in old:
-            self.local.index.forget_project(r["path"], keep=r["path"] == mem.project.key)
+            async def forget(index, key=r["path"]):
+                index.forget_project(key, keep=key == mem.project.key)
+
+            await self.local.healing(forget)
             if r["path"] != mem.project.key and self.settings.graph.mode != "off":
                 from .errors import GraphmemError
 

@@ -217,7 +217,7 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
         counts = m.reindex()
     return _emit(args, counts, lambda c: print(
         f"Reindexed {c['items']} items from {c['specs']} spec folder(s) of {c['project']} "
-        f"({c['embedded']} embedded, {c['removed']} removed)."))
+        f"(project {c['key']}; {c['embedded']} embedded, {c['removed']} removed)."))
 
 
 command("reindex", "rebuild the local search index of a project from its files")(

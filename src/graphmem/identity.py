@@ -44,19 +44,14 @@ class Project:
     origin: str  # how the key was found: setting, file, remote, worktree, path
 
     def rel(self, path: str | Path) -> str:
-        """``path`` relative to the root (POSIX separators); absolute when outside the root."""
+        """``path`` relative to the root (POSIX separators; the root itself is ``.``); absolute
+        when outside the root."""
         p = Path(path)
         try:
             rel = p.relative_to(self.root) if p.is_absolute() else p
         except ValueError:
             return str(p)
-        return rel.as_posix() if str(rel) != "." else ""
-
-    def local(self, stored: str) -> str:
-        """The absolute path on this machine of a path stored relative to the root."""
-        if not stored or Path(stored).is_absolute():
-            return stored
-        return str(self.root / stored)
+        return rel.as_posix()
 
 
 def resolve_project(spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
