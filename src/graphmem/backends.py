@@ -47,6 +47,11 @@ class Backends:
             self._local = LocalBackend(self.settings)
         return self._local
 
+    def clean(self, items: list[MemoryItem]) -> list[MemoryItem]:
+        """Items as the derived stores may hold them: redacted, whoever wrote the files (the
+        index and the graph redact what they store too; this is for the outbox)."""
+        return redact_items(items) if self.settings.redact else list(items)
+
     _registered: set = set()  # (key, root) pairs this object has put in the project registry
 
     def register(self, project: "Project") -> None:
@@ -115,11 +120,6 @@ class Backends:
                     log.warning("could not drop the old graph of %s: %s", r["path"], exc)
         log.info("migrating %d project(s) of an older release into %s", len(old), mem.project.key)
         return True
-
-    def clean(self, items: list[MemoryItem]) -> list[MemoryItem]:
-        """Items as the derived stores may hold them: redacted, whoever wrote the files (the
-        index and the graph redact what they store too; this is for the outbox)."""
-        return redact_items(items) if self.settings.redact else list(items)
 
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
                     entry: Any = None) -> None:

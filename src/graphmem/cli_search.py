@@ -151,8 +151,6 @@ def _cmd_search(args: argparse.Namespace) -> int:
         with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank)
-            for note in getattr(m.aio, "search_notes", []):
-                print(f"graphmem: warning: {note}", file=sys.stderr)
         data = [h.model_dump(mode="json") for h in hits]
     elif isinstance(answer.get("text"), str):
         sys.stdout.write(answer["text"])

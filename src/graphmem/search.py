@@ -149,12 +149,12 @@ class SearchMixin:
         except asyncio.TimeoutError:
             note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
                     "the local index answered alone")
-            log.debug(note)  # the user sees the note (CLI stderr, MCP, search server), once
+            log.warning(note)
             self.search_notes.append(note)
             return None
         except GraphError as exc:
             note = f"graph search failed ({exc}); the local index answered alone"
-            log.debug(note)  # the user sees the note (CLI stderr, MCP, search server), once
+            log.warning(note)
             self.search_notes.append(note)
             return None
         if hits is None:
