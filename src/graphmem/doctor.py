@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from .health import row  # one report line (subsystems import it from graphmem.health)
+
 # Each check appends rows to a section. Other modules register theirs here (providers, graph...).
 CHECKS: list[Callable[[dict[str, list[dict]], Any, "DoctorContext"], None]] = []
 
@@ -16,13 +18,6 @@ class DoctorContext:
         self.spec_dir = spec_dir
         self.project_dir = project_dir
         self.check = check
-
-
-def row(name: str, status: str, detail: str) -> dict:
-    """One report line, as ``graphmem.health.Row`` renders it."""
-    from .health import Row
-
-    return Row(name, status, detail).as_dict()
 
 
 def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:

@@ -23,3 +23,8 @@ class Row:
     def as_dict(self) -> dict[str, str]:
         """The row as the doctor's JSON report shows it."""
         return asdict(self)
+
+
+def row(name: str, status: Status, detail: str) -> dict[str, str]:
+    """One report line as the doctor's JSON shows it (``Row(...).as_dict()``)."""
+    return Row(name, status, detail).as_dict()
