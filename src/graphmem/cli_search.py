@@ -120,8 +120,11 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
         # where to open it here; a teammate's project not checked out here: key and stored path
         where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
-        seen = count_note(h.get("metadata") or {})  # a retry loop's item: how often, since when
-        console.print(f"    [dim]{escape(where + ('; ' + seen if seen else ''))}[/]",
+        meta = h.get("metadata") or {}
+        seen = count_note(meta)  # a retry loop's item: how often, since when
+        who = (f" (by {meta['author']}" + (f" on {meta['host']})" if meta.get("host") else ")")
+               if meta.get("author") else "")
+        console.print(f"    [dim]{escape(where + who + ('; ' + seen if seen else ''))}[/]",
                       highlight=False, **wrap)
 
 
