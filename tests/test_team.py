@@ -8,7 +8,6 @@ clear reaches B through tombstones; B reads only what changed.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
