@@ -221,7 +221,10 @@ async def fix_graph(mem: Any) -> dict[str, Any]:
         graph = await mem.backends.graph_store()
         missing = set(drift["missing"])
         if missing:
-            await graph.save([i for i in await mem.items() if i.id in missing], extract=False)
+            from .team import stamp  # written from this machine: its author and host
+
+            await graph.save(stamp([i for i in await mem.items() if i.id in missing], mem.settings,
+                                   mem.project_dir), extract=False)
         if drift["extra"]:
             await graph.delete_items(mem.project.key, drift["extra"])
     except GraphmemError as exc:
