@@ -159,17 +159,19 @@ def _context_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="the task the agent is about to do")
     p.add_argument("--max-tokens", type=int, default=1500,
                    help="token budget of the block (estimated at 4 characters a token)")
+    p.add_argument("--file", action="append", dest="files", metavar="PATH",
+                   help="a file being worked on (repeatable): memories anchored to it come first")
     _where_args(p)
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
     cfg = _server(args)
     answer = _ask_server(cfg, args, {"op": "context", "task": args.task,
-                                     "max_tokens": args.max_tokens})
+                                     "max_tokens": args.max_tokens, "files": args.files})
     text = answer.get("context") if answer else None
     if text is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
-            text = m.context(args.task, max_tokens=args.max_tokens)
+            text = m.context(args.task, max_tokens=args.max_tokens, files=args.files)
     else:
         cfg = None
     if args.json:

@@ -266,8 +266,12 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     async def get_context(
             task: Annotated[str, Field(description="the task about to be done")],
             max_tokens: Annotated[int, _int("token budget of the block", ge=50, le=100_000)] = 1500,
+            files: Annotated[list[str] | None, Field(
+                description="paths (relative to the project) being worked on: memories anchored "
+                            "to them come first")] = None,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> str:
-        return await use(spec_dir, project_dir, lambda m: m.context(task, max_tokens=max_tokens))
+        return await use(spec_dir, project_dir,
+                         lambda m: m.context(task, max_tokens=max_tokens, files=files))
 
     @tool(title="Record a conversation turn", annotations=_writes("Record a conversation turn"),
           description="Append one conversation turn to an episodic session. Without session_id a "

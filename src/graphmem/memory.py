@@ -66,6 +66,9 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         report.items = len(items)
         if items:
             await self.backends.write(self, items, report)
+            from .code import record_anchors
+
+            record_anchors(self.project_dir, self.spec_dir, items)
         return report
 
     def _clean(self, value: Any) -> Any:

@@ -82,6 +82,28 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
     return query.strip(), kinds
 
 
+def check_files(files: Any) -> list[str]:
+    """Validate ``context(files=...)``: a list of relative paths (at most 50)."""
+    if files is None:
+        return []
+    if isinstance(files, str) or not isinstance(files, (list, tuple)) or len(files) > 50:
+        raise ValidationError("must be a list of at most 50 paths relative to the project",
+                              field="files")
+    from .models import check_relative_path
+
+    out = []
+    for n, f in enumerate(files):
+        if not isinstance(f, str):
+            raise ValidationError(f"must be a path string, got {type(f).__name__}",
+                                  field=f"files[{n}]")
+        try:
+            check_relative_path(f)
+        except ValueError as exc:
+            raise ValidationError(str(exc), field=f"files[{n}]") from None
+        out.append(f.replace("\\", "/").removeprefix("./"))
+    return out
+
+
 class SearchMixin:
     """Search operations of ``AsyncMemory``."""
 
@@ -101,7 +123,9 @@ class SearchMixin:
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       limit=limit, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
-        return fuse(local, graph, limit) if graph else local
+        from .code import with_freshness
+
+        return with_freshness(fuse(local, graph, limit) if graph else local, self.project_dir)
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
@@ -126,14 +150,39 @@ class SearchMixin:
             return None
         return [h for h in hits if spec is None or h.spec in (None, spec)]
 
-    async def context(self, task: str, max_tokens: int = 1500) -> str:
-        """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``."""
+    async def context(self, task: str, max_tokens: int = 1500,
+                      files: Sequence[str] | None = None) -> str:
+        """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``.
+
+        ``files``: paths (relative to the project) the agent is working on; memories anchored
+        to them come first, whatever their score.
+        """
         from .context import build_context, check_budget
 
         check_budget(max_tokens)
         query, _ = check_query(task, "project", None, 1)
+        paths = check_files(files)
         hits = await self.search(query, scope="project", limit=40)
-        return build_context(query, hits, max_tokens, self.project_dir)
+        pinned = await self._anchored_hits(paths) if paths else []
+        if pinned:
+            ids = {h.id for h in pinned}
+            hits = [*{h.id: h for h in pinned}.values(), *(h for h in hits if h.id not in ids)]
+        return build_context(query, hits, max_tokens, self.project_dir,
+                             pinned={h.id for h in pinned})
+
+    async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
+        """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
+        from .code import with_freshness
+        from .code.freshness import anchored_to
+        from .index.query import _hit
+
+        specs = [self.spec_dir] if self.spec_dir is not None else spec_folders(Path(self.project_dir))
+        ids = anchored_to(specs, paths)
+        if not ids:
+            return []
+        rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)}
+        hits = with_freshness([_hit(rows[i], 0.0) for i in ids if i in rows], self.project_dir)
+        return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
 
     async def reindex(self) -> dict[str, Any]:
         """Rebuild this project's part of the local index from its files."""
@@ -148,6 +197,9 @@ class SearchMixin:
         for source in ITEM_SOURCES:
             items.extend(source(project))
         counts = await self.backends.reindex_local(str(project), items)
+        from .code.anchors import backfill
+
+        counts["anchors"] = backfill(project, items)
         counts["specs"] = len(specs)
         counts["graph"] = await self.backends.rebuild_graph(str(project), items, specs)
         return counts

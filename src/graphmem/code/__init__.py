@@ -1,0 +1,38 @@
+"""Code awareness: anchors from memories to the files and symbols they talk about, and the
+freshness of those anchors at read time (``anchors.py``, ``freshness.py``, ``tree.py``,
+``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
+search (``annotate``) and in ``reindex`` (``backfill``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from ..models import Hit, MemoryItem
+
+log = logging.getLogger("graphmem.code")
+
+
+def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
+                   items: Iterable[MemoryItem]) -> None:
+    """Anchor freshly written items; a failure is logged, never fails the write (anchors are
+    derived: ``reindex`` writes the missing ones)."""
+    from .anchors import record
+
+    try:
+        record(project_dir, spec_dir, items)
+    except Exception as exc:  # noqa: BLE001 - derived data must not break the write path
+        log.warning("anchors not recorded: %s", exc)
+
+
+def with_freshness(hits: list[Hit], project_dir: str | Path | None) -> list[Hit]:
+    """``hits`` with ``metadata["freshness"]`` set, gone ones last."""
+    from .freshness import annotate
+
+    try:
+        return annotate(hits, project_dir)
+    except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
+        log.warning("freshness not computed: %s", exc)
+        return hits

@@ -1,0 +1,121 @@
+"""Freshness at read time: is the code a memory talks about still as it was when it was learned?
+
+For a whole result list at once, against one ``Snapshot`` of the project (cached against HEAD and
+the git index), each anchor is:
+
+- ``current``: the file has the same blob (a symbol: same lines, same text);
+- ``changed``: the file is there with another blob (a symbol: its lines changed);
+- ``moved``: the file is gone but its content is now at another path, or the symbol is now
+  defined (only) in another file; the anchor carries the current ``to`` path;
+- ``gone``: the file or the symbol is defined nowhere.
+
+An item's state comes from its own anchors (the paths and symbols its text names) or, when it
+names none, from its session's files: ``gone`` when at least half of them are gone, else
+``moved`` when one moved, ``changed`` when one changed, else ``current``. Items without anchors
+get no state. Results are memoised per (anchor record, snapshot).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..models import Hit
+from .anchors import book
+from .tree import Snapshot, snapshot
+
+STATES = ("current", "changed", "moved", "gone")
+
+
+def anchor_state(a: dict, snap: Snapshot) -> dict:
+    """The state of one anchor now: ``{"path", "state", "to"?, "symbol"?}``."""
+    path, sym = a.get("path"), a.get("symbol")
+    out: dict[str, Any] = {"path": path}
+    if sym:
+        out["symbol"] = sym
+        found = snap.definitions.get(sym, [])
+        here = [s for p, s in found if p == path]
+        if here:
+            out["state"] = "current" if any(s.digest == a.get("digest") for s in here) else "changed"
+        elif found and len({p for p, _ in found}) == 1:
+            out["state"], out["to"] = "moved", found[0][0]
+        elif found:
+            out["state"] = "changed"  # now defined in several other files: no single new home
+        else:
+            out["state"] = "gone"
+        return out
+    blob = snap.files.get(path)
+    if blob is not None:
+        out["state"] = "current" if blob == a.get("blob") else "changed"
+        return out
+    same = snap.by_blob.get(a.get("blob") or "", [])
+    if len(same) == 1:
+        out["state"], out["to"] = "moved", same[0]
+    else:
+        out["state"] = "gone"
+    return out
+
+
+def item_state(rec: dict, snap: Snapshot) -> dict:
+    """The freshness of one item from its anchor record (see the module docstring)."""
+    memo = snap.__dict__.setdefault("_freshness", {})
+    key = (id(rec), rec.get("at"), tuple(rec.get("items") or ())[:1])
+    got = memo.get(key)
+    if got is not None:
+        return got
+    states = [anchor_state(a, snap) for a in rec.get("anchors") or [] if isinstance(a, dict)]
+    own = [s for s, a in zip(states, rec["anchors"]) if not a.get("via")]
+    basis = own or states
+    counts = {k: sum(1 for s in basis if s["state"] == k) for k in STATES}
+    if basis and counts["gone"] * 2 >= len(basis):
+        state = "gone"
+    elif counts["moved"]:
+        state = "moved"
+    elif any(s["state"] in ("changed", "moved") for s in states):
+        state = "changed"
+    else:
+        state = "current"
+    out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
+           "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
+           "changed": sorted({s["path"] for s in states if s["state"] == "changed"}),
+           "gone": sorted({s["path"] if not s.get("symbol") else f"{s['path']}:{s['symbol']}"
+                           for s in states if s["state"] == "gone"}),
+           "paths": list(dict.fromkeys(
+               s.get("to") or s["path"] for s in states if s["state"] != "gone"))}
+    memo[key] = out
+    return out
+
+
+def annotate(hits: list[Hit], project_dir: str | Path | None) -> list[Hit]:
+    """Each anchored hit gets ``metadata["freshness"]``; gone ones move below the others."""
+    if not hits or project_dir is None:
+        return hits
+    root = Path(project_dir)
+    snap = None
+    out: list[Hit] = []
+    for hit in hits:
+        rec = book(hit.spec).records.get(hit.id) if hit.spec else None
+        if rec is None or str(root) != hit.project:
+            out.append(hit)
+            continue
+        snap = snap or snapshot(root)
+        fresh = item_state(rec, snap)
+        out.append(hit.model_copy(update={"metadata": {**hit.metadata, "freshness": fresh}}))
+    live = [h for h in out if _state(h) != "gone"]
+    return live + [h for h in out if _state(h) == "gone"]
+
+
+def _state(hit: Hit) -> str | None:
+    f = hit.metadata.get("freshness")
+    return f.get("state") if isinstance(f, dict) else None
+
+
+def anchored_to(spec_dirs: list[str | Path], paths: list[str], limit: int = 20) -> list[str]:
+    """Ids of the items anchored to any of ``paths`` (by their path at write time), newest first."""
+    wanted = set(paths)
+    found: list[tuple[str, str]] = []
+    for spec in spec_dirs:
+        for item_id, rec in book(spec).records.items():
+            if any(a.get("path") in wanted for a in rec.get("anchors") or ()):
+                found.append((rec.get("at") or "", item_id))
+    return [i for _, i in sorted(found, reverse=True)[:limit]]
