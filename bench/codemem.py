@@ -159,6 +159,19 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     rows: dict[str, list[dict]] = {r: [] for r in rankers}
     lat = {"search": [], "context": [], "write": []}
     items, mapper = Items(), Mapper()
+    import graphmem.code
+
+    plain_fresh = graphmem.code.with_freshness
+    fresh_ms: list[float] = []
+
+    def timed_freshness(hits, project_dir):  # the share of a search spent on freshness
+        t = time.perf_counter()
+        try:
+            return plain_fresh(hits, project_dir)
+        finally:
+            fresh_ms.append((time.perf_counter() - t) * 1000)
+
+    graphmem.code.with_freshness = timed_freshness
     t_start = time.perf_counter()
     with Memory(spec, root, settings=settings) as mem:
         for i, s in enumerate(sessions[:last + 1]):
@@ -216,6 +229,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                                           [False] * 20, [r["text"] for r in ranked[:20]], rctx, repo))
             print(f"{name}: after session {i}: {len(rows['graphmem'])}/{len(tasks)} tasks, "
                   f"{time.perf_counter() - t_start:.0f} s", flush=True)
+    graphmem.code.with_freshness = plain_fresh
+    lat["freshness"] = fresh_ms
     replay_s = time.perf_counter() - t_start
     result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
               "latency_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in lat.items()},
@@ -241,7 +256,8 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{res['replay_s']:.0f} s; search p50/p95 {lat['search']['p50']:.1f}/"
           f"{lat['search']['p95']:.1f} ms, context {lat['context']['p50']:.1f}/"
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
-          f"{lat['write']['p95']:.1f} ms", ["ranker", "type", "n", *cols], trows)
+          f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
+          f"{lat['freshness']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
     return trows
 
 
@@ -251,10 +267,19 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
     ap.add_argument("--budgets", default="1000,4000")
     ap.add_argument("--out", default="codemem")
+    ap.add_argument("--floor", type=float, default=None,
+                    help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
     args = ap.parse_args()
+    if args.floor is not None:
+        import graphmem.context
+
+        graphmem.context.RELEVANCE_FLOOR = args.floor
     args.budgets = [int(b) for b in args.budgets.split(",")]
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")
+    import graphmem.context
+
     results: dict = {"data": str(DATA), "budgets": args.budgets, "tasks_limit": args.tasks,
+                     "floor": graphmem.context.RELEVANCE_FLOOR,
                      "datasets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):

@@ -21,7 +21,7 @@ SECTIONS = (  # (title, kinds), in the order an agent should read them
     ("Lessons from past sessions", ("insight", "fact", "step")),
     ("From past conversations", ("turn",)),
 )
-RELEVANCE_FLOOR = 0.0  # share of the best hit's score a hit needs to be shown (see bench/codemem.py)
+RELEVANCE_FLOOR = 0.3  # share of the best hit's score a hit needs to be shown (see bench/codemem.py)
 FILES_PER_LINE = 3  # anchored files named after a lesson
 
 
@@ -95,14 +95,15 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     seen: set[str] = set()
     chosen: dict[str, list[str]] = {title: [] for title, _ in SECTIONS}
     section_of = {k: title for title, kinds in SECTIONS for k in kinds}
-    top = max((h.score for h in hits if h.id not in pinned), default=0.0)
+    top = max((h.score for h in hits if h.id not in pinned
+               and _freshness(h).get("state") != "gone"), default=0.0)
     hidden = 0
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
         key = normalise(hit.text)
         if key in seen or hit.kind not in section_of:
             continue
-        if hit.id not in pinned and top > 0 and hit.score < RELEVANCE_FLOOR * top:
+        if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
             continue
         if _freshness(hit).get("state") == "gone":
             hidden += 1
@@ -116,7 +117,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not any(chosen.values()):
+    if not any(chosen.values()) and not hidden:
         return ""
     parts = [header]
     for title, _ in SECTIONS:

@@ -35,6 +35,7 @@ log = logging.getLogger("graphmem.code")
 FILE_NAME = "anchors.jsonl"
 MAX_SYMBOL_FILES = 3  # a name defined in more files than this says too little to anchor
 MAX_ANCHORS = 40
+EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _lock = threading.Lock()
@@ -137,12 +138,14 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
         found = anchors_for(it, snap, session_paths.get(it.session, []) if it.session else [])
         if not found:
             continue
-        key = json.dumps(found, sort_keys=True)
-        groups.setdefault(key, {"items": [], "anchors": found})["items"].append(it.id)
+        episode = it.session if it.kind in EPISODE_KINDS else None
+        key = json.dumps([episode, found], sort_keys=True)
+        groups.setdefault(key, {"items": [], "anchors": found, "session": episode})["items"].append(it.id)
     if not groups:
         return 0
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = "".join(json.dumps({"items": g["items"], "head": snap.head, "at": at,
+                                **({"session": g["session"]} if g["session"] else {}),
                                 "anchors": g["anchors"]}, ensure_ascii=False) + "\n"
                     for g in groups.values())
     _append(anchors_file(spec_dir), lines)
@@ -166,7 +169,12 @@ class AnchorBook:
 
     def __init__(self, path: Path):
         self.path, self.offset, self.records = path, 0, {}
+        self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.ino = None
+
+    def session_record(self, session: str) -> dict | None:
+        """A record for an unanchored turn or step: its session's other files, ``via`` session."""
+        return self.sessions.get(session)
 
     def refresh(self) -> "AnchorBook":
         try:
@@ -175,7 +183,7 @@ class AnchorBook:
             self.offset, self.records = 0, {}
             return self
         if st.st_ino != self.ino or st.st_size < self.offset:  # replaced or cut: read again
-            self.ino, self.offset, self.records = st.st_ino, 0, {}
+            self.ino, self.offset, self.records, self.sessions = st.st_ino, 0, {}, {}
         if st.st_size == self.offset:
             return self
         with open(self.path, "rb") as fh:
@@ -190,8 +198,20 @@ class AnchorBook:
             if isinstance(rec, dict) and isinstance(rec.get("anchors"), list):
                 for item_id in rec.get("items") or []:
                     self.records[item_id] = rec
+                if isinstance(rec.get("session"), str):
+                    self._add_session(rec)
         self.offset += end
         return self
+
+
+    def _add_session(self, rec: dict) -> None:
+        got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
+                                                        "at": rec.get("at"), "anchors": []})
+        have = {a["path"] for a in got["anchors"]}
+        for a in rec["anchors"]:
+            if isinstance(a, dict) and a.get("path") not in have and len(have) < MAX_ANCHORS:
+                have.add(a.get("path"))
+                got["anchors"].append({"path": a.get("path"), "blob": a.get("blob"), "via": "session"})
 
 
 _books: dict[str, AnchorBook] = {}

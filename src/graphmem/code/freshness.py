@@ -3,15 +3,17 @@
 For a whole result list at once, against one ``Snapshot`` of the project (cached against HEAD and
 the git index), each anchor is:
 
-- ``current``: the file has the same blob (a symbol: same lines, same text);
-- ``changed``: the file is there with another blob (a symbol: its lines changed);
+- ``current``: the file has the same blob;
+- ``changed``: the file is there with another blob (for a symbol, ``lines_changed`` says
+  whether its own lines changed too: the item lists them under ``symbols_changed``);
 - ``moved``: the file is gone but its content is now at another path, or the symbol is now
   defined (only) in another file; the anchor carries the current ``to`` path;
 - ``gone``: the file or the symbol is defined nowhere.
 
 An item's state comes from its own anchors (the paths and symbols its text names) or, when it
-names none, from its session's files: ``gone`` when at least half of them are gone, else
-``moved`` when one moved, ``changed`` when one changed, else ``current``. Items without anchors
+names none, from its session's files: ``gone`` when at least half of its own anchors are gone
+(all of its session's files, for an item naming none), else ``moved`` when one of them moved,
+``changed`` when any anchor changed, moved or went away, else ``current``. Items without anchors
 get no state. Results are memoised per (anchor record, snapshot).
 """
 
@@ -36,7 +38,10 @@ def anchor_state(a: dict, snap: Snapshot) -> dict:
         found = snap.definitions.get(sym, [])
         here = [s for p, s in found if p == path]
         if here:
-            out["state"] = "current" if any(s.digest == a.get("digest") for s in here) else "changed"
+            same_lines = any(s.digest == a.get("digest") for s in here)
+            out["state"] = "current" if snap.files.get(path) == a.get("blob") else "changed"
+            if not same_lines:
+                out["state"], out["lines_changed"] = "changed", True
         elif found and len({p for p, _ in found}) == 1:
             out["state"], out["to"] = "moved", found[0][0]
         elif found:
@@ -59,7 +64,7 @@ def anchor_state(a: dict, snap: Snapshot) -> dict:
 def item_state(rec: dict, snap: Snapshot) -> dict:
     """The freshness of one item from its anchor record (see the module docstring)."""
     memo = snap.__dict__.setdefault("_freshness", {})
-    key = (id(rec), rec.get("at"), tuple(rec.get("items") or ())[:1])
+    key = (id(rec), rec.get("at"), tuple(rec.get("items") or ())[:1], len(rec.get("anchors") or ()))
     got = memo.get(key)
     if got is not None:
         return got
@@ -67,17 +72,18 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     own = [s for s, a in zip(states, rec["anchors"]) if not a.get("via")]
     basis = own or states
     counts = {k: sum(1 for s in basis if s["state"] == k) for k in STATES}
-    if basis and counts["gone"] * 2 >= len(basis):
+    if basis and (counts["gone"] == len(basis) or (own and counts["gone"] * 2 >= len(own))):
         state = "gone"
     elif counts["moved"]:
         state = "moved"
-    elif any(s["state"] in ("changed", "moved") for s in states):
+    elif any(s["state"] != "current" for s in states):
         state = "changed"
     else:
         state = "current"
     out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
            "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
            "changed": sorted({s["path"] for s in states if s["state"] == "changed"}),
+           "symbols_changed": sorted({s["symbol"] for s in states if s.get("lines_changed")}),
            "gone": sorted({s["path"] if not s.get("symbol") else f"{s['path']}:{s['symbol']}"
                            for s in states if s["state"] == "gone"}),
            "paths": list(dict.fromkeys(
@@ -94,7 +100,10 @@ def annotate(hits: list[Hit], project_dir: str | Path | None) -> list[Hit]:
     snap = None
     out: list[Hit] = []
     for hit in hits:
-        rec = book(hit.spec).records.get(hit.id) if hit.spec else None
+        b = book(hit.spec) if hit.spec else None
+        rec = b.records.get(hit.id) if b else None
+        if rec is None and b is not None and hit.kind in ("turn", "step") and hit.session:
+            rec = b.session_record(hit.session)  # a prompt naming no file: its session's files
         if rec is None or str(root) != hit.project:
             out.append(hit)
             continue
