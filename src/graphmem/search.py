@@ -30,6 +30,8 @@ MAX_QUERY_CHARS = 10_000
 # backends found rises. A small k keeps the top ranks apart (k=60 flattens them).
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
+CODE_POOL = 30  # local candidates that freshness and the query's code re-order (code/freshness.py)
+CODE_EXTRA = 10  # memories anchored to the files a query names, added beside them
 
 # Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(project_dir) -> items.
 ITEM_SOURCES: list[Callable[[Path], Iterable[MemoryItem]]] = []
@@ -120,12 +122,34 @@ class SearchMixin:
         spec = str(self.spec_dir) if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
         be = self.backends
+        # A few more candidates than asked: hits about the code the query names may rise.
+        fetch = min(MAX_LIMIT, max(limit, CODE_POOL))
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
-                                      limit=limit, rerank=rerank)
+                                      limit=fetch, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
         from .code import with_freshness
 
-        return with_freshness(fuse(local, graph, limit) if graph else local, self.project_dir)
+        hits = fuse(local, graph, fetch) if graph else local
+        specs = {h.spec for h in hits if h.spec} | ({str(self.spec_dir)} if self.spec_dir else set())
+        if spec is not None:
+            specs = {spec}
+
+        def anchored(files: set[str], known: set[str]) -> list[Hit]:
+            return [h for h in self._hits_by_id(anchored_to(sorted(specs), files, CODE_EXTRA), known)
+                    if kinds is None or h.kind in kinds]
+
+        from .code.freshness import anchored_to
+
+        hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored)
+        return hits[:limit]
+
+    def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
+        """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
+        from .index.query import _hit
+
+        ids = [i for i in ids if i not in known]
+        rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
+        return [_hit(rows[i], 0.0) for i in ids if i in rows]
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
@@ -174,14 +198,9 @@ class SearchMixin:
         """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
         from .code import with_freshness
         from .code.freshness import anchored_to
-        from .index.query import _hit
 
         specs = [self.spec_dir] if self.spec_dir is not None else spec_folders(Path(self.project_dir))
-        ids = anchored_to(specs, paths)
-        if not ids:
-            return []
-        rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)}
-        hits = with_freshness([_hit(rows[i], 0.0) for i in ids if i in rows], self.project_dir)
+        hits = with_freshness(self._hits_by_id(anchored_to(specs, paths)), self.project_dir)
         return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
 
     async def reindex(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..models import Hit, MemoryItem
 
@@ -27,12 +27,22 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
         log.warning("anchors not recorded: %s", exc)
 
 
-def with_freshness(hits: list[Hit], project_dir: str | Path | None) -> list[Hit]:
-    """``hits`` with ``metadata["freshness"]`` set, gone ones last."""
-    from .freshness import annotate
+def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str | None = None,
+                   fetch: Callable[[set[str], set[str]], list[Hit]] | None = None) -> list[Hit]:
+    """``hits`` with ``metadata["freshness"]`` set, gone ones last; with ``query``, hits anchored
+    to the files and symbols the query names rise (see ``freshness.annotate``), and
+    ``fetch(files, known_ids)`` may add the memories anchored to those files."""
+    from .freshness import annotate, named_code
+    from .tree import snapshot
 
+    if not hits or project_dir is None:
+        return hits
     try:
-        return annotate(hits, project_dir)
+        snap = snapshot(project_dir, max_age=0)  # git: cached against HEAD and the index
+        focus = named_code(query, snap) if query else None
+        if focus and fetch is not None:
+            hits = hits + fetch(focus, {h.id for h in hits})
+        return annotate(hits, project_dir, focus=focus, snap=snap)
     except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
         log.warning("freshness not computed: %s", exc)
         return hits

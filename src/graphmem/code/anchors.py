@@ -170,6 +170,7 @@ class AnchorBook:
     def __init__(self, path: Path):
         self.path, self.offset, self.records = path, 0, {}
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
+        self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
         self.ino = None
 
     def session_record(self, session: str) -> dict | None:
@@ -184,6 +185,7 @@ class AnchorBook:
             return self
         if st.st_ino != self.ino or st.st_size < self.offset:  # replaced or cut: read again
             self.ino, self.offset, self.records, self.sessions = st.st_ino, 0, {}, {}
+            self.by_path = {}
         if st.st_size == self.offset:
             return self
         with open(self.path, "rb") as fh:
@@ -198,6 +200,8 @@ class AnchorBook:
             if isinstance(rec, dict) and isinstance(rec.get("anchors"), list):
                 for item_id in rec.get("items") or []:
                     self.records[item_id] = rec
+                for path in {a.get("path") for a in rec["anchors"] if isinstance(a, dict)}:
+                    self.by_path.setdefault(path, []).extend(rec.get("items") or [])
                 if isinstance(rec.get("session"), str):
                     self._add_session(rec)
         self.offset += end

@@ -13,7 +13,8 @@ the git index), each anchor is:
 An item's state comes from its own anchors (the paths and symbols its text names) or, when it
 names none, from its session's files: ``gone`` when at least half of its own anchors are gone
 (all of its session's files, for an item naming none), else ``moved`` when one of them moved,
-``changed`` when any anchor changed, moved or went away, else ``current``. Items without anchors
+else ``changed`` when any anchor is not current (for an item naming no code: at least half of
+its session's files), else ``current``. Items without anchors
 get no state. Results are memoised per (anchor record, snapshot).
 """
 
@@ -27,6 +28,7 @@ from .anchors import book
 from .tree import Snapshot, snapshot
 
 STATES = ("current", "changed", "moved", "gone")
+FOCUS_OWN, FOCUS_SESSION = 0.3, 0.15  # tuned on bench/codemem.py (pytest, entire-cli)
 
 
 def anchor_state(a: dict, snap: Snapshot) -> dict:
@@ -76,7 +78,8 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
         state = "gone"
     elif counts["moved"]:
         state = "moved"
-    elif any(s["state"] != "current" for s in states):
+    elif own and any(s["state"] != "current" for s in states) \
+            or not own and sum(s["state"] != "current" for s in basis) * 2 >= len(basis):
         state = "changed"
     else:
         state = "current"
@@ -92,13 +95,28 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     return out
 
 
-def annotate(hits: list[Hit], project_dir: str | Path | None) -> list[Hit]:
-    """Each anchored hit gets ``metadata["freshness"]``; gone ones move below the others."""
+def named_code(query: str, snap: Snapshot) -> set[str]:
+    """The files of the project that ``query`` names, directly or through a symbol they define."""
+    from .anchors import find_paths, find_symbols
+
+    if not snap.files:
+        return set()
+    return {*find_paths(query, snap), *(a["path"] for a in find_symbols(query, snap, []))}
+
+
+def annotate(hits: list[Hit], project_dir: str | Path | None,
+             focus: set[str] | None = None, snap: Snapshot | None = None) -> list[Hit]:
+    """Each anchored hit gets ``metadata["freshness"]``; gone ones move below the others.
+
+    ``focus``: files the query names; a hit anchored to one gains ``FOCUS_OWN`` (it names that
+    code itself) or ``FOCUS_SESSION`` (its session worked on it) on its score, then the list is
+    sorted again. Scores are the index's, where the best hit of a query scores 1.
+    """
     if not hits or project_dir is None:
         return hits
     root = Path(project_dir)
-    snap = None
     out: list[Hit] = []
+    boosted = False
     for hit in hits:
         b = book(hit.spec) if hit.spec else None
         rec = b.records.get(hit.id) if b else None
@@ -107,9 +125,19 @@ def annotate(hits: list[Hit], project_dir: str | Path | None) -> list[Hit]:
         if rec is None or str(root) != hit.project:
             out.append(hit)
             continue
-        snap = snap or snapshot(root)
+        snap = snap or snapshot(root, max_age=0)
         fresh = item_state(rec, snap)
-        out.append(hit.model_copy(update={"metadata": {**hit.metadata, "freshness": fresh}}))
+        update: dict[str, Any] = {"metadata": {**hit.metadata, "freshness": fresh}}
+        if focus:
+            own = {a.get("path") for a in rec["anchors"] if not a.get("via")}
+            via = {a.get("path") for a in rec["anchors"] if a.get("via")}
+            gain = FOCUS_OWN if own & focus else FOCUS_SESSION if via & focus else 0.0
+            if gain:
+                boosted = True
+                update["score"] = round(hit.score + gain, 6)
+        out.append(hit.model_copy(update=update))
+    if boosted:
+        out.sort(key=lambda h: -h.score)
     live = [h for h in out if _state(h) != "gone"]
     return live + [h for h in out if _state(h) == "gone"]
 
@@ -119,12 +147,19 @@ def _state(hit: Hit) -> str | None:
     return f.get("state") if isinstance(f, dict) else None
 
 
-def anchored_to(spec_dirs: list[str | Path], paths: list[str], limit: int = 20) -> list[str]:
+def anchored_to(spec_dirs: list[str | Path], paths: list[str] | set[str], limit: int = 20) -> list[str]:
     """Ids of the items anchored to any of ``paths`` (by their path at write time), newest first."""
-    wanted = set(paths)
     found: list[tuple[str, str]] = []
     for spec in spec_dirs:
-        for item_id, rec in book(spec).records.items():
-            if any(a.get("path") in wanted for a in rec.get("anchors") or ()):
+        b = book(spec)
+        seen: set[str] = set()
+        for path in paths:
+            for item_id in reversed(b.by_path.get(path, ())):
+                rec = b.records.get(item_id)
+                if item_id in seen or rec is None or path not in {a.get("path") for a in rec["anchors"]}:
+                    continue  # a newer record of the item no longer names this path
+                seen.add(item_id)
                 found.append((rec.get("at") or "", item_id))
+                if len(seen) >= limit * 2:
+                    break
     return [i for _, i in sorted(found, reverse=True)[:limit]]

@@ -2,7 +2,8 @@
 
 A ``Snapshot`` is cached against the repository's state: in git, HEAD plus the mtime of
 ``.git/index`` (both read from files, no subprocess), so a search reuses it until a commit,
-checkout or ``git add``; outside git, the files' sizes and mtimes. Blob ids are git's
+checkout or ``git add`` (edits not yet added are seen from the next one); outside git, a walk of
+the folder reused for ``WALK_TTL`` seconds, files re-hashed only when their size or mtime moved. Blob ids are git's
 (``sha1("blob <size>\\0" + bytes)``) everywhere, from ``git ls-files -s`` in a repository and
 computed from the bytes outside one, so an anchor means the same thing in both.
 """
@@ -13,6 +14,7 @@ import hashlib
 import os
 import subprocess
 import threading
+import time
 from functools import cached_property
 from pathlib import Path
 
@@ -20,9 +22,12 @@ from .symbols import Symbol, language_of, parse_symbols
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              "dist", "build", ".pytest_cache", ".auto-claude"}
-MAX_WALK_FILES = 20_000
+MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
+WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
 MAX_PARSE_BYTES = 1_000_000
 
+MEMORY_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights", "episodes",
+                 "anchors.jsonl")
 _lock = threading.Lock()
 _snapshots: dict[str, tuple[tuple, "Snapshot"]] = {}
 _symbols_by_blob: dict[str, list[Symbol]] = {}
@@ -80,6 +85,7 @@ class Snapshot:
 
     def __init__(self, root: Path, head: str | None, files: dict[str, str], git: bool):
         self.root, self.head, self.files, self.git = root, head, files, git
+        self.made = time.monotonic()
 
     @cached_property
     def by_blob(self) -> dict[str, list[str]]:
@@ -125,14 +131,15 @@ class Snapshot:
         return out
 
 
-def snapshot(root: str | Path) -> Snapshot:
-    """The current snapshot of the project at ``root`` (cached against the repository state)."""
+def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
+    """The current snapshot of the project at ``root`` (cached against the repository state;
+    outside git, a walk at most ``max_age`` seconds old: reads pass 0, writes reuse one)."""
     root = Path(root)
     gitdir = _git_dir(root)
     key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
     with _lock:
         hit = _snapshots.get(str(root))
-    if hit and gitdir and hit[0] == key:
+    if hit and hit[0] == key and (gitdir or time.monotonic() - hit[1].made < max_age):
         return hit[1]
     snap = _git_snapshot(root) if gitdir else None
     if snap is None:
@@ -163,10 +170,16 @@ def _git_snapshot(root: Path) -> Snapshot | None:
     return Snapshot(root, head, files, git=True)
 
 
+def _memory_folder(path: str, name: str) -> bool:
+    """A spec's ``memory/`` folder holds memories, not the project's code."""
+    return name == "memory" and any(os.path.exists(os.path.join(path, n)) for n in MEMORY_LAYOUT)
+
+
 def _walk_snapshot(root: Path) -> Snapshot:
     files: dict[str, str] = {}
     for folder, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".graphmem")]
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".graphmem")
+                   and not _memory_folder(os.path.join(folder, d), d)]
         for name in names:
             p = os.path.join(folder, name)
             try:
