@@ -38,16 +38,19 @@ def spread(tasks: list[dict], n: int | None) -> list[dict]:
     return [tasks[round(i * (len(tasks) - 1) / max(1, n - 1))] for i in range(n)]
 
 
-def marked(meta: dict) -> bool:
+def marked(meta: dict, words: tuple[str, ...] = MARKED) -> bool:
     """Whether a hit's metadata says its code is not current (the README's rule)."""
     if meta.get("stale") is True:
         return True
     for key in ("freshness", "state", "validity"):
         v = meta.get(key)
         v = v.get("state") if isinstance(v, dict) else v
-        if isinstance(v, str) and any(w in v.lower() for w in MARKED):
+        if isinstance(v, str) and any(w in v.lower() for w in words):
             return True
     return False
+
+
+STRICT = tuple(w for w in MARKED if w != "changed")  # "the file changed since" does not count
 
 
 class Mapper:
@@ -83,7 +86,7 @@ class Mapper:
 
 
 def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[str],
-          contexts: dict[int, str], repo: Repo) -> dict:
+          contexts: dict[int, str], repo: Repo, strict: list[bool] | None = None) -> dict:
     """One task's metrics from its ranked sessions and its contexts."""
     rel = task["relevant"]
     total = sum(rel.values()) or 1.0
@@ -104,6 +107,11 @@ def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[s
     if mapped:
         out["staleleak@10"] = sum(1 for s, m in mapped
                                   if labels.get(s, "CURRENT") != "CURRENT" and not m) / len(mapped)
+    strict_mapped = [m for s, m in zip(ranked[:10], (strict or marks)[:10]) if s is not None]
+    if strict_mapped:  # StaleLeak counting only moved/gone/superseded/retired marks
+        out["staleleak_strict@10"] = sum(
+            1 for (s, _), m in zip(mapped, strict_mapped)
+            if labels.get(s, "CURRENT") != "CURRENT" and not m) / len(mapped)
     fine = [m for s, m in mapped if labels.get(s, "CURRENT") == "CURRENT"]
     if fine:  # false alarms: hits about code that is still current, marked anyway
         out["overmark@10"] = sum(fine) / len(fine)
@@ -224,7 +232,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                         ctx[b] = mem.context(text, max_tokens=b)
                 rows["graphmem"].append(score(task, [mapper(h) for h in hits],
                                               [marked(h.metadata) for h in hits],
-                                              [h.text for h in hits], ctx, repo))
+                                              [h.text for h in hits], ctx, repo,
+                                              [marked(h.metadata, STRICT) for h in hits]))
                 for rk, ranked in (("bm25", items.bm25(text, 200)), ("recency", items.recency(200)),
                                    ("random", items.random(200, task["id"]))):
                     rctx = {b: plain_context(text, ranked, b) for b in budgets}
@@ -248,7 +257,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
 
 def report(name: str, res: dict, budgets: list[int]) -> list[list]:
     b = max(budgets)
-    cols = ["r@10", "ndcg@10", "hit@10", "mrr", f"filerecall@{b}", "staleleak@10", "overmark@10",
+    cols = ["r@10", "ndcg@10", "hit@10", "mrr", f"filerecall@{b}", "staleleak@10",
+            "staleleak_strict@10", "overmark@10",
             "staleleaktext", f"tokens@{b}", "unmapped@10"]
     trows = []
     for rk, block in res["rankers"].items():
