@@ -280,9 +280,15 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
     ap.add_argument("--budgets", default="1000,4000")
     ap.add_argument("--out", default="codemem")
+    ap.add_argument("--gone-drop", type=int, default=None,
+                    help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
                     help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
     args = ap.parse_args()
+    if args.gone_drop is not None:
+        import graphmem.code.freshness
+
+        graphmem.code.freshness.GONE_DROP = args.gone_drop
     if args.floor is not None:
         import graphmem.context
 

@@ -261,3 +261,55 @@ def test_context_leaves_weak_matches_out(tmp_path, monkeypatch):
     assert "refund() checks the ledger" in ctx
     assert "hangs on the first checkout test" not in ctx
     assert "hangs on the first checkout test" in unfloored  # what the context showed before
+
+
+def test_retire_and_supersede_are_logged_hidden_by_default_and_shown_with_history(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("Pin pytest to 7.4 in the CI image")
+        mem.append_gotcha("Refund webhooks arrive twice")
+        old = {h.text: h.id for h in mem.search("pytest pin refund webhooks", limit=10)}
+        ev = mem.supersede(old["Pin pytest to 7.4 in the CI image"], "Pin pytest to 8.2 in the CI image")
+        mem.retire(old["Refund webhooks arrive twice"], "the provider deduplicates them now")
+        now = [h.text for h in mem.search("pytest pin refund webhooks", limit=10)]
+        every = {h.text: h.metadata.get("validity") for h in
+                 mem.search("pytest pin refund webhooks", limit=10, include_history=True)}
+        ctx = mem.context("pin pytest and handle refund webhooks", max_tokens=1000)
+        for bad, field in ((("nope", "x"), "id"), ((old["Refund webhooks arrive twice"], " "), "reason")):
+            with pytest.raises(ValidationError) as err:
+                mem.retire(*bad)
+            assert err.value.field == field
+        with pytest.raises(ValidationError) as err:
+            mem.supersede(ev["new_id"], "")
+        assert err.value.field == "gotcha"
+    assert now == ["Pin pytest to 8.2 in the CI image"]
+    assert every["Pin pytest to 7.4 in the CI image"]["state"] == "superseded"
+    assert every["Pin pytest to 7.4 in the CI image"]["by"] == ev["new_id"]
+    assert every["Refund webhooks arrive twice"]["state"] == "retired"
+    assert every["Refund webhooks arrive twice"]["valid_at"] and every[
+        "Refund webhooks arrive twice"]["invalid_at"]
+    assert "7.4" not in ctx and "2 matching memories left out: retired or superseded" in ctx
+    log = [json.loads(x) for x in (spec / "memory" / "validity.jsonl").read_text().splitlines()]
+    assert [e["state"] for e in log] == ["superseded", "retired"]
+    assert "Pin pytest to 7.4" in (spec / "memory" / "gotchas.md").read_text()  # the files keep it
+
+
+def test_retire_through_cli_and_mcp(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("Refund webhooks arrive twice")
+        mem.append_pattern("Services take a Session argument")
+        ids = {h.kind: h.id for h in mem.search("refund webhooks services session", limit=5)}
+    out = run_cli("retire", ids["gotcha"], "--reason", "deduplicated upstream", "--spec-dir", str(spec))
+    assert out.returncode == 0, out.stderr
+
+    async def main():
+        async with Client(build_server(spec)) as c:
+            res = await c.call_tool("supersede_memory", {"id": ids["pattern"],
+                                                         "new_text": "Services take a UnitOfWork"})
+            assert not res.is_error
+            hits = await c.call_tool("search_memory", {"query": "refund webhooks services",
+                                                       "scope": "spec"})
+            return "".join(getattr(x, "text", "") for x in hits.content)
+    found = anyio.run(main)
+    assert "UnitOfWork" in found and "Refund webhooks" not in found and "Session argument" not in found

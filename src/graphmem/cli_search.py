@@ -186,6 +186,48 @@ command("context", "markdown of relevant memories for a task, ready for a prompt
     _cmd_context)(_context_args)
 
 
+def _retire_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="the memory's id (from `graphmem search --json`)")
+    p.add_argument("--reason", required=True, help="why it is no longer true")
+    p.add_argument("--spec-dir", type=Path, required=True, help="the spec folder that holds it")
+    p.add_argument("--project-dir", type=Path, default=None, help="project root (default: "
+                   "two levels above the spec folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_retire(args: argparse.Namespace) -> int:
+    from .memory import Memory
+
+    with Memory(args.spec_dir, args.project_dir) as m:
+        ev = m.retire(args.id, args.reason)
+    return _emit(args, ev, lambda e: print(f"Retired {e['item']} ({e['reason']})."))
+
+
+command("retire", "mark a memory as no longer true; searches leave it out")(
+    _cmd_retire)(_retire_args)
+
+
+def _supersede_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="the old gotcha's or pattern's id (from `graphmem search --json`)")
+    p.add_argument("new_text", help="the memory that replaces it, one line")
+    p.add_argument("--spec-dir", type=Path, required=True, help="the spec folder that holds it")
+    p.add_argument("--project-dir", type=Path, default=None, help="project root (default: "
+                   "two levels above the spec folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_supersede(args: argparse.Namespace) -> int:
+    from .memory import Memory
+
+    with Memory(args.spec_dir, args.project_dir) as m:
+        ev = m.supersede(args.id, args.new_text)
+    return _emit(args, ev, lambda e: print(f"Superseded {e['item']} by {e['new_id']}."))
+
+
+command("supersede", "replace a gotcha or pattern with a newer text, keeping the old as history")(
+    _cmd_supersede)(_supersede_args)
+
+
 def _reindex_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project-dir", type=Path, default=None,
                    help="project root to rebuild from its memory folders (default: current folder)")

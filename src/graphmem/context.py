@@ -83,7 +83,7 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
 
 
 def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
-                  pinned: set[str] | frozenset[str] = frozenset()) -> str:
+                  pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
 
     Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out (``pinned`` ids, e.g.
@@ -117,7 +117,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not any(chosen.values()) and not hidden:
+    if not any(chosen.values()) and not hidden and not retired:
         return ""
     parts = [header]
     for title, _ in SECTIONS:
@@ -126,4 +126,6 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             parts.extend(chosen[title])
     if hidden:
         parts.append(f"\n_{hidden} matching memories left out: the code they describe is gone._\n")
+    if retired:
+        parts.append(f"\n_{retired} matching memories left out: retired or superseded._\n")
     return "".join(parts)

@@ -23,11 +23,12 @@ from .settings import Settings
 from .search import SearchMixin
 from .sessions import SessionsMixin
 from .sync import GraphSyncMixin
+from .validity import ValidityMixin
 
 log = logging.getLogger("graphmem")
 
 
-class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
+class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
     """Memory for one spec folder of one project (async API).
 
     Search, sessions and graph sync live in mixins (``search.py``, ``sessions.py``, ``sync.py``);

@@ -110,11 +110,23 @@ class SearchMixin:
     """Search operations of ``AsyncMemory``."""
 
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
-                     limit: int = 10, rerank: bool = False) -> list[Hit]:
-        """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
+                     limit: int = 10, rerank: bool = False, include_history: bool = False
+                     ) -> list[Hit]:
+        """Memories ranked by relevance to ``query`` within this spec, project, or every project.
+
+        Retired and superseded memories are left out unless ``include_history`` (then they carry
+        ``metadata["validity"]``).
+        """
+        return (await self._search(query, scope, kinds, limit, rerank, include_history))[0]
+
+    async def _search(self, query: str, scope: str, kinds: Sequence[str] | None, limit: int,
+                      rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
+        """``search``'s hits and how many retired or superseded ones it left out."""
         query, kinds = check_query(query, scope, kinds, limit)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
+        if not isinstance(include_history, bool):
+            raise ValidationError("must be true or false", field="include_history")
         if scope == "spec" and self.spec_dir is None:
             raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
                                   field="scope")
@@ -141,7 +153,10 @@ class SearchMixin:
         from .code.freshness import anchored_to
 
         hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored)
-        return hits[:limit]
+        from .validity import apply_validity
+
+        hits, hidden = apply_validity(hits, include_history)
+        return hits[:limit], hidden
 
     def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
@@ -186,13 +201,13 @@ class SearchMixin:
         check_budget(max_tokens)
         query, _ = check_query(task, "project", None, 1)
         paths = check_files(files)
-        hits = await self.search(query, scope="project", limit=40)
+        hits, retired = await self._search(query, "project", None, 40, False)
         pinned = await self._anchored_hits(paths) if paths else []
         if pinned:
             ids = {h.id for h in pinned}
             hits = [*{h.id: h for h in pinned}.values(), *(h for h in hits if h.id not in ids)]
         return build_context(query, hits, max_tokens, self.project_dir,
-                             pinned={h.id for h in pinned})
+                             pinned={h.id for h in pinned}, retired=retired)
 
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
         """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""

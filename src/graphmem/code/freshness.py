@@ -29,6 +29,7 @@ from .tree import Snapshot, snapshot
 
 STATES = ("current", "changed", "moved", "gone")
 FOCUS_OWN, FOCUS_SESSION = 0.3, 0.15  # tuned on bench/codemem.py (pytest, entire-cli)
+GONE_DROP: int | None = None  # places a gone hit moves down; None: below every other hit
 
 
 def anchor_state(a: dict, snap: Snapshot) -> dict:
@@ -138,8 +139,12 @@ def annotate(hits: list[Hit], project_dir: str | Path | None,
         out.append(hit.model_copy(update=update))
     if boosted:
         out.sort(key=lambda h: -h.score)
-    live = [h for h in out if _state(h) != "gone"]
-    return live + [h for h in out if _state(h) == "gone"]
+    if GONE_DROP is None:
+        live = [h for h in out if _state(h) != "gone"]
+        return live + [h for h in out if _state(h) == "gone"]
+    # a gone hit moves GONE_DROP places down (the list is short: a stable insertion)
+    order = [(i + (GONE_DROP + 0.5 if _state(h) == "gone" else 0), h) for i, h in enumerate(out)]
+    return [h for _, h in sorted(order, key=lambda x: x[0])]
 
 
 def _state(hit: Hit) -> str | None:

@@ -1,0 +1,158 @@
+"""Validity: retiring a memory, or superseding it with a newer one, recorded append-only.
+
+Bi-temporal as in Graphiti: a memory became true at ``valid_at`` (its own time), stopped being
+true at ``invalid_at`` (given, or the time of the call), and graphmem learned each at
+``recorded_at``. The log is ``<spec>/memory/validity.jsonl``, one JSON object per event, the
+reference files untouched::
+
+    {"item": "3f0c...", "state": "superseded", "by": "9a1d...", "reason": "pinned 8.2 now",
+     "invalid_at": "2026-12-01T21:00:00+00:00", "recorded_at": "2026-12-01T21:00:00+00:00"}
+
+Searches and contexts leave retired and superseded memories out by default (a context says how
+many it hid); ``include_history=True`` returns them with ``metadata["validity"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from .errors import NotFoundError, ValidationError
+from .models import Hit, parse_iso, utcnow
+
+FILE_NAME = "validity.jsonl"
+MAX_REASON = 2_000
+_ID = re.compile(r"[0-9a-f]{24}")
+_lock = threading.Lock()
+
+
+def validity_file(spec_dir: str | Path) -> Path:
+    """Where a spec folder keeps its validity log."""
+    return Path(spec_dir) / "memory" / FILE_NAME
+
+
+class ValidityLog:
+    """Item id -> its latest validity event, read incrementally from one ``validity.jsonl``."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.events, self.ino = path, 0, {}, None
+
+    def refresh(self) -> "ValidityLog":
+        try:
+            st = self.path.stat()
+        except OSError:
+            self.offset, self.events = 0, {}
+            return self
+        if st.st_ino != self.ino or st.st_size < self.offset:
+            self.ino, self.offset, self.events = st.st_ino, 0, {}
+        if st.st_size > self.offset:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(st.st_size - self.offset)
+            end = data.rfind(b"\n") + 1
+            for line in data[:end].splitlines():
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ev, dict) and isinstance(ev.get("item"), str):
+                    self.events[ev["item"]] = ev
+            self.offset += end
+        return self
+
+
+_logs: dict[str, ValidityLog] = {}
+
+
+def validity_log(spec_dir: str | Path) -> ValidityLog:
+    """The (cached, refreshed) validity events of one spec folder."""
+    path = validity_file(spec_dir)
+    with _lock:
+        log = _logs.get(str(path))
+        if log is None:
+            log = _logs[str(path)] = ValidityLog(path)
+        return log.refresh()
+
+
+def apply_validity(hits: list[Hit], include_history: bool) -> tuple[list[Hit], int]:
+    """Hits without retired/superseded ones (and how many were hidden), or all of them marked."""
+    out, hidden = [], 0
+    for hit in hits:
+        ev = validity_log(hit.spec).events.get(hit.id) if hit.spec else None
+        if ev is None:
+            out.append(hit)
+        elif include_history:
+            out.append(hit.model_copy(update={"metadata": {**hit.metadata, "validity": {
+                "state": ev.get("state"), "reason": ev.get("reason"), "by": ev.get("by"),
+                "valid_at": hit.time.isoformat() if hit.time else None,
+                "invalid_at": ev.get("invalid_at"), "recorded_at": ev.get("recorded_at")}}}))
+        else:
+            hidden += 1
+    return out, hidden
+
+
+class ValidityMixin:
+    """``retire`` and ``supersede`` on ``AsyncMemory``."""
+
+    def _own_item(self, item_id: Any) -> Any:
+        if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
+            raise ValidationError("must be a memory id (24 hex characters, as search returns)",
+                                  field="id")
+        if self.spec_dir is None:
+            raise ValidationError("this operation needs a spec folder", field="spec_dir")
+        rows = self.backends.local.index.rows_by_id([item_id])
+        if not rows or rows[0]["spec"] != str(self.spec_dir):
+            raise NotFoundError(f"no memory {item_id} in {self.spec_dir}")
+        return rows[0]
+
+    def _log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
+        when = utcnow() if at is None else parse_iso(at)
+        if when is None:
+            raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
+        ev = {"item": item_id, "state": state, "by": by, "reason": self._clean(reason),
+              "invalid_at": when.isoformat(timespec="seconds"),
+              "recorded_at": utcnow().isoformat(timespec="seconds")}
+        path = validity_file(self.spec_dir)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        try:
+            os.write(fd, (json.dumps(ev, ensure_ascii=False) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+        return ev
+
+    async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
+        """Mark a memory as no longer true (it stays in the files; searches hide it)."""
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON \
+                or "\x00" in reason:
+            raise ValidationError(f"must be a non-empty text of at most {MAX_REASON} characters",
+                                  field="reason")
+        await self._ep_settle()
+        self._own_item(id)
+        return self._log_event(id, "retired", reason.strip(), None, at)
+
+    async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
+        """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
+        logged as superseded by it."""
+        await self._ep_settle()
+        row = self._own_item(id)
+        if row["kind"] not in ("gotcha", "pattern"):
+            raise ValidationError(f"supersede takes a gotcha or a pattern, not a {row['kind']}; "
+                                  "retire it and write the new memory instead", field="id")
+        if not isinstance(reason, str) or len(reason) > MAX_REASON:
+            raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
+                                  field="reason")
+        report = await self._append(row["kind"], new_text)
+        from .models import stable_id
+
+        clean = self._clean(" ".join(new_text.split()) if isinstance(new_text, str) else new_text)
+        new_id = stable_id(str(self.project_dir), str(self.spec_dir), row["kind"], clean)
+        if new_id == id:
+            raise ValidationError("is the same text as the memory it would supersede",
+                                  field="new_text")
+        ev = self._log_event(id, "superseded", reason or "superseded", new_id, at)
+        return {**ev, "new_id": new_id, "path": report.path}
