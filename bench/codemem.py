@@ -183,6 +183,17 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             fresh_ms.append((time.perf_counter() - t) * 1000)
 
     graphmem.code.with_freshness = timed_freshness
+    plain_anchor = graphmem.code.record_anchors
+    anchor_ms: list[float] = []
+
+    def timed_anchors(*a, **kw):  # the share of a write spent finding anchors
+        t = time.perf_counter()
+        try:
+            return plain_anchor(*a, **kw)
+        finally:
+            anchor_ms.append((time.perf_counter() - t) * 1000)
+
+    graphmem.code.record_anchors = timed_anchors
     t_start = time.perf_counter()
     with Memory(spec, root, settings=settings) as mem:
         for i, s in enumerate(sessions[:last + 1]):
@@ -242,7 +253,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             print(f"{name}: after session {i}: {len(rows['graphmem'])}/{len(tasks)} tasks, "
                   f"{time.perf_counter() - t_start:.0f} s", flush=True)
     graphmem.code.with_freshness = plain_fresh
-    lat["freshness"] = fresh_ms
+    graphmem.code.record_anchors = plain_anchor
+    lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
     replay_s = time.perf_counter() - t_start
     result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
               "latency_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in lat.items()},
@@ -270,7 +282,8 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['search']['p95']:.1f} ms, context {lat['context']['p50']:.1f}/"
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
-          f"{lat['freshness']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
+          f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
+          f"{lat['anchors']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
     return trows
 
 
@@ -280,15 +293,18 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
     ap.add_argument("--budgets", default="1000,4000")
     ap.add_argument("--out", default="codemem")
+    ap.add_argument("--focus", default=None, help="try other FOCUS_OWN,FOCUS_SESSION gains")
     ap.add_argument("--gone-drop", type=int, default=None,
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
                     help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
     args = ap.parse_args()
-    if args.gone_drop is not None:
-        import graphmem.code.freshness
+    import graphmem.code.freshness as fresh
 
-        graphmem.code.freshness.GONE_DROP = args.gone_drop
+    if args.gone_drop is not None:
+        fresh.GONE_DROP = args.gone_drop
+    if args.focus is not None:
+        fresh.FOCUS_OWN, fresh.FOCUS_SESSION = (float(x) for x in args.focus.split(","))
     if args.floor is not None:
         import graphmem.context
 
@@ -298,7 +314,8 @@ def main() -> int:
     import graphmem.context
 
     results: dict = {"data": str(DATA), "budgets": args.budgets, "tasks_limit": args.tasks,
-                     "floor": graphmem.context.RELEVANCE_FLOOR,
+                     "floor": graphmem.context.RELEVANCE_FLOOR, "gone_drop": fresh.GONE_DROP,
+                     "focus": [fresh.FOCUS_OWN, fresh.FOCUS_SESSION],
                      "datasets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):
