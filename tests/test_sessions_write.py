@@ -121,7 +121,7 @@ def test_record_turns_checks_every_turn_before_writing(spec_dir: Path):
                  ([good, {"role": "user", "content": "x", "tokens": -1}], "turns[1].tokens"),
                  ([good, {"role": "user", "content": "x", "at": "yesterday"}], "turns[1].at"),
                  ([good, {"role": "user", "content": "x", "metadata": {"v": float("nan")}}],
-                  "turns[1].metadata"),
+                  "turns[1].metadata.v"),
                  ([good] * 10_001, "turns")]
         for turns, field in cases:
             with pytest.raises(ValidationError) as err:

@@ -1,8 +1,9 @@
 """The derived backends behind the file store: the local index and the knowledge graph.
 
 Both are written after the files and can be rebuilt from them. A failure here never fails a
-save: the local index reports ``failed`` (``graphmem reindex`` repairs it) and the graph queues
-the items in the outbox.
+save: the local index reports ``failed`` and the write stays in the index journal, replayed from
+the files by the next open, search or write (``graphmem.repair``); the graph queues the items in
+the outbox.
 
 Wiring (each side implemented in its own package):
 - ``graphmem.index.open_index(settings, embedder) -> LocalIndex`` with ``upsert(items)``,
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .models import MemoryItem, SaveReport
+from .redact import redact_items
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ class Backends:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._local = None
+        self._caught_up: set[str] = set()  # projects checked against the index this process
 
     @property
     def local(self):
@@ -43,20 +46,73 @@ class Backends:
             self._local = LocalBackend(self.settings)
         return self._local
 
-    async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport) -> None:
+    def clean(self, items: list[MemoryItem]) -> list[MemoryItem]:
+        """Items as the derived stores may hold them: redacted, whoever wrote the files (the
+        index and the graph redact what they store too; this is for the outbox)."""
+        return redact_items(items) if self.settings.redact else list(items)
+
+    async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
+                    entry: Any = None) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
-        report.index = await self.write_index(items)
+        report.index = await self.write_index(items, entry, str(mem.project_dir))
         report.graph, note = await self.write_graph(mem, items)
         if note:
             report.detail = note
 
-    async def write_index(self, items: list[MemoryItem]) -> str:
-        """Upsert into the local index -> "indexed" | "failed" | "off"."""
-        return await self.local.write(items)
+    def begin_index_write(self, project: str, spec: str | None):
+        """A durable index-journal entry for a spec write about to happen (``index/journal.py``);
+        None when the journal cannot be written (the write goes on; doctor shows any drift)."""
+        from .errors import StorageError
+        from .index.journal import Journal
 
-    async def search_local(self, query: str, **kw) -> list:
-        """Search the local index (see ``LocalBackend.search``)."""
-        return await self.local.search(query, **kw)
+        try:
+            return Journal(self.settings.home).begin(project, spec)
+        except StorageError as exc:
+            log.warning("%s", exc)
+            return None
+
+    async def write_index(self, items: list[MemoryItem], entry: Any = None,
+                          project: str | None = None) -> str:
+        """Upsert into the local index -> "indexed" | "failed"; then replay what the journal
+        holds. ``entry`` (the write's journal entry) is dropped once the rows are in."""
+        await self.catch_up(project)
+        status, stored = await self.local.write_rows(items)
+        if stored and entry is not None:
+            entry.finish()
+        if stored:
+            await self.replay_index()
+        return status
+
+    async def catch_up(self, project: str | None) -> None:
+        """Once per process and project: journal a project the index has never seen."""
+        from . import repair
+        from .errors import GraphmemError
+
+        if project is None or project in self._caught_up:
+            return
+        self._caught_up.add(project)
+        try:
+            repair.catch_up(self.local, project)
+        except GraphmemError as exc:
+            log.warning("index catch-up of %s skipped: %s", project, exc)
+
+    async def replay_index(self) -> int:
+        """Replay index journal entries left by failed or interrupted writes (``repair.replay``)."""
+        from . import repair
+        from .errors import GraphmemError
+
+        try:
+            return await repair.replay(self.local)
+        except GraphmemError as exc:
+            log.warning("index journal not replayed: %s", exc)
+            return 0
+
+    async def search_local(self, query: str, projects: list[str] | None = None, **kw) -> list:
+        """Search the local index (see ``LocalBackend.search``), after replaying its journal."""
+        for project in projects or []:
+            await self.catch_up(project)
+        await self.replay_index()
+        return await self.local.search(query, projects=projects, **kw)
 
     def known_locally(self, ids: list[str]) -> set[str]:
         """The given item ids that the local index holds (and therefore ranks itself)."""
@@ -95,6 +151,7 @@ class Backends:
             return "off", None
         from .files.outbox import Outbox
 
+        items = self.clean(items)
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()
@@ -185,7 +242,13 @@ class Backends:
 
     async def forget_spec(self, mem: "AsyncMemory") -> None:
         """Drop a cleared spec's items from the derived stores."""
-        await self.local.forget_spec(str(mem.project_dir), str(mem.spec_dir))
+        from .errors import StorageError
+
+        try:
+            await self.local.forget_spec(str(mem.project_dir), str(mem.spec_dir))
+        except StorageError as exc:  # the files are gone already; a write never fails after them
+            log.warning("the cleared spec's items stay in the local index until `graphmem doctor "
+                        "--fix --spec-dir %s`: %s", mem.spec_dir, exc)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 
@@ -197,8 +260,14 @@ class Backends:
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
     async def forget_items(self, mem: "AsyncMemory", ids: list[str]) -> None:
-        """Drop items whose files are gone (a deleted session) from the index and the graph."""
-        self.local.index.delete(project=str(mem.project_dir), ids=ids)
+        """Drop items whose files are gone (a deleted session, replaced insights) from the index
+        and the graph."""
+        project = str(mem.project_dir)
+
+        async def drop(index):
+            return index.delete(project=project, ids=ids)
+
+        await self.local.healing(drop)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 

@@ -39,6 +39,13 @@ def _memory(args: argparse.Namespace):
     return Memory(args.spec_dir, args.project_dir)
 
 
+def escape(text: str) -> str:
+    """Stored text inside rich markup, shown as written (``[/]`` in a gotcha is not a tag)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def _console(stderr: bool = False):
     """A rich console; when its stream is not a terminal, long lines (paths) are never wrapped."""
     from rich.console import Console
@@ -82,10 +89,14 @@ def deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, 
 
 
 def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], None]) -> int:
+    """Print ``data`` as JSON (``--json``, exact), or with ``human`` after stripping terminal
+    escape sequences and control characters from every stored string (``display.py``)."""
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
     else:
-        human(data)
+        from .display import safe_data
+
+        human(safe_data(data))
     return 0
 
 
@@ -97,7 +108,7 @@ def _cmd_summary(args):
     def show(s):
         c = _console()
         c.rule("[bold]Memory summary")
-        c.print(f"Spec: [cyan]{args.spec_dir.name}[/]")
+        c.print(f"Spec: [cyan]{escape(args.spec_dir.name)}[/]")
         c.print(f"Sessions: {s['total_sessions']}  Files mapped: {s['total_files_mapped']}  "
                 f"Patterns: {s['total_patterns']}  Gotchas: {s['total_gotchas']}")
         for ins in s["recent_insights"]:
@@ -134,11 +145,12 @@ def _show_insights(sessions: list[dict]) -> None:
     if not sessions:
         c.print("No session insights.")
     for ins in sessions:
-        c.rule(f"[bold]Session {ins.get('session_number', '?')}[/] {ins.get('timestamp') or ''}")
+        c.rule(f"[bold]Session {escape(str(ins.get('session_number', '?')))}[/] "
+               f"{escape(str(ins.get('timestamp') or ''))}")
         for field, value in ins.items():
             if field in ("session_number", "timestamp") or value in (None, "", [], {}):
                 continue
-            c.print(f"[bold]{field.replace('_', ' ')}[/]")
+            c.print(f"[bold]{escape(field.replace('_', ' '))}[/]")
             _show_value(c, value, "  ")
 
 
@@ -157,9 +169,11 @@ def _cmd_map(args):
     def show(d):
         from rich.table import Table
 
+        from rich.text import Text
+
         t = Table("file", "purpose")
         for path, purpose in sorted(d.items()):
-            t.add_row(path, purpose)
+            t.add_row(Text(path), Text(str(purpose)))  # stored text is never read as markup
         print_table(_console(), t)
     return _emit(args, data, show)
 
@@ -212,16 +226,40 @@ command("clear", "delete a spec's memory (asks first; --yes to skip)")(_cmd_clea
 def _doctor_args(p):
     _spec_args(p, required=False)
     p.add_argument("--check", action="store_true", help="make one cheap live call per provider")
+    p.add_argument("--fix", action="store_true",
+                   help="first repair what can be: rebuild a damaged index, make the index and the "
+                        "graph match the files (of --spec-dir, --project-dir, or every project), "
+                        "remove stale temp files")
 
 
 def _cmd_doctor(args):
     from .doctor import run_doctor
 
+    fixed = None
+    if args.fix:
+        from .repair import run_fix
+
+        with status("repairing"):
+            fixed = run_fix(args.spec_dir, args.project_dir)
     with status("checking providers (loads the models)" if args.check else "checking"):
         report = run_doctor(args.spec_dir, args.project_dir, check=args.check)
+    if fixed is not None:
+        report["fixed"] = fixed
 
     def show(r):
         c = _console()
+        if r.get("fixed"):
+            c.rule("[bold]fixed")
+            for f in r["fixed"]["index"]:
+                c.print(f"index {f['spec'] or f['project']}: {f['added']} row(s) written, "
+                        f"{f['removed']} dropped, {f['replayed']} journal entr(ies) replayed",
+                        markup=False, highlight=False)
+            for f in r["fixed"]["graph"]:
+                c.print(f"graph {f['spec']}: " + ", ".join(f"{k} {v}" for k, v in f.items()
+                                                           if k != "spec"),
+                        markup=False, highlight=False)
+            for path in r["fixed"]["temp_files_removed"]:
+                c.print(f"removed {path}", markup=False, highlight=False)
         for section, rows in r["sections"].items():
             c.rule(f"[bold]{section}")
             for row in rows:
@@ -288,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._fn(args) or 0)
     except GraphmemError as exc:
-        print(f"graphmem: error: {exc}", file=sys.stderr)
+        from .display import safe_display
+
+        print(f"graphmem: error: {safe_display(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("graphmem: interrupted", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import _console, _emit, command, deprecated_alias, status
+from .cli import _console, _emit, command, deprecated_alias, escape, status
 
 KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
 # literal here so that building the parser does not import pydantic
@@ -106,14 +106,18 @@ RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", 
 def show_hits(rows: list[dict], console) -> None:
     """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
     Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
+    from .display import safe_data
+
     wrap = {"soft_wrap": not console.is_terminal}
+    rows = safe_data(rows)  # the server renders with this function too
     if not rows:
         console.print("No matching memories.")
     for i, h in enumerate(rows, 1):
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
-        console.print(f"    [dim]{h['source'] or h['project']}[/]", highlight=False, **wrap)
+        console.print(f"    [dim]{escape(h['source'] or h['project'])}[/]", highlight=False,
+                      **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:
@@ -177,7 +181,9 @@ def _cmd_context(args: argparse.Namespace) -> int:
     if args.json:
         _emit(args, {"context": text}, print)
     else:
-        print(text if text else "No relevant memories.")
+        from .display import safe_display
+
+        print(safe_display(text) if text else "No relevant memories.")
     _start_server(cfg)
     return 0
 

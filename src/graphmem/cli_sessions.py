@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli import _console, _emit, _spec_args, command, deprecated_alias, print_table
+from .cli import _console, _emit, _spec_args, command, deprecated_alias, escape, print_table
 
 
 def _open(args: argparse.Namespace):
@@ -42,13 +42,15 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
 
     def show(rows):
         from rich.table import Table
+        from rich.text import Text
 
         t = Table("started", "status", "turns", "tokens", "first prompt")
         t.add_column("session", no_wrap=True)  # ids are copied from here
         for r in rows:
             prompt = (r["first_prompt"] or "").replace("\n", " ")
-            t.add_row(_when(r["started_at"]), r["status"], str(r["turns"]), str(r["total_tokens"]),
-                      prompt[:80] + ("…" if len(prompt) > 80 else ""), r["session_id"])
+            t.add_row(_when(r["started_at"]), Text(str(r["status"])), str(r["turns"]),
+                      str(r["total_tokens"]), Text(prompt[:80] + ("…" if len(prompt) > 80 else "")),
+                      Text(r["session_id"]))
         if rows:
             print_table(_console(), t)
         else:
@@ -74,7 +76,8 @@ def _cmd_session(args: argparse.Namespace) -> int:
     def show(d):
         c = _console()
         s = d["session"]
-        c.rule(f"[bold]{s['session_id']}[/] {s['status']}, {s['total_tokens']} tokens")
+        c.rule(f"[bold]{escape(s['session_id'])}[/] {escape(str(s['status']))}, "
+               f"{s['total_tokens']} tokens")
         if s.get("summary"):
             c.print(s["summary"], markup=False, highlight=False)
         events = [(t["at"], f"{t['role']}: {t['content']}") for t in d["turns"]]

@@ -37,6 +37,7 @@ from .files.atomic import atomic_write_text
 from .files.lock import folder_lock
 from .files.safe import is_link, private_dir, read_bytes, real_dir
 from .models import normalise
+from .redact import redact_text
 
 log = logging.getLogger("graphmem.consolidate")
 
@@ -123,8 +124,15 @@ def _mtime(p: Path) -> float:
         return 0.0
 
 
-def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str]]]:
-    """(active, [(category, text)]) of one session, capped at ``FACTS_PER_SESSION``."""
+def _same(text: str) -> str:
+    return text
+
+
+def read_facts(ref: SessionRef, clean: Callable[[str], str] = _same) -> tuple[bool, list[tuple[str, str]]]:
+    """(active, [(category, text)]) of one session, capped at ``FACTS_PER_SESSION``.
+
+    ``clean`` (redaction) sees each text as stored, before it is split into bullets or joined.
+    """
     try:
         data = json.loads(read_bytes(ref.path).decode("utf-8"))
     except (OSError, ValueError, StorageError) as exc:
@@ -138,6 +146,7 @@ def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str]]]:
             return True, []
         summary = data.get("summary")
         if isinstance(summary, str):
+            summary = clean(summary)
             bullets = [ln.strip().lstrip("-*• ").strip() for ln in summary.splitlines()]
             bullets = [b for b in bullets if b]
             many = len(bullets) > 1 and all(ln.strip()[:1] in "-*•" for ln in summary.splitlines()
@@ -152,12 +161,13 @@ def read_facts(ref: SessionRef) -> tuple[bool, list[tuple[str, str]]]:
                 value = value.get(part) if isinstance(value, dict) else None
             for text in value if isinstance(value, list) else []:
                 if isinstance(text, str) and text.strip():
-                    facts.append((category, " ".join(text.split())))
+                    facts.append((category, " ".join(clean(text).split())))
     return False, [f for f in facts if f[1]][:FACTS_PER_SESSION]
 
 
 async def collect(refs: list[SessionRef], concurrency: int,
-                  progress: Callable[[int, int], None] | None = None) -> list[tuple[SessionRef, bool, list]]:
+                  progress: Callable[[int, int], None] | None = None,
+                  clean: Callable[[str], str] = _same) -> list[tuple[SessionRef, bool, list]]:
     """Read the sessions in parallel, at most ``concurrency`` at a time, keeping their order."""
     sem = asyncio.Semaphore(concurrency)
     done = 0
@@ -165,7 +175,7 @@ async def collect(refs: list[SessionRef], concurrency: int,
     async def one(ref: SessionRef):
         nonlocal done
         async with sem:
-            active, facts = await asyncio.to_thread(read_facts, ref)
+            active, facts = await asyncio.to_thread(read_facts, ref, clean)
         done += 1
         if progress:
             progress(done, len(refs))
@@ -312,12 +322,18 @@ def summary_path(spec_dir: Path | None, project_dir: Path, project: bool) -> Pat
 async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessions: int,
                       concurrency: int, label_spec: bool, scope: str, embedder: Any = None,
                       llm: Any = None, progress: Callable[[int, int], None] | None = None,
-                      lock_timeout: float = 600.0) -> ConsolidationReport:
-    """Read, dedupe, (LLM-merge) and write the summary under the global consolidation lock."""
+                      lock_timeout: float = 600.0, redact: bool = True) -> ConsolidationReport:
+    """Read, dedupe, (LLM-merge) and write the summary under the global consolidation lock.
+
+    With ``redact`` (the default), facts are redacted as they are read, since an agent may have
+    written the session files itself, and so is what the LLM answers: no secret reaches the LLM
+    or the summary.
+    """
+    clean = redact_text if redact else _same
     report = ConsolidationReport()
     with folder_lock(private_dir(Path(home)), timeout=lock_timeout, name=LOCK_NAME):
         refs = (await asyncio.to_thread(find_sessions, specs, label_spec))[:sessions]
-        results = await collect(refs, concurrency, progress)
+        results = await collect(refs, concurrency, progress, clean)
         facts = exact_dedupe(results, report)
         try:
             facts, report.near_duplicates_dropped = await near_dedupe(facts, embedder)
@@ -326,7 +342,9 @@ async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessio
         groups = rank(facts)
         if llm is not None and groups:
             try:
-                groups = await llm_groups(llm, groups)
+                groups = {clean(title): [Fact(f.category, clean(f.text), f.sessions, f.rank)
+                                         for f in members]
+                          for title, members in (await llm_groups(llm, groups)).items()}
                 report.mode = "llm"
             except Exception as exc:  # any failure: the deterministic summary still goes out
                 report.detail = f"LLM merge failed, deterministic summary written: {exc}"

@@ -98,6 +98,16 @@ def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = Fa
             "warnings": sum(r["status"] == "warn" for r in flat)}
 
 
+def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """Local index health, journal and drift (``graphmem.repair.doctor_check``)."""
+    from .repair import doctor_check
+
+    doctor_check(sections, settings, ctx)
+
+
+CHECKS.append(_index)
+
+
 def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """Graph server health, outbox size and drift (``graphmem.graph.health``)."""
     from .graph.health import check

@@ -5,7 +5,8 @@
      ├── ConfigError         settings that cannot work (unknown provider, missing key, ...)
      ├── ProviderError       an LLM or embedder call failed after its retries
      ├── StorageError        the file store or an index could not be read or written
-     │    └── IndexMismatchError  stored vectors come from a different embedder: run `graphmem reindex`
+     │    ├── IndexMismatchError  stored vectors come from a different embedder: run `graphmem reindex`
+     │    └── CorruptIndexError   the index database is damaged (it is moved aside and rebuilt)
      ├── GraphError          the knowledge graph (FalkorDB / Graphiti) failed
      │    └── ServerError    the embedded FalkorDB could not be started or reached
      └── NotFoundError       an unknown session, item or project
@@ -54,6 +55,10 @@ class StorageError(GraphmemError):
 
 class IndexMismatchError(StorageError):
     """An index holds vectors from another embedder; mixing is refused."""
+
+
+class CorruptIndexError(StorageError):
+    """The local index database is damaged; it is moved aside and rebuilt from the files."""
 
 
 class GraphError(GraphmemError):

@@ -7,17 +7,19 @@ Write path: validate -> redact -> file store (truth, atomic, locked) -> local in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
-from .models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
-                     parse)
+from .models import (_SURROGATE, CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
+                     SessionNumber, check_json, parse)
 from .redact import redact
 from .settings import Settings
 from .search import SearchMixin
@@ -37,6 +39,13 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
                  settings: Settings | None = None):
+        for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise ValidationError(f"must be a folder path (str or Path), got "
+                                      f"{type(value).__name__}", field=name)
+            if value is not None and _SURROGATE.search(os.fspath(value)):
+                raise ValidationError("must be a folder path that is valid UTF-8 (it is stored "
+                                      "in the index)", field=name)
         if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
             # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
             self.settings = settings or Settings.load()
@@ -63,14 +72,33 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
             self._backends = Backends(self.settings)
         return self._backends
 
-    async def _propagate(self, items: list[MemoryItem], report: SaveReport) -> SaveReport:
+    async def _propagate(self, items: list[MemoryItem], report: SaveReport,
+                         entry: Any = None) -> SaveReport:
         report.items = len(items)
         if items:
-            await self.backends.write(self, items, report)
+            await self.backends.write(self, items, report, entry)
             from .code import record_anchors
 
             record_anchors(self.project_dir, self.spec_dir, items)
+        elif entry is not None:
+            entry.finish()
         return report
+
+    @contextlib.contextmanager
+    def _index_journal(self) -> Iterator[Any]:
+        """A durable index-journal entry around one spec write: made before the files change,
+        dropped once the index has the write; left for replay when it does not (see
+        ``index/journal.py``)."""
+        entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
+        try:
+            yield entry
+        except Exception:
+            if entry is not None:  # the file store refused the write: nothing to replay
+                entry.finish()
+            raise
+        finally:
+            if entry is not None:
+                entry.release()
 
     def _clean(self, value: Any) -> Any:
         return redact(value) if self.settings.redact else value
@@ -85,12 +113,37 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
     async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``."""
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
+        if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
+            check_json(insights, "insights")
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
         data = self._clean(model.model_dump())
-        path, saved = self.files.save_session_insights(session_num, data)
-        items = self.files.session_items(saved, path)
-        return await self._propagate(items, SaveReport(path=str(path)))
+        with self._index_journal() as entry:
+            old = self.files.read_session_insights(session_num)
+            path, saved = self.files.save_session_insights(session_num, data)
+            items = self.files.session_items(saved, path)
+            report = await self._propagate(items, SaveReport(path=str(path)), entry)
+        if old is not None:  # saved again: what only the old version held is no longer memory
+            await self._forget_replaced(self.files.session_items(old, path), items)
+        return report
+
+    async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
+        """Drop the items of a replaced file that neither the new version nor any other file of
+        the spec holds (a gotcha may also sit in gotchas.md, a file in the map)."""
+        from .errors import GraphmemError
+
+        gone = {i.id for i in old} - {i.id for i in new}
+        if gone:
+            gone -= {i.id for i in self.files.items()}
+        if not gone:
+            return
+        try:
+            await self.backends.forget_items(self, sorted(gone))
+        except GraphmemError as exc:  # the file is saved; a journal entry drops them later
+            log.warning("replaced insights may stay searchable until replayed: %s", exc)
+            entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
+            if entry is not None:
+                entry.release()
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -99,11 +152,15 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
     # ---- codebase map -----------------------------------------------------------------------
     async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
         """Merge file purposes into ``codebase_map.json``."""
+        if isinstance(discoveries, dict):
+            check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self._check_size(files, "discoveries")
         files = self._clean(files)
-        path = self.files.update_codebase_map(files)
-        return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)))
+        with self._index_journal() as entry:
+            path = self.files.update_codebase_map(files)
+            return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)),
+                                         entry)
 
     async def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""
@@ -114,12 +171,12 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
         note = parse(Note, {"text": text}, kind, wrapped=True)
         self._check_size(note.text, kind)
         clean = self._clean(note.text)
-        added = self.files.append_bullet(kind, clean)
-        report = SaveReport(path=str(self.files.bullet_file(kind)),
-                            files="written" if added else "unchanged")
-        if not added:
-            return report
-        return await self._propagate(self.files.bullet_items(kind, [clean]), report)
+        with self._index_journal() as entry:
+            added = self.files.append_bullet(kind, clean)
+            report = SaveReport(path=str(self.files.bullet_file(kind)),
+                                files="written" if added else "unchanged")
+            items = self.files.bullet_items(kind, [clean]) if added else []
+            return await self._propagate(items, report, entry)
 
     async def append_gotcha(self, gotcha: str) -> SaveReport:
         """Add a pitfall to ``gotchas.md`` (deduplicated)."""

@@ -20,9 +20,68 @@ KINDS: tuple[str, ...] = ("insight", "file", "pattern", "gotcha", "turn", "step"
 M = TypeVar("M", bound=BaseModel)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_DEPTH = 100  # nesting levels a JSON value (insight extras, metadata, payload) may have
+
+
 def _no_nul(value: str, what: str = "text") -> str:
     if "\x00" in value:
         raise ValueError(f"{what} contains a NUL byte")
+    return no_surrogate(value, what)
+
+
+def no_surrogate(value: str, what: str = "text") -> str:
+    """Refuse a lone surrogate (e.g. from undecodable bytes): UTF-8 files cannot hold it."""
+    m = _SURROGATE.search(value)
+    if m:
+        raise ValueError(f"{what} contains a lone surrogate (U+{ord(m.group()):04X}) at "
+                         f"character {m.start()}, which UTF-8 cannot store")
+    return value
+
+
+def _deeper(where: str, step: str, depth: int) -> str:
+    """The path of a nested value, cut after a few levels so an error message stays short."""
+    return where + step if depth < 6 else where if where.endswith("...") else where + "..."
+
+
+def check_json(value: Any, field: str, max_depth: int = MAX_DEPTH) -> Any:
+    """Refuse what a JSON file cannot hold exactly, naming where: non-JSON types (sets, bytes,
+    objects), non-string keys, NaN and infinities, lone surrogates, nesting past ``max_depth``.
+
+    Walks iteratively, so a list nested 100,000 deep is refused rather than overflowing the stack.
+    """
+    stack = [(value, field, 0)]
+    while stack:
+        v, where, depth = stack.pop()
+        if isinstance(v, str):
+            try:
+                no_surrogate(v, "text")
+            except ValueError as exc:
+                raise ValidationError(str(exc), field=where) from None
+        elif v is None or isinstance(v, (bool, int)):
+            continue
+        elif isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValidationError(f"must be a finite number, got {v}", field=where)
+        elif isinstance(v, (dict, list, tuple)):
+            if depth >= max_depth:
+                raise ValidationError(f"nests deeper than {max_depth} levels", field=where)
+            if isinstance(v, dict):
+                for k, inner in v.items():
+                    if not isinstance(k, str):
+                        raise ValidationError(f"keys must be strings, got {type(k).__name__} {k!r}",
+                                              field=where)
+                    try:
+                        no_surrogate(k, "key")
+                    except ValueError as exc:
+                        raise ValidationError(str(exc), field=where) from None
+                    stack.append((inner, _deeper(where, f".{k}", depth), depth + 1))
+            else:
+                stack.extend((inner, _deeper(where, f"[{i}]", depth), depth + 1)
+                             for i, inner in enumerate(v))
+        else:
+            raise ValidationError(f"must be JSON (text, number, true/false, null, list or "
+                                  f"mapping), got {type(v).__name__}", field=where)
     return value
 
 
@@ -95,6 +154,12 @@ class SessionNumber(BaseModel):
     session_num: int = Field(strict=True, ge=1, le=999_999)
 
 
+# Line breaks other than "\n" (CR, CRLF, VT, FF, FS/GS/RS, NEL, U+2028/9): a line-based reader
+# (the reference reads with universal newlines; ``str.splitlines`` splits on all of them) would
+# see several lines in what graphmem stores as one bullet, so they become a space.
+_LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 class Note(BaseModel):
     """A single gotcha or pattern."""
 
@@ -104,6 +169,7 @@ class Note(BaseModel):
     @classmethod
     def _clean(cls, v: str) -> str:
         _no_nul(v)
+        v = _LINE_BREAKS.sub(" ", v)
         if not v.strip():
             raise ValueError("is empty")
         if "\n" in v.strip():

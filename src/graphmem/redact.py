@@ -1,83 +1,152 @@
-"""Replace high-confidence secrets with ``[REDACTED:<kind>]`` before anything reaches disk."""
+"""Replace high-confidence secrets with ``[REDACTED:<kind>]`` before anything reaches disk.
+
+Every pattern names the secret part with the group ``s`` when there is context worth keeping
+(``DB_PASSWORD=[REDACTED:env_secret]``, ``postgres://admin:[REDACTED:url_password]@db``);
+without it the whole match goes. The generic kinds (``env_secret``, ``query_secret``) run after
+the vendor-specific ones, so a known key keeps its own name, and they leave values that read as
+code (``token = self.token``, ``api_key: SecretStr``, ``PASSWORD=${DB_PASSWORD}``) alone.
+In a mapping (metadata, payloads, insight extras), a value whose key names a secret
+(``{"password": ...}``) is a secret as a whole.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
+
+# The body of a PEM/PGP block cut short (no END line): whole lines of base64 or "Name: value"
+# headers, or long base64 runs on the header's own line (a key pasted without its newlines).
+_NL = r"(?:\r?\n|(?:\\r)?\\n)"  # a newline, or its JSON escape (a payload's text is JSON)
+_ARMOR_BODY = (rf"(?:{_NL}[ \t]*(?:[A-Za-z0-9+/=]+[ \t]*(?={_NL}|$)|[A-Za-z0-9+/=]{{8,}}"
+               rf"|[A-Za-z][\w\-]*:[^\r\n\\]*|[ \t]*(?={_NL}))|[ \t]+[A-Za-z0-9+/=]{{8,}})*")
+_KEY_HEAD = r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?"
+_KEY_TAIL = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+
+# Names whose value is a secret in ``NAME=value`` / ``name: "value"`` lines (.env, YAML, JSON, flags).
+_SECRET_WORD = (r"(?:password|passwd|passphrase|secret|secret_?key|token|api_?key|api-key|"
+                r"access_?key|private_?key|credentials?)")
+_QUERY_NAME = (r"(?:password|passwd|pwd|pass|passphrase|token|access_token|refresh_token|id_token|"
+               r"api_?key|api-key|key|secret|client_secret|auth|sig|signature|"
+               r"x-amz-signature|x-amz-credential|x-amz-security-token)")
 
 # Ordered: the more specific patterns first, so an Anthropic key is not reported as an OpenAI one.
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("private_key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("private_key", re.compile(  # up to its END line, unless another block begins first
+        rf"{_KEY_HEAD}-----(?:(?:(?!-----BEGIN )[\s\S])*?{_KEY_TAIL}|{_ARMOR_BODY})")),
+    ("private_key", re.compile(rf"{_KEY_HEAD}-{{0,4}}(?!-){_ARMOR_BODY}")),  # a cut header
     ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
     ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
     ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b")),
     ("aws_secret_key", re.compile(
-        r"(?i)(aws_secret_access_key|aws_secret_key)(\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}")),
+        r"(?i)(?:aws_?secret(?:_?access)?(?:_?key)?|secret_?access_?key)"
+        r"[\"']?\s*[=:]?\s*[\"']?(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])")),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("slack_token", re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}")),
     ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
     ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("stripe_webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{20,}")),
     ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("bearer_token", re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9_\-\.=~+/]{16,}")),
-    ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)")),
+    ("google_oauth_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{20,}")),
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}\b")),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9_\-\.=~+/]{16,})")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")),
+    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:(?P<s>[^\s@/]+)@")),
+    ("query_secret", re.compile(rf"(?i)[?&;]{_QUERY_NAME}=(?P<s>[^&#\s\"'<>$\{{}}\[\]]{{6,}})")),
+    ("env_secret", re.compile(  # NAME=value, name: value, NAME = "value", "name": "value"
+        rf"(?i){_SECRET_WORD}[\"']?[ \t]*[=:][ \t]*(?:(?P<q>[\"'`])(?P<s>[^\"'`\s]{{6,}})(?P=q)"
+        r"|(?P<b>[^\s\"'`;,()\[\]{}<>$#]{6,})(?=[\s\"'`;,)\]}#]|$))")),
 ]
 
-# Patterns whose leading groups are context to keep, not secret.
-_KEEP_PREFIX = {"aws_secret_key", "bearer_token", "url_password"}
-
-# Text each pattern cannot match without (lower-case: looked up in the lower-cased text). Twelve
-# regex scans cost ~100 us per turn; these substring checks ~3 us, and a pattern only runs when
-# its text is there. tests/test_sessions_write.py checks the gate against the plain patterns.
+# Text each pattern cannot match without (lower-case: looked up in the lower-cased text). Twenty
+# regex scans cost far more than these substring checks, and a pattern only runs when its text is
+# there. tests/test_sessions_write.py checks the gate against the plain patterns.
 _TRIGGERS: dict[str, tuple[str, ...]] = {
     "private_key": ("-----BEGIN ",), "anthropic_key": ("sk-ant-",), "openai_key": ("sk-",),
     "aws_access_key": ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),
-    "aws_secret_key": ("aws_secret_",), "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+    "aws_secret_key": ("secret",), "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_",
                                                          "github_pat_"),
-    "slack_token": ("xox",), "slack_webhook": ("https://hooks.slack.com/services/",),
-    "stripe_key": ("_live_", "_test_"), "google_api_key": ("AIza",), "bearer_token": ("bearer",),
-    "url_password": ("://",)}
-_CASELESS = {"aws_secret_key", "bearer_token"}
-_ANY_CASED = tuple(t for k, ts in _TRIGGERS.items() if k not in _CASELESS for t in ts)
-_ANY_CASELESS = tuple(t for k in sorted(_CASELESS) for t in _TRIGGERS[k])
+    "slack_token": ("xox", "xapp-"), "slack_webhook": ("https://hooks.slack.com/services/",),
+    "stripe_key": ("_live_", "_test_"), "stripe_webhook_secret": ("whsec_",),
+    "google_api_key": ("AIza",), "google_oauth_secret": ("GOCSPX-",),
+    "huggingface_token": ("hf_",), "npm_token": ("npm_",), "bearer_token": ("bearer",),
+    "jwt": ("eyJ",), "url_password": ("://",),
+    "query_secret": ("pass", "pwd", "token", "key", "secret", "auth", "sig"),
+    "env_secret": ("pass", "secret", "token", "key", "credential"),
+}
+_CASELESS = {"aws_secret_key", "bearer_token", "query_secret", "env_secret"}
+# The caseless patterns without (?i), for lower-cased text (see ``substitute``).
+_LOWER = {p: re.compile(p.pattern.removeprefix("(?i)")) for k, p in _PATTERNS if k in _CASELESS}
+# trigger -> the kinds it lets run, split by whether it is looked up in the text or lower-cased.
+_BY_TRIGGER: dict[bool, dict[str, set[str]]] = {True: {}, False: {}}
+for _kind, _ts in _TRIGGERS.items():
+    for _t in _ts:
+        _BY_TRIGGER[_kind in _CASELESS].setdefault(_t, set()).add(_kind)
+_CASED_TRIGGERS = tuple(_BY_TRIGGER[False].items())
+_CASELESS_TRIGGERS = tuple(_BY_TRIGGER[True].items())
+# Values of a secret-named field that are placeholders, not secrets; unquoted, also code.
+_PLACEHOLDER = re.compile(r"(.)\1*|%\(?\w*\)?s|\{\{.*\}\}|<[^>]*>|\$\{.*\}")  # ******, %(x)s
+_CODE_VALUE = re.compile(
+    r"[A-Za-z_]+"  # an identifier without digits: a variable, a type (SecretStr), None, true
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # attribute access: self.token, settings.API_KEY
+_NAME_ONLY = re.compile(rf"(?i)[\w.\-]*{_SECRET_WORD}")  # a mapping key naming a secret
 
 
-def _may_hold_secret(text: str) -> bool:
-    for t in _ANY_CASED:  # a plain loop: cheaper than any() over a generator on every turn
+def _kinds_present(text: str, low: str) -> set[str]:
+    """The kinds whose trigger text occurs: each trigger is looked for once per text."""
+    kinds: set[str] = set()
+    for t, ks in _CASED_TRIGGERS:  # a plain loop: cheaper than any() over a generator
         if t in text:
-            return True
-    low = text.lower()
-    for t in _ANY_CASELESS:
+            kinds |= ks
+    for t, ks in _CASELESS_TRIGGERS:
         if t in low:
-            return True
-    return False
+            kinds |= ks
+    return kinds
 
 
 def redact_text(text: str) -> str:
     """Return ``text`` with every recognised secret replaced by ``[REDACTED:<kind>]``."""
-    if not _may_hold_secret(text):
+    low = text.lower()
+    kinds = _kinds_present(text, low)
+    if not kinds:
         return text
-    low = None
+    # A replacement only removes text (its tag ends in "]", which no pattern continues across),
+    # so a kind absent from the original cannot match after an earlier kind was replaced.
     for kind, pattern in _PATTERNS:
-        if kind in _CASELESS:
-            low = text.lower() if low is None else low
-            if not any(t in low for t in _TRIGGERS[kind]):
-                continue
-        elif not any(t in text for t in _TRIGGERS[kind]):
+        if kind not in kinds:
             continue
-        text = substitute(kind, pattern, text)
+        new = substitute(kind, pattern, text, low if kind in _CASELESS else None)
+        if new is not text:
+            text, low = new, new.lower()
     return text
 
 
-def substitute(kind: str, pattern: re.Pattern, text: str) -> str:
-    """``text`` with one kind's matches replaced, keeping the parts around the secret."""
-    if kind == "url_password":
-        return pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]{m.group(2)}", text)
-    if kind == "aws_secret_key":
-        return pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[REDACTED:{kind}]", text)
-    if kind in _KEEP_PREFIX:
-        return pattern.sub(lambda m: f"{m.group(1)}[REDACTED:{kind}]", text)
-    return pattern.sub(f"[REDACTED:{kind}]", text)
+def substitute(kind: str, pattern: re.Pattern, text: str, low: str | None = None) -> str:
+    """``text`` with one kind's matches replaced, keeping the parts around the secret.
+
+    ``low`` is ``text.lower()``: a caseless pattern then runs case-sensitively on it (several
+    times faster than ``(?i)``), and the spans it finds are replaced in ``text``.
+    """
+    tag = f"[REDACTED:{kind}]"
+    fast = _LOWER.get(pattern) if low is not None and len(low) == len(text) else None
+    generic = kind in ("env_secret", "query_secret")
+    group = "s" if "s" in pattern.groupindex else 0
+    out, last = [], 0
+    for m in (fast.finditer(low) if fast is not None else pattern.finditer(text)):
+        start, end = m.span(group)
+        bare = start < 0  # env_secret's unquoted value (group ``b``): code is not a secret
+        if bare:
+            start, end = m.span("b")
+        secret = text[start:end]
+        if generic and (secret.startswith("[REDACTED:") or _PLACEHOLDER.fullmatch(secret)
+                        or bare and _CODE_VALUE.fullmatch(secret)):
+            continue
+        out += [text[last:start], tag]
+        last = end
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
 
 
 def redact(value: Any) -> Any:
@@ -85,9 +154,29 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {redact(k): redact(v) for k, v in value.items()}
+        return {redact(k): _named(k, v) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     if isinstance(value, tuple):
         return tuple(redact(v) for v in value)
     return value
+
+
+def _named(key: Any, value: Any) -> Any:
+    """A mapping's value, which is a secret as a whole when its key names one (``"password"``)."""
+    if (isinstance(value, str) and isinstance(key, str) and len(value) >= 6
+            and _NAME_ONLY.fullmatch(key) and not _PLACEHOLDER.fullmatch(value)
+            and not value.startswith("[REDACTED:")):
+        return "[REDACTED:env_secret]"
+    return redact(value)
+
+
+def redact_items(items: Iterable[Any]) -> list[Any]:
+    """``MemoryItem``s with text and metadata redacted: what the index and the graph may hold,
+    even when the files came from elsewhere (an agent writing the reference layout itself)."""
+    out = []
+    for it in items:
+        text, meta = redact_text(it.text), redact(it.metadata) if it.metadata else it.metadata
+        out.append(it if text is it.text and meta == it.metadata
+                   else it.model_copy(update={"text": text, "metadata": meta}))
+    return out

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import GraphError, ValidationError
-from .models import KINDS, Hit, MemoryItem
+from .models import _SURROGATE, KINDS, Hit, MemoryItem
 
 log = logging.getLogger("graphmem.search")
 
@@ -63,9 +63,9 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
     """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("must be a non-empty string", field="query")
-    if len(query) > MAX_QUERY_CHARS or "\x00" in query:
-        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters, without NUL",
-                              field="query")
+    if len(query) > MAX_QUERY_CHARS or "\x00" in query or _SURROGATE.search(query):
+        raise ValidationError(f"must be at most {MAX_QUERY_CHARS} characters of valid UTF-8, "
+                              "without NUL", field="query")
     if scope not in SCOPES:
         raise ValidationError(f"must be one of {', '.join(SCOPES)}, got {scope!r}", field="scope")
     if isinstance(kinds, str):
@@ -123,6 +123,7 @@ class SearchMixin:
                       rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
         """``search``'s hits and how many retired or superseded ones it left out."""
         query, kinds = check_query(query, scope, kinds, limit)
+        query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
         if not isinstance(include_history, bool):

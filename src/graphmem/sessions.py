@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping
 from .errors import StorageError, ValidationError
 from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
                              step_item, summary_item, turn_item)
-from .models import MemoryItem, SaveReport, utcnow
+from .models import _SURROGATE, MemoryItem, SaveReport, utcnow
 from .search import register_item_source
 from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                              to_time, validate)
@@ -107,11 +107,14 @@ class SessionsMixin:
                      metadata: Any, at: Any) -> tuple[str, dict]:
         """Validate and redact one turn -> (session id, record to append)."""
         sid = check_session_id(session_id)
+        if metadata is not None:
+            json_value(metadata, "metadata")  # before pydantic or a size check walks it
         args = validate(TurnInput, {"role": role, "content": content, "model": model,
                                      "tokens": tokens, "metadata": metadata})
         self._check_size(args.content, "content")
-        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": args.role,
-               "content": self._clean(args.content), "model": args.model, "tokens": args.tokens}
+        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": self._clean(args.role),
+               "content": self._clean(args.content), "model": self._clean(args.model),
+               "tokens": args.tokens}
         if args.metadata:
             self._size_ok(json_value(args.metadata, "metadata"), "metadata")
             rec["metadata"] = self._clean(args.metadata)
@@ -161,7 +164,7 @@ class SessionsMixin:
         args = validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
         started = to_time(at)
         sid = f"ses-{uuid.uuid4().hex[:16]}"
-        meta = {"session_id": sid, "workspace": args.workspace or str(self.project_dir),
+        meta = {"session_id": sid, "workspace": self._clean(args.workspace) or str(self.project_dir),
                 "project": str(self.project_dir), "spec": str(self.spec_dir),
                 "model": self._clean(args.model), "mode": self._clean(args.mode),
                 "started_at": iso(started), "ended_at": None, "status": "active",
@@ -265,10 +268,12 @@ class SessionsMixin:
             meta["summary"], meta["summary_updated_at"] = clean, iso(utcnow())
             return meta
 
-        meta = ep.store.update_session(sid, put)
-        ep.resync(sid)
-        item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
-        return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))))
+        with self._index_journal() as entry:
+            meta = ep.store.update_session(sid, put)
+            ep.resync(sid)
+            item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
+            return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
+                                         entry)
 
     async def get_session_summary(self, session_id: str) -> str | None:
         """The session's stored summary, or None."""
@@ -305,13 +310,14 @@ class SessionsMixin:
     async def list_recent_sessions(self, workspace: str | None = None, limit: int = 20) -> list[dict]:
         """The latest sessions of a workspace (default: this project), each with its first prompt."""
         limit = check_limit(limit)
-        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()):
-            raise ValidationError("must be a non-empty string", field="workspace")
+        if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
+                                      or _SURROGATE.search(workspace)):
+            raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
         from .index.episodes import open_episode_index
 
         await self._ep_settle()  # this spec's (or project's) files caught up, queued rows applied
-        return open_episode_index(self.settings.home).recent_sessions(
-            workspace=workspace or str(self.project_dir), spec=None, limit=limit)
+        return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
+            workspace=self._clean(workspace) or str(self.project_dir), spec=None, limit=limit)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session's files, its index rows and its searchable items."""
@@ -380,7 +386,8 @@ class SessionsMixin:
         report = await cons.consolidate(
             specs=specs, target=cons.summary_path(self.spec_dir, self.project_dir, whole),
             home=self.settings.home, sessions=sessions, concurrency=concurrency, label_spec=whole,
-            scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress)
+            scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress,
+            redact=self.settings.redact)
         if note and not report.detail:
             report.detail = note
         return report.model_dump()

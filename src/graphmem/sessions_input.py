@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime, timezone
 from typing import Any
@@ -11,12 +10,13 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import ValidationError
-from .models import utcnow
+from .models import check_json, no_surrogate, utcnow
 
 
 def text_ok(v: str, what: str = "text") -> str:
     if "\x00" in v:
         raise ValueError(f"{what} contains a NUL byte")
+    no_surrogate(v, what)
     if not v.strip():
         raise ValueError("is empty")
     return v
@@ -81,12 +81,9 @@ def validate(model: type[BaseModel], data: dict) -> Any:
 
 
 def json_value(value: Any, field: str) -> Any:
-    """Refuse what JSON cannot hold (NaN, sets, objects) before anything is written."""
-    try:
-        json.dumps(value, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"must be JSON-serialisable: {exc}", field=field) from None
-    return value
+    """Refuse what JSON cannot hold (NaN, sets, objects, lone surrogates, deep nesting) before
+    anything is written; the error names where (``metadata.a[2]``)."""
+    return check_json(value, field)
 
 
 def to_time(value: Any, field: str = "at") -> datetime:

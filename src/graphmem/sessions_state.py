@@ -90,7 +90,7 @@ class _EpisodeState:
 
         self.mem = mem
         self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
-        self.index = open_episode_index(mem.settings.home)
+        self.index = open_episode_index(mem.settings.home, mem.settings.index.busy_timeout)
         self.spec = str(self.store.spec_dir)
         self.project = str(mem.project_dir)
         self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
@@ -127,6 +127,11 @@ class _EpisodeState:
         return ([turn_item(self.project, self.spec, sid, t, folder / TURNS) for t in turns]
                 + [step_item(self.project, self.spec, sid, s, folder / STEPS) for s in steps])
 
+    def _clean(self, records: Any) -> Any:
+        """Records re-read from the files, redacted for the index: the files may predate
+        redaction or come from elsewhere (records graphmem wrote are unchanged by this)."""
+        return self.mem._clean(records) if records is not None else None
+
     def reconcile(self, force: bool = False) -> int:
         """Bring the indexes in line with the files; returns how many sessions were re-read.
 
@@ -145,11 +150,11 @@ class _EpisodeState:
                 self.resync(sid)
             elif known.get(sid) != self.store.sizes(sid):
                 with self.store.lock(sid):
-                    meta = self.store.read_session(sid)
+                    meta = self._clean(self.store.read_session(sid))
                     if meta is None:
                         continue
-                    turns = self.store.read_lines(sid, TURNS, locked=True)
-                    steps = self.store.read_lines(sid, STEPS, locked=True)
+                    turns = self._clean(self.store.read_lines(sid, TURNS, locked=True))
+                    steps = self._clean(self.store.read_lines(sid, STEPS, locked=True))
                     self.writer.put(Job(self.spec, sid, turns, steps, self.store.sizes(sid),
                                         self.mem.backends.local,
                                         lambda s=sid, t=turns, p=steps: self.items(s, t, p),
@@ -166,13 +171,16 @@ class _EpisodeState:
         """Rebuild one session's episodes rows; under its lock, so the sizes match the lines read."""
         self.writer.settle()  # queued rows of this process first
         with self.store.lock(sid):
-            meta = self.store.read_session(sid)
-            if meta is None:
-                self.index.delete_session(self.spec, sid)
-                return
-            turns = self.store.read_lines(sid, TURNS, locked=True)
-            steps = self.store.read_lines(sid, STEPS, locked=True)
-            self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
+            meta = self._clean(self.store.read_session(sid))
+            try:
+                if meta is None:
+                    self.index.delete_session(self.spec, sid)
+                    return
+                turns = self._clean(self.store.read_lines(sid, TURNS, locked=True))
+                steps = self._clean(self.store.read_lines(sid, STEPS, locked=True))
+                self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
+            except StorageError as exc:  # the files have it; the next reconcile re-reads them
+                log.warning("session %s: episodes index not updated: %s", sid, exc)
 
 
 MAX_TURNS_PER_CALL = 10_000

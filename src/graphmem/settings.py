@@ -35,6 +35,9 @@ class GraphSettings(_Section):
     timeout: float = 10.0  # seconds for one graph write before it is queued
     search_deadline: float = 2.0  # seconds before search falls back to the local index
     start_timeout: float = 15.0
+    # seconds a running server has to answer a ping (connect included): a stopped or hung one
+    # costs this once, then the circuit breaker skips the graph for ``retry_after``
+    connect_timeout: float = Field(default=1.5, gt=0)
     retry_after: float = 30.0  # seconds before a failed graph server is tried again
 
 
@@ -115,6 +118,14 @@ class EpisodeSettings(_Section):
     fsync: bool = True
 
 
+class IndexSettings(_Section):
+    """The local index (``GRAPHMEM_HOME/index.sqlite3``)."""
+
+    # seconds a write waits for another process's write lock before it gives up; the write is
+    # then reported ``index: failed`` and replayed from its journal entry (``index/journal.py``)
+    busy_timeout: float = Field(default=30.0, gt=0)
+
+
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
 
@@ -131,6 +142,7 @@ class Settings(_Section):
     graph: GraphSettings = Field(default_factory=GraphSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
 
     @classmethod
@@ -190,6 +202,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_REDACT": ("redact",),
     "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
     "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
+    "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),
     "GRAPHMEM_SEARCH_SERVER": ("search_server", "mode"),
     "GRAPHMEM_SEARCH_SERVER_IDLE": ("search_server", "idle"),
     "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),
@@ -198,6 +211,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHITI_FALKORDB_PASSWORD": ("graph", "falkordb_password"),
     "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
+    "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
     "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),

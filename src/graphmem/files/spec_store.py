@@ -115,6 +115,14 @@ class SpecStore:
     def session_file(self, session_num: int) -> Path:
         return self.insights_dir / f"session_{session_num:03d}.json"
 
+    def read_session_insights(self, session_num: int) -> dict | None:
+        """One session's saved insights, or None when absent or unreadable."""
+        path = self.session_file(session_num)
+        if not real_dirs(self.memory_dir, self.insights_dir) or is_link(path):
+            return None
+        data = self._read_json(path)
+        return data if isinstance(data, dict) else None
+
     def save_session_insights(self, session_num: int, insights: dict[str, Any]) -> tuple[Path, dict]:
         """Write ``session_NNN.json`` with the reference's keys; returns its path and content."""
         data = {
@@ -207,7 +215,8 @@ class SpecStore:
             quarantine(path, "invalid UTF-8")
             _BULLETS.pop(path, None)
             return _EMPTY
-        for line in text.split("\n"):
+        # Universal newlines, as the reference reads: a CR ends a line here too.
+        for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
             line = line.strip()
             if line.startswith("- "):
                 item = line[2:].strip()

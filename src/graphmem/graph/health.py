@@ -74,7 +74,9 @@ def check(sections: dict, settings: Any, ctx: Any) -> None:
     status = "ok" if missing == extra == 0 else "warn"
     detail = f"{d['files']} item(s) in files, {d['in_graph']} in the graph"
     if missing:
-        detail += f", {missing} missing ({d['queued']} queued: `graphmem sync`; else `graphmem reindex`)"
+        detail += f", {missing} missing ({d['queued']} queued)"
     if extra:
-        detail += f", {extra} in the graph but no longer in files (`graphmem reindex`)"
+        detail += f", {extra} in the graph but no longer in files"
+    if missing or extra:
+        detail += " (`graphmem doctor --fix`)"
     rows.append(row("drift", status, detail))

@@ -87,6 +87,10 @@ def sync_client(ep: Endpoint, timeout: float = 2.0):
     return redis.Redis(**ep.client_kwargs(), **opts)
 
 
+HUNG = "not answering"  # how ``ping`` starts its reason for a server that took the connection
+# (or left it pending) but did not reply in time: stopped (SIGSTOP), hung, or swamped
+
+
 def ping(ep: Endpoint, timeout: float = 2.0) -> str | None:
     """None when the server answers a graph command; otherwise the reason it does not."""
     import redis
@@ -97,10 +101,17 @@ def ping(ep: Endpoint, timeout: float = 2.0) -> str | None:
         return None
     except redis.exceptions.BusyLoadingError:
         return "loading"
+    except (redis.exceptions.TimeoutError, TimeoutError):
+        return f"{HUNG} within {timeout:g}s (stopped or hung)"
     except (redis.exceptions.RedisError, OSError) as exc:
         return f"{type(exc).__name__}: {exc}"
     finally:
         client.close()
+
+
+def is_hung(reason: str | None) -> bool:
+    """Whether a ``ping`` reason says the server is there but does not reply."""
+    return bool(reason) and reason.startswith(HUNG)
 
 
 class EmbeddedServer:
@@ -180,18 +191,27 @@ class EmbeddedServer:
         pid = self._live_pid()
         if pid is None:
             return None
-        return pid if ping(self.endpoint(), timeout=1.0) in (None, "loading") else None
+        return pid if ping(self.endpoint(), timeout=self.settings.graph.connect_timeout) in (
+            None, "loading") else None
 
     def ensure(self) -> Endpoint:
-        """Reuse the home's running server, or start one; returns where it listens."""
+        """Reuse the home's running server, or start one; returns where it listens.
+
+        A server that is alive but does not reply within ``graph.connect_timeout`` (stopped with
+        SIGSTOP, hung) is a ``ServerError`` at once: it is neither waited for nor replaced, as it
+        may come back with its data (the caller queues writes in the outbox meanwhile).
+        """
         timeout = self.settings.graph.start_timeout
         with self._lock(timeout + 30):
-            if self._live_pid() is not None:
+            pid = self._live_pid()
+            if pid is not None:
                 try:
                     self._wait_ready(timeout)
                     return self.endpoint()
-                except ServerError:
-                    self._kill_recorded()  # alive but not answering: replace it
+                except ServerError as exc:
+                    if is_hung(str(exc)) or _stopped(pid):
+                        raise
+                    self._kill_recorded()  # alive but refusing connections: replace it
             self._start(timeout)
             return self.endpoint()
 
@@ -263,9 +283,11 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         reason = "not started"
         while time.monotonic() < deadline:
-            reason = ping(self.endpoint(), timeout=1.0)
+            reason = ping(self.endpoint(), timeout=self.settings.graph.connect_timeout)
             if reason is None:
                 return
+            if is_hung(reason):
+                raise ServerError(f"{reason}: FalkorDB at {self.endpoint().describe()}")
             if self._live_pid() is None:
                 raise ServerError(f"FalkorDB exited during start-up ({reason}){self._log_tail()}")
             time.sleep(0.005 if reason != "loading" else 0.05)
@@ -339,6 +361,15 @@ class EmbeddedServer:
         return out
 
 
+def _stopped(pid: int) -> bool:
+    """Whether a process is stopped (state T: SIGSTOP, a debugger) rather than dead or running."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] in (["T"], ["t"])
+
+
 def server_facts(ep: Endpoint) -> dict[str, Any]:
     """Version and graphs of a reachable server."""
     client = sync_client(ep)
@@ -360,7 +391,7 @@ def ensure_endpoint(settings: Settings) -> Endpoint:
     """Where to connect: the external server if configured, else the (started) embedded one."""
     ext = external_endpoint(settings)
     if ext is not None:
-        reason = ping(ext, timeout=min(settings.graph.start_timeout, 5.0))
+        reason = ping(ext, timeout=settings.graph.connect_timeout)
         if reason is not None:
             raise ServerError(f"FalkorDB at {ext.describe()} is not reachable: {reason}")
         return ext

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import GraphError, GraphmemError, IndexMismatchError, ServerError
 from ..models import Hit, MemoryItem
+from ..redact import redact_items
 from ..settings import Settings
 from . import schema
 from .schema import rrf
@@ -72,6 +73,10 @@ class GraphStore:
         self._graphitis: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._connect_lock = asyncio.Lock()
+        self._last_ok = 0.0  # monotonic time of the last reply from the server
+        from .breaker import Breaker
+
+        self.breaker = Breaker(settings.home, settings.graph.retry_after)
         # At most this many queries in flight: the client's pool holds 100 connections, and a
         # search over every graph sends 2-3 queries per graph at once (MaxConnectionsError past
         # ~35 projects before this bound).
@@ -80,8 +85,11 @@ class GraphStore:
     # ---- connection ------------------------------------------------------------------------
     @property
     def available(self) -> bool:
-        """Connected, or allowed to try again (a failed server is retried after a pause)."""
-        return self._client is not None or time.monotonic() >= self._down_until
+        """Connected, or allowed to try again (a failed server is retried after a pause; a hung
+        one after the home's circuit breaker closes, ``breaker.py``)."""
+        if self._client is not None:
+            return True
+        return time.monotonic() >= self._down_until and self.breaker.open_reason() is None
 
     async def connect(self, force: bool = False) -> None:
         """Reach the server (starting the embedded one if needed); raises ServerError."""
@@ -91,12 +99,18 @@ class GraphStore:
             if not force and time.monotonic() < self._down_until:
                 raise ServerError(f"graph unavailable ({self.last_error}); retrying in "
                                   f"{self._down_until - time.monotonic():.0f}s")
+            tripped = None if force else self.breaker.open_reason()
+            if tripped is not None:  # another process found the server hung a moment ago
+                self._mark_down(tripped)
+                raise ServerError(f"graph unavailable ({tripped})")
             from . import server
 
             try:
                 ep = await asyncio.to_thread(server.ensure_endpoint, self.settings)
             except ServerError as exc:
                 self._mark_down(str(exc))
+                if server.is_hung(str(exc)):
+                    self.breaker.trip(str(exc))
                 raise
             except OSError as exc:  # e.g. the home is not writable
                 self._mark_down(str(exc))
@@ -107,7 +121,7 @@ class GraphStore:
 
             # One try per query: a failure queues the write in the outbox instead of stalling.
             t = self.settings.graph.timeout
-            opts = dict(socket_timeout=t, socket_connect_timeout=t)
+            opts = dict(socket_timeout=t, socket_connect_timeout=self.settings.graph.connect_timeout)
             if ep.url:
                 client = FalkorDB.from_url(ep.url, **opts)
             else:
@@ -117,6 +131,30 @@ class GraphStore:
             self._client = client
             self.endpoint = ep
             self.last_error = None
+            self._last_ok = time.monotonic()  # ensure_endpoint's ping just got its reply
+            self.breaker.reset()
+
+    async def _check_alive(self) -> None:
+        """Before a write on a connection idle for a while: one ping within the connect
+        deadline, so a server stopped since costs that deadline, not the write timeout."""
+        if self._client is None or time.monotonic() - self._last_ok < 1.0:
+            return
+        from . import server
+
+        try:
+            await asyncio.wait_for(self._client.connection.ping(),
+                                   self.settings.graph.connect_timeout)
+        except asyncio.TimeoutError:
+            reason = f"{server.HUNG} within {self.settings.graph.connect_timeout:g}s (stopped or hung)"
+            await self._drop_client(reason)
+            self.breaker.trip(reason)
+            raise ServerError(f"FalkorDB {reason}") from None
+        except Exception as exc:
+            if not _connection_error(exc):
+                raise GraphError(f"FalkorDB ping failed: {exc}") from None
+            await self._drop_client(f"{type(exc).__name__}: {exc}")
+            raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+        self._last_ok = time.monotonic()
 
     def _mark_down(self, reason: str) -> None:
         self.last_error = reason.splitlines()[0][:300] if reason else "unknown error"
@@ -140,9 +178,9 @@ class GraphStore:
         text = schema.with_params(cypher, params)  # our serialiser: much faster on vectors
         try:
             async with self._slots:
-                if ro:
-                    return await graph.ro_query(text)
-                return await graph.query(text)
+                res = await (graph.ro_query(text) if ro else graph.query(text))
+            self._last_ok = time.monotonic()
+            return res
         except Exception as exc:
             if _connection_error(exc):
                 await self._drop_client(f"{type(exc).__name__}: {exc}")
@@ -219,11 +257,15 @@ class GraphStore:
         items = list(items)
         if not items:
             return None
+        if self.settings.redact:  # whichever path brings them (write, outbox, rebuild, doctor --fix)
+            items = redact_items(items)
+        await self._check_alive()
         try:
             await asyncio.wait_for(self._save(items), timeout=self.settings.graph.timeout)
         except asyncio.TimeoutError:
-            await self._drop_client("timed out")
-            raise GraphError(f"graph write timed out after {self.settings.graph.timeout:.0f}s") from None
+            reason = f"graph write timed out after {self.settings.graph.timeout:.0f}s"
+            await self._drop_client(reason)  # the next connection's ping tells slow from hung
+            raise GraphError(reason) from None
         if self.llm is not None and extract:
             return await self._extract(items)
         return None

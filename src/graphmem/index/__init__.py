@@ -12,8 +12,10 @@ def open_index(settings: Any, embedder: Any = None):
 
     from .late import shares_pass
 
-    index = LocalIndex(Path(settings.home), embedder, late_encoder(settings))
+    index = LocalIndex(Path(settings.home), embedder, late_encoder(settings),
+                       busy_timeout=settings.index.busy_timeout)
     index.late_always = late_in_every_search(settings, shares_pass(index))
+    index.redact = bool(getattr(settings, "redact", True))
     return index
 
 

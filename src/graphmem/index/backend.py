@@ -1,11 +1,18 @@
-"""The local side of ``Backends``: the index, its embedder and reranker, opened on first use."""
+"""The local side of ``Backends``: the index, its embedder and reranker, opened on first use.
+
+Every operation runs through ``_healing``: a damaged database met mid-way (SQLite's "malformed"
+or "not a database") is moved aside (``db.move_aside``), a fresh one opened, and the operation
+run once more; the journal rebuilds the projects from their files (``graphmem.repair``).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+import sqlite3
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
 
-from ..errors import GraphmemError, IndexMismatchError
+from ..errors import CorruptIndexError, GraphmemError, IndexMismatchError, StorageError
 from ..models import Hit, MemoryItem
 
 log = logging.getLogger("graphmem.index")
@@ -55,34 +62,76 @@ class LocalBackend:
             self._index = open_index(self.settings, self.embedder)
         return self._index
 
-    async def write(self, items: Sequence[MemoryItem]) -> str:
-        """Upsert freshly written items -> "indexed" | "failed" (``graphmem reindex`` repairs)."""
+    async def healing(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
+        """``fn(index)``; on a damaged database: move it aside, reopen, and run ``fn`` once more.
+        Other SQLite errors ("database is locked", a full disk) become ``StorageError``."""
+        from . import db
+
+        if self._index is not None and db.identity(self._index.home) != self._index.ident:
+            self.close()  # the file was moved aside and rebuilt (by another process, say)
         try:
-            await self.index.upsert(list(items))
-        except GraphmemError as exc:
-            log.warning("local index not updated (%s); run `graphmem reindex`", exc)
-            return "failed"
-        return "failed" if self.index.last_embed_error else "indexed"
+            return await fn(self.index)
+        except (CorruptIndexError, sqlite3.Error) as exc:
+            if not (isinstance(exc, CorruptIndexError) or db.is_corrupt(exc)):
+                raise StorageError(f"local index: {exc}") from None  # locked, full disk ...
+            self.close()
+            db.move_aside(Path(self.settings.home), str(exc))
+        try:
+            return await fn(self.index)
+        except sqlite3.Error as exc:
+            raise StorageError(f"local index: {exc}") from None
+
+    async def write(self, items: Sequence[MemoryItem]) -> str:
+        """Upsert freshly written items -> "indexed" | "failed" (see ``write_rows``)."""
+        return (await self.write_rows(items))[0]
+
+    async def write_rows(self, items: Sequence[MemoryItem]) -> tuple[str, bool]:
+        """Upsert freshly written items -> (status, whether the rows are in).
+
+        "failed" with the rows in: their vectors are missing (``graphmem reindex`` fills them);
+        "failed" without: the write stays in the index journal and is replayed.
+        """
+        async def upsert(index):
+            await index.upsert(list(items))
+            return index.last_embed_error
+
+        try:
+            embed_error = await self.healing(upsert)
+        except (GraphmemError, sqlite3.Error) as exc:
+            log.warning("local index not updated (%s); the write is replayed from the files by the "
+                        "next graphmem process (or `graphmem doctor --fix`)", exc)
+            return "failed", False
+        return ("failed" if embed_error else "indexed"), True
 
     async def forget_spec(self, project: str, spec: str) -> int:
-        return self.index.delete(project=project, spec=spec)
+        async def drop(index):
+            return index.delete(project=project, spec=spec)
+
+        return await self.healing(drop)
 
     async def search(self, query: str, *, projects: list[str] | None, spec: str | None,
                      kinds: Sequence[str] | None, limit: int, rerank: bool = False) -> list[Hit]:
         from .query import search_local
 
         if not rerank:
-            return await search_local(self.index, query, projects=projects, spec=spec,
-                                      kinds=kinds, limit=limit)
+            async def plain(index):
+                return await search_local(index, query, projects=projects, spec=spec,
+                                          kinds=kinds, limit=limit)
+
+            return await self.healing(plain)
         from . import rerank as second
 
         if self._reranker is None:
             self._reranker = make_reranker(self.settings)
-        hits = await search_local(self.index, query, projects=projects, spec=spec, kinds=kinds,
-                                  limit=max(limit, second.POOL), late_stage=True)
-        if self._reranker is not None:
-            hits = await second.rerank(self.index, self._reranker, query, hits)
-        return hits[:limit]
+
+        async def reranked(index):
+            hits = await search_local(index, query, projects=projects, spec=spec, kinds=kinds,
+                                      limit=max(limit, second.POOL), late_stage=True)
+            if self._reranker is not None:
+                hits = await second.rerank(index, self._reranker, query, hits)
+            return hits[:limit]
+
+        return await self.healing(reranked)
 
     async def reindex(self, project: str, items: list[MemoryItem]) -> dict[str, Any]:
         """Make the index hold exactly ``items`` for ``project``; re-embed only what changed.
@@ -90,7 +139,9 @@ class LocalBackend:
         If the index was built by another embedder, every vector is dropped and re-made (the
         index keeps each item's text, so other projects are re-embedded too).
         """
-        idx = self.index
+        return await self.healing(lambda idx: self._reindex(idx, project, items))
+
+    async def _reindex(self, idx: Any, project: str, items: list[MemoryItem]) -> dict[str, Any]:
         re_embedded = 0
         try:
             idx.check_embedder()
@@ -103,6 +154,7 @@ class LocalBackend:
         if stale:
             idx.delete(project=project, ids=stale)
         await idx.upsert(items)
+        idx.mark_caught_up(project)  # indexed whole: no catch-up needed on its next use
         re_embedded += await idx.refill_vectors()
         return {"project": project, "items": len(items), "removed": len(stale),
                 "embedded": idx.embedded_count + re_embedded}

@@ -4,19 +4,29 @@ Each component (``search``, ``episodes`` ...) registers its own ordered migratio
 ``register_migrations``; ``connect`` applies what is missing, each migration in one transaction,
 and records it in ``schema_versions``. The database is derived data: deleting it and running
 ``graphmem reindex`` rebuilds it from the files.
+
+A damaged database ("file is not a database", "database disk image is malformed": SQLite's
+``SQLITE_NOTADB`` and ``SQLITE_CORRUPT`` codes) is never fatal: ``move_aside`` renames it (and its
+``-wal``/``-shm``) to ``index.sqlite3.corrupt-<time>``, records every project its registry still
+names in the index journal (``journal.py``) so the next process rebuilds them from their files,
+and warns once; ``connect`` then opens a fresh database.
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import sqlite3
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import StorageError
+from ..errors import CorruptIndexError, StorageError
 from ..files.safe import private_dir, tighten
 
+log = logging.getLogger("graphmem.index")
 MIGRATIONS: dict[str, list[tuple[int, str]]] = {}
 _apply_lock = threading.Lock()
 
@@ -46,23 +56,135 @@ def db_path(home: Path) -> Path:
     return Path(home) / "index.sqlite3"
 
 
-def connect(home: Path, *, readonly: bool = False) -> sqlite3.Connection:
-    """Open the home's database (WAL, foreign keys on) with every registered migration applied."""
+def connect(home: Path, *, readonly: bool = False, heal: bool = True,
+            busy_timeout: float = 30.0) -> sqlite3.Connection:
+    """Open the home's database (WAL, foreign keys on) with every registered migration applied.
+
+    A damaged database is moved aside and a fresh one opened (``heal``); without ``heal`` it is
+    a ``CorruptIndexError``.
+    """
     path = db_path(home)
+    for attempt in (1, 2):
+        try:
+            return _open(path, readonly, busy_timeout)
+        except sqlite3.DatabaseError as exc:
+            if not is_corrupt(exc):
+                raise StorageError(f"cannot open the index database {path}: {exc}") from None
+            if not heal or attempt == 2:
+                raise CorruptIndexError(f"the index database {path} is damaged: {exc}") from None
+            move_aside(Path(home), str(exc))
+    raise AssertionError("unreachable")
+
+
+def _open(path: Path, readonly: bool, busy_timeout: float) -> sqlite3.Connection:
     try:
         private_dir(path.parent)
         _private_files(path)
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    except (OSError, sqlite3.Error) as exc:
+        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                               check_same_thread=False)
+    except OSError as exc:
         raise StorageError(f"cannot open the index database {path}: {exc}") from None
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=30000")
-    if not readonly:
-        migrate(conn)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        if not readonly:
+            migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+CORRUPT_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def identity(home: Path) -> tuple[int, int] | None:
+    """(device, inode) of the home's database file: a connection opened on another one is stale
+    (the file was moved aside and rebuilt, by this process or another)."""
+    try:
+        st = os.stat(db_path(home))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """Whether an SQLite error says the database file is damaged (not busy, locked or full)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in CORRUPT_CODES
+
+
+def check(home: Path) -> str | None:
+    """Why the home's database is damaged (``PRAGMA quick_check``), or None when it is sound or
+    absent. Reads only: nothing is moved or created."""
+    path = db_path(home)
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error as exc:
+        return str(exc) if is_corrupt(exc) else None
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        return None if rows == ["ok"] else "; ".join(map(str, rows))[:300]
+    except sqlite3.Error as exc:
+        return str(exc) if is_corrupt(exc) else None
+    finally:
+        conn.close()
+
+
+def corrupt_copies(home: Path) -> list[Path]:
+    """Damaged databases moved aside (``index.sqlite3.corrupt-<time>``), for ``graphmem doctor``."""
+    return sorted(p for p in Path(home).glob("index.sqlite3.corrupt-*")
+                  if not p.name.endswith(("-wal", "-shm")))
+
+
+def move_aside(home: Path, reason: str) -> Path | None:
+    """Rename a damaged database and its ``-wal``/``-shm`` to ``index.sqlite3.corrupt-<time>``;
+    journal its projects for a rebuild. None when another process already did (the database in
+    place is sound)."""
+    from .journal import Journal
+
+    path = db_path(home)
+    lock_fd = os.open(Path(home) / "index.heal.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+                      | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if check(home) is None:
+            return None
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        os.replace(path, target)
+        for suffix in ("-wal", "-shm", "-journal"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                os.replace(side, target.with_name(target.name + suffix))
+        projects = _salvage_projects(target)
+        journal = Journal(home)
+        for project in projects:
+            journal.add_project(project)
+        log.warning("graphmem: the local index %s was damaged (%s); moved it aside to %s and "
+                    "rebuilding it from the files", path, reason, target.name)
+        return target
+    except OSError as exc:
+        raise StorageError(f"cannot move the damaged index {path} aside: {exc}") from None
+    finally:
+        os.close(lock_fd)
+
+
+def _salvage_projects(copy: Path) -> list[str]:
+    """The project paths a damaged database's registry still yields (often none)."""
+    try:
+        conn = sqlite3.connect(f"file:{copy}?mode=ro&immutable=1", uri=True)
+        try:
+            return [r[0] for r in conn.execute("SELECT path FROM projects")]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
 
 
 def _private_files(path: Path) -> None:

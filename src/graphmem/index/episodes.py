@@ -53,13 +53,14 @@ _open: dict[tuple[str, int], "EpisodeIndex"] = {}
 _open_lock = threading.Lock()
 
 
-def open_episode_index(home: Path) -> "EpisodeIndex":
-    """The process's episodes index for ``home`` (one connection per home and process)."""
+def open_episode_index(home: Path, busy_timeout: float = 30.0) -> "EpisodeIndex":
+    """The process's episodes index for ``home`` (one connection per home and process; the
+    first opener's ``busy_timeout`` holds)."""
     key = (str(Path(home).resolve()), os.getpid())  # a forked child must not reuse the parent's
     with _open_lock:
         idx = _open.get(key)
         if idx is None:
-            idx = _open[key] = EpisodeIndex(Path(home))
+            idx = _open[key] = EpisodeIndex(Path(home), busy_timeout)
         return idx
 
 
@@ -73,19 +74,47 @@ def _epoch(value: Any) -> float | None:
 class EpisodeIndex:
     """Session, turn and step rows in the home's SQLite database."""
 
-    def __init__(self, home: Path):
-        self.conn = db.connect(home)
+    def __init__(self, home: Path, busy_timeout: float = 30.0):
+        self.home = Path(home)
+        self.busy_timeout = busy_timeout
+        self.conn = db.connect(home, busy_timeout=busy_timeout)
+        self._ident = db.identity(self.home)
         self._lock = threading.RLock()  # one connection, shared by the threads of this process
+
+    def _fresh(self) -> None:
+        """Reconnect when the database file was replaced (moved aside and rebuilt)."""
+        if db.identity(self.home) != self._ident:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+            self.conn = db.connect(self.home, busy_timeout=self.busy_timeout)
+            self._ident = db.identity(self.home)
+
+    def _heal(self, exc: sqlite3.Error) -> bool:
+        """A damaged database: move it aside and reconnect (True), else False."""
+        if not db.is_corrupt(exc):
+            return False
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+        db.move_aside(self.home, str(exc))
+        self.conn = db.connect(self.home, busy_timeout=self.busy_timeout)
+        self._ident = db.identity(self.home)
+        return True
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            self._fresh()
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 yield self.conn
                 self.conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback()
+                self._heal(exc)  # the next reconcile rebuilds the rows from the files
                 raise StorageError(f"episodes index: {exc}") from None
             except BaseException:
                 self._rollback()
@@ -99,6 +128,12 @@ class EpisodeIndex:
 
     def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         with self._lock:
+            self._fresh()
+            try:
+                return self.conn.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                if not self._heal(exc):
+                    raise StorageError(f"episodes index: {exc}") from None
             try:
                 return self.conn.execute(sql, args).fetchall()
             except sqlite3.Error as exc:

@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..errors import IndexMismatchError, ProviderError, StorageError
+from ..errors import CorruptIndexError, IndexMismatchError, ProviderError, StorageError
 from ..models import MemoryItem
+from ..redact import redact_items
 from . import db, late
 from .text import date_terms, tokenize
 
@@ -92,13 +93,16 @@ def item_terms(item: MemoryItem) -> list[str]:
 class LocalIndex:
     """The local index of one home: upsert, delete, registry, and hybrid search."""
 
+    redact = True  # settings.redact (``open_index``): no recognised secret is stored
+
     def __init__(self, home: Path, embedder: Any = None, late_encoder: Any = None,
-                 late_always: bool = True):
+                 late_always: bool = True, busy_timeout: float = 30.0):
         self.home = Path(home)
         self.embedder = embedder
         self.late = late_encoder  # ColBERT token vectors for the second stage (``late.py``)
         self.late_always = late_always  # False: only searches that ask for it (rerank=True)
-        self.conn = db.connect(self.home)
+        self.conn = db.connect(self.home, busy_timeout=busy_timeout)
+        self.ident = db.identity(self.home)  # the database file this connection opened
         self._lock = threading.RLock()
         self._term_ids: dict[str, int] = {}
         self._snapshot = None
@@ -150,6 +154,16 @@ class LocalIndex:
                                  "ORDER BY last_seen DESC").fetchall()
         return [dict(r) for r in rows]
 
+    def caught_up(self, project: str) -> bool:
+        """Whether this database has indexed the project's files whole (``mark_caught_up``)."""
+        return self._meta(f"caught_up:{group_id(project)}") is not None
+
+    def mark_caught_up(self, project: str) -> None:
+        """Record that every item of the project's files was indexed (a rebuilt database lacks
+        the mark, so each project is indexed whole again on its first use)."""
+        self.conn.execute("INSERT OR REPLACE INTO search_meta VALUES (?, ?)",
+                          (f"caught_up:{group_id(project)}", str(time.time())))
+
     def project_id(self, path: str) -> int | None:
         row = self.conn.execute("SELECT id FROM projects WHERE path=?", (path,)).fetchone()
         return row[0] if row else None
@@ -169,9 +183,12 @@ class LocalIndex:
         """Insert or update items; embeds only texts whose hash has no vector yet.
 
         ``also(conn)`` runs inside the same transaction (the episodes rows of the same records).
+        Items are redacted here (unless ``redact`` is off), whichever path brings them.
         """
         if not items and also is None:
             return 0
+        if self.redact:
+            items = redact_items(items)
         self.check_embedder()
         self.last_embed_error, self.embedded_count = None, 0
         vectors: dict[str, bytes] = {}
@@ -228,6 +245,8 @@ class LocalIndex:
             except BaseException as exc:
                 self._rollback()
                 self._term_ids.clear()  # ids assigned inside the rolled-back transaction are gone
+                if db.is_corrupt(exc):
+                    raise CorruptIndexError(f"cannot write the local index: {exc}") from None
                 if isinstance(exc, sqlite3.Error):
                     raise StorageError(f"cannot write the local index: {exc}") from None
                 raise
@@ -284,6 +303,23 @@ class LocalIndex:
             return []
         return [r[0] for r in self.conn.execute("SELECT id FROM search_items WHERE project_id=?",
                                                 (pid,))]
+
+    def hashes(self, project: str, spec: str | None = None, kinds: Sequence[str] | None = None,
+               upto: int | None = None) -> dict[str, str]:
+        """Item id -> content hash of a project's rows (of one spec, of some kinds, written at
+        generation ``upto`` or before)."""
+        pid = self.project_id(project)
+        if pid is None:
+            return {}
+        sql, args = "SELECT id, hash FROM search_items WHERE project_id=?", [pid]
+        if spec is not None:
+            sql, args = sql + " AND spec=?", args + [spec]
+        if kinds is not None:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            args += list(kinds)
+        if upto is not None:
+            sql, args = sql + " AND gen<=?", args + [upto]
+        return {r[0]: r[1] for r in self.conn.execute(sql, args)}
 
     def known(self, ids: Sequence[str]) -> set[str]:
         """The given item ids that the index holds."""

@@ -1,0 +1,333 @@
+"""Keeping the derived stores in line with the files: index journal replay, drift, ``doctor --fix``.
+
+- ``replay`` runs the index journal (``index/journal.py``): each entry left by a write whose index
+  update failed or whose process died reconciles its spec (or project) against the files.
+- ``catch_up`` journals a project the index has never seen (a new or rebuilt database) so that
+  its files are indexed whole, not only the next write.
+- ``index_drift`` / ``fix_index`` compare and repair one spec or project (files vs index rows);
+  ``fix_graph`` replays the outbox, then writes what the graph lacks and drops what no file holds.
+
+Reconciling is idempotent and compares (id, content hash), so unchanged rows are not rewritten;
+rows written after the files were read (a concurrent writer) are never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import GraphmemError
+from .models import MemoryItem
+from .redact import redact_items
+
+log = logging.getLogger("graphmem.repair")
+
+SPEC_KINDS = ("insight", "file", "pattern", "gotcha", "fact")  # spec files + session summaries
+STRAY_TMP_AGE = 3600.0  # seconds: an older ``.*.tmp`` file is left by an interrupted write
+
+
+def spec_items(project: str, spec: str) -> list[MemoryItem]:
+    """The items of a spec's memory files (insights, map, bullets) and its sessions' summaries
+    (turns and steps have their own catch-up); none when the spec is gone."""
+    from .files import SpecStore
+    from .files.episodes import EpisodeStore, summary_item
+
+    if not Path(spec).is_dir():
+        return []
+    items = list(SpecStore(Path(spec), Path(project)).items())
+    if (Path(spec) / "memory" / "episodes").is_dir():
+        store = EpisodeStore(Path(spec))
+        for sid in store.session_ids():
+            meta = store.read_session(sid)
+            if meta and meta.get("summary"):
+                items.append(summary_item(project, str(store.spec_dir), meta, store.session_file(sid)))
+    return items
+
+
+def project_items(project: str) -> tuple[list[MemoryItem], list[Path]]:
+    """Every item in a project's files (spec files and every registered source), and its specs."""
+    from .files import SpecStore
+    from .search import ITEM_SOURCES, spec_folders
+
+    root = Path(project)
+    if not root.is_dir():
+        return [], []
+    specs = spec_folders(root)
+    items: list[MemoryItem] = []
+    for spec in specs:
+        items.extend(SpecStore(spec, root).items())
+    for source in ITEM_SOURCES:
+        items.extend(source(root))
+    return items, specs
+
+
+async def reconcile(index: Any, project: str, items: Iterable[MemoryItem], *, spec: str | None = None,
+                    kinds: tuple[str, ...] | None = None, upto: int | None = None) -> dict[str, int]:
+    """Make the index rows of ``project`` (one ``spec``, some ``kinds``) match ``items``.
+
+    ``upto``: the index generation read before the files were, so that rows a concurrent writer
+    added afterwards are kept.
+    """
+    want: dict[str, MemoryItem] = {}
+    for item in redact_items(items) if getattr(index, "redact", True) else items:
+        want[item.id] = item  # redacted as the index stores them, so the hashes compare
+    have = index.hashes(project, spec=spec, kinds=kinds)
+    todo = [i for i in want.values() if have.get(i.id) != i.content_hash()]
+    older = have if upto is None else index.hashes(project, spec=spec, kinds=kinds, upto=upto)
+    gone = [i for i in older if i not in want]
+    if gone:
+        index.delete(project=project, ids=gone)
+    if todo:
+        await index.upsert(todo)
+    return {"added": len(todo), "removed": len(gone)}
+
+
+async def _replay_entry(local: Any, entry: Any) -> dict[str, int] | None:
+    """Reconcile an entry's spec (or project) with its files; None when the files cannot be
+    read (e.g. a link in place of the memory folder): nothing there to index."""
+    async def generation(index):
+        return index.generation()
+
+    upto = await local.healing(generation)  # before the files are read: later rows are kept
+    try:
+        if entry.spec:
+            items = spec_items(entry.project, entry.spec)
+        else:
+            items = project_items(entry.project)[0]
+    except GraphmemError as exc:
+        log.warning("index journal: %s not replayed, its files cannot be read: %s",
+                    entry.spec or entry.project, exc)
+        return None
+
+    async def run(index):
+        index.register_project(entry.project)
+        counts = await reconcile(index, entry.project, items, spec=entry.spec,
+                                 kinds=SPEC_KINDS if entry.spec else None, upto=upto)
+        if not entry.spec:
+            index.mark_caught_up(entry.project)
+        return counts
+
+    return await local.healing(run)
+
+
+async def replay(local: Any) -> int:
+    """Replay every journal entry no live process holds; returns how many went through."""
+    from .index.journal import Journal
+
+    journal = Journal(Path(local.settings.home))
+    if not journal.names():
+        return 0
+    done = 0
+    for entry in journal.claim():
+        try:
+            counts = await _replay_entry(local, entry)
+        except GraphmemError as exc:  # the index is still failing: the entry waits
+            entry.release()
+            log.warning("index journal not replayed yet (%s)", exc)
+            break
+        except BaseException:
+            entry.release()
+            raise
+        entry.finish()
+        done += 1
+        if counts and (counts["added"] or counts["removed"]):
+            log.info("index journal: %s%s: %d row(s) written, %d dropped", entry.project,
+                     f" ({entry.spec})" if entry.spec else "", counts["added"], counts["removed"])
+    return done
+
+
+def catch_up(local: Any, project: str) -> None:
+    """Journal a project this database has not indexed whole yet (a new home, a database
+    rebuilt after damage, a home older than the journal), so that the next replay indexes
+    everything its files hold."""
+    from .index.journal import Journal
+
+    if Path(project).is_dir() and not local.index.caught_up(project):
+        Journal(Path(local.settings.home)).add_project(project)
+
+
+# ---- drift and fixes (``graphmem doctor``) ----------------------------------------------------
+def file_items(project: str, spec: str | None) -> list[MemoryItem]:
+    """Every searchable item the files of a spec (or, with None, of the project) hold."""
+    if spec is None:
+        return project_items(project)[0]
+    from .files.episodes import EpisodeStore
+
+    items = spec_items(project, spec)
+    if (Path(spec) / "memory" / "episodes").is_dir():
+        items += list(EpisodeStore(Path(spec)).items(Path(project)))
+    return items
+
+
+def index_drift(index: Any, project: str, spec: str | None) -> dict[str, Any]:
+    """Files vs index for a spec (or project): counts and the ids missing or extra."""
+    files = {i.id for i in file_items(project, spec)}
+    rows = set(index.hashes(project, spec=spec))
+    return {"files": len(files), "index": len(rows), "missing": sorted(files - rows),
+            "extra": sorted(rows - files)}
+
+
+async def fix_index(local: Any, project: str, spec: str | None) -> dict[str, int]:
+    """Replay the journal, then make the index rows of a spec (or project) match its files."""
+    replayed = await replay(local)
+
+    async def run(index):
+        upto = index.generation()
+        items = file_items(project, spec)
+        index.register_project(project)
+        return await reconcile(index, project, items, spec=spec, upto=upto)
+
+    async def mark(index):
+        counts = await run(index)
+        if spec is None:
+            index.mark_caught_up(project)
+        return counts
+
+    counts = await local.healing(mark)
+    return dict(counts, replayed=replayed)
+
+
+async def fix_graph(mem: Any) -> dict[str, Any]:
+    """Replay the spec's outbox, then write what the graph lacks and drop what no file holds."""
+    if mem.settings.graph.mode == "off":
+        return {"graph": "off"}
+    try:
+        synced = await mem.sync()
+        drift = await mem.drift()
+        if drift["graph"] != "on":
+            return {"graph": drift["graph"]}
+        graph = await mem.backends.graph_store()
+        missing = set(drift["missing"])
+        if missing:
+            await graph.save([i for i in await mem.items() if i.id in missing], extract=False)
+        if drift["extra"]:
+            await graph.delete_items(str(mem.project_dir), drift["extra"])
+    except GraphmemError as exc:
+        return {"graph": f"failed: {exc}"}
+    return {"graph": "written", "replayed": synced.get("replayed", 0), "added": len(missing),
+            "removed": len(drift["extra"])}
+
+
+def remove_stray_temps(memory_dir: Path, age: float = STRAY_TMP_AGE) -> list[Path]:
+    """Delete ``.*.tmp`` files older than ``age`` seconds (left by interrupted atomic writes)."""
+    removed = []
+    now = time.time()
+    for path in sorted(Path(memory_dir).rglob(".*.tmp")) if Path(memory_dir).is_dir() else []:
+        try:
+            st = os.lstat(path)
+            if now - st.st_mtime >= age:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            pass
+    return removed
+
+
+def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
+    """The ``index`` rows of ``graphmem doctor``: database health, copies moved aside, journal
+    entries waiting, and drift (files vs index) for the given spec or project."""
+    from .doctor import row
+    from .index import db
+    from .index.journal import Journal
+
+    rows = sections.setdefault("index", [])
+    home = Path(settings.home)
+    fix = "`graphmem doctor --fix`"
+    damage = db.check(home)
+    if damage is not None:
+        rows.append(row("database", "error", f"{db.db_path(home)} is damaged ({damage}); the next "
+                        f"write or search moves it aside and rebuilds it from the files, or {fix}"))
+    elif not db.db_path(home).exists():
+        rows.append(row("database", "ok", f"{db.db_path(home)} not created yet"))
+    for copy in db.corrupt_copies(home):
+        rows.append(row("damaged copy", "warn", f"{copy} was moved aside and the index rebuilt from "
+                        "the files; delete it once you no longer need it"))
+    pending = len(Journal(home).names())
+    rows.append(row("journal", "ok" if pending == 0 else "warn",
+                    "no index write waiting" if pending == 0 else
+                    f"{pending} write(s) not in the index yet; the next graphmem command replays "
+                    f"them from the files, or {fix}"))
+    if damage is not None or not db.db_path(home).exists():
+        return
+    from .index.store import LocalIndex
+
+    index = LocalIndex(home)
+    try:
+        st = index.stats()
+        rows.insert(0, row("database", "ok", f"{db.db_path(home)}: {st['items']} item(s), "
+                           f"{st['vectors']} vector(s), {st['projects']} project(s)"))
+        project = spec = None
+        if ctx.spec_dir is not None:
+            from .files import SpecStore
+
+            store = SpecStore(ctx.spec_dir, ctx.project_dir)
+            project, spec = str(store.project_dir), str(store.spec_dir)
+        elif ctx.project_dir is not None:
+            project = str(Path(ctx.project_dir).resolve())
+        if project is None:
+            return
+        d = index_drift(index, project, spec)
+        missing, extra = len(d["missing"]), len(d["extra"])
+        detail = f"{d['files']} item(s) in files, {d['index']} in the index"
+        if missing:
+            detail += f", {missing} missing"
+        if extra:
+            detail += f", {extra} no longer in files"
+        if missing or extra:
+            detail += f" ({fix})"
+        rows.append(row("drift", "ok" if missing == extra == 0 else "warn", detail))
+    finally:
+        index.close()
+
+
+def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
+    """``graphmem doctor --fix``: heal a damaged index, replay the journal, make the index match
+    the files and the graph match the files (outbox first), remove stale temp files; for a spec,
+    a project, or (neither given) every project the index knows."""
+    from . import _sync
+    from .memory import AsyncMemory
+    from .search import spec_folders
+    from .settings import Settings
+
+    from .errors import NotFoundError
+
+    if spec_dir is not None and not Path(spec_dir).is_dir():
+        raise NotFoundError(f"spec folder not found: {spec_dir}")
+    if project_dir is not None and not Path(project_dir).is_dir():
+        raise NotFoundError(f"project folder not found: {project_dir}")
+    settings = Settings.load()
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {"index": [], "graph": [], "temp_files_removed": []}
+        if spec_dir is not None:
+            first = AsyncMemory(spec_dir, project_dir, settings=settings)
+            targets = [(str(first.project_dir), [first])]
+        else:
+            if project_dir is not None:
+                projects = [str(Path(project_dir).resolve())]
+            else:
+                projects = [p["path"] for p in AsyncMemory(None, ".", settings=settings)
+                            .backends.local.index.projects()]
+            targets = [(p, [AsyncMemory(s, p, settings=settings) for s in spec_folders(Path(p))])
+                       for p in projects if Path(p).is_dir()]
+        for project, mems in targets:
+            one = mems[0] if spec_dir is not None else None
+            owner = one or AsyncMemory(None, project, settings=settings)
+            try:
+                counts = await fix_index(owner.backends.local, project,
+                                         str(one.spec_dir) if one else None)
+                out["index"].append(dict(counts, project=project,
+                                         spec=str(one.spec_dir) if one else None))
+                for mem in mems:
+                    out["graph"].append(dict(await fix_graph(mem), spec=str(mem.spec_dir)))
+                    out["temp_files_removed"] += [str(p) for p in
+                                                  remove_stray_temps(mem.files.memory_dir)]
+            finally:
+                for mem in {id(m): m for m in [owner, *mems]}.values():
+                    await mem.aclose()
+        return out
+
+    return _sync.run(run())
