@@ -256,7 +256,9 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     graphmem.code.record_anchors = plain_anchor
     lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
     replay_s = time.perf_counter() - t_start
+    anchors = spec / "memory" / "anchors.jsonl"
     result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
+              "anchors_bytes": anchors.stat().st_size if anchors.exists() else 0,
               "latency_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in lat.items()},
               "rankers": {}}
     for rk in rankers:

@@ -313,3 +313,21 @@ def test_retire_through_cli_and_mcp(tmp_path):
             return "".join(getattr(x, "text", "") for x in hits.content)
     found = anyio.run(main)
     assert "UnitOfWork" in found and "Refund webhooks" not in found and "Session argument" not in found
+
+
+def test_a_newer_value_marks_the_older_possibly_superseded_without_an_llm(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("Pin pytest to 7.4 in the CI image")
+        mem.append_gotcha("Refund webhooks arrive twice")
+        mem.append_gotcha("Pin pytest to 8.2 in the CI image")
+        mem.append_gotcha("Refund webhooks arrive twice within 5 seconds")  # no older number
+        hits = mem.search("which pytest version is pinned in the CI image", limit=5)
+    texts = [h.text for h in hits]
+    assert texts.index("Pin pytest to 8.2 in the CI image") < texts.index(
+        "Pin pytest to 7.4 in the CI image")
+    old = hits[texts.index("Pin pytest to 7.4 in the CI image")]
+    assert old.metadata["validity"]["state"] == "possibly superseded"
+    assert old.metadata["validity"]["by"] == hits[texts.index("Pin pytest to 8.2 in the CI image")].id
+    assert [json.loads(x)["state"] for x in
+            (spec / "memory" / "validity.jsonl").read_text().splitlines()] == ["possibly superseded"]

@@ -167,7 +167,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
         return self.files.load_codebase_map()
 
     # ---- gotchas and patterns -------------------------------------------------------------
-    async def _append(self, kind: str, text: str) -> SaveReport:
+    async def _append(self, kind: str, text: str, flag_updates: bool = True) -> SaveReport:
         note = parse(Note, {"text": text}, kind, wrapped=True)
         self._check_size(note.text, kind)
         clean = self._clean(note.text)
@@ -176,7 +176,10 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
             report = SaveReport(path=str(self.files.bullet_file(kind)),
                                 files="written" if added else "unchanged")
             items = self.files.bullet_items(kind, [clean]) if added else []
-            return await self._propagate(items, report, entry)
+            report = await self._propagate(items, report, entry)
+        if items and flag_updates:  # validity.py: an older note this one seems to update
+            await self._flag_updates(kind, clean, items[0].id)
+        return report
 
     async def append_gotcha(self, gotcha: str) -> SaveReport:
         """Add a pitfall to ``gotchas.md`` (deduplicated)."""

@@ -9,7 +9,10 @@ reference files untouched::
      "invalid_at": "2026-12-01T21:00:00+00:00", "recorded_at": "2026-12-01T21:00:00+00:00"}
 
 Searches and contexts leave retired and superseded memories out by default (a context says how
-many it hid); ``include_history=True`` returns them with ``metadata["validity"]``.
+many it hid); ``include_history=True`` returns them with ``metadata["validity"]``. Without an
+LLM, a new gotcha or pattern that reads exactly like an older one except for its numbers marks
+the older as "possibly superseded" (``possible_update``): marked and ranked below the newer one,
+never hidden.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .errors import NotFoundError, ValidationError
 from .models import Hit, parse_iso, utcnow
 
 FILE_NAME = "validity.jsonl"
+POSSIBLY = "possibly superseded"
 MAX_REASON = 2_000
 _ID = re.compile(r"[0-9a-f]{24}")
 _lock = threading.Lock()
@@ -79,20 +83,74 @@ def validity_log(spec_dir: str | Path) -> ValidityLog:
 
 
 def apply_validity(hits: list[Hit], include_history: bool) -> tuple[list[Hit], int]:
-    """Hits without retired/superseded ones (and how many were hidden), or all of them marked."""
+    """Hits without retired/superseded ones (and how many were hidden), or all of them marked.
+
+    A memory only *possibly* superseded (the rule in ``possible_update``) stays, marked, and
+    moves below the newer memory when both are in the list.
+    """
     out, hidden = [], 0
     for hit in hits:
         ev = validity_log(hit.spec).events.get(hit.id) if hit.spec else None
         if ev is None:
             out.append(hit)
-        elif include_history:
+        elif include_history or ev.get("state") == POSSIBLY:
             out.append(hit.model_copy(update={"metadata": {**hit.metadata, "validity": {
                 "state": ev.get("state"), "reason": ev.get("reason"), "by": ev.get("by"),
                 "valid_at": hit.time.isoformat() if hit.time else None,
                 "invalid_at": ev.get("invalid_at"), "recorded_at": ev.get("recorded_at")}}}))
         else:
             hidden += 1
+    pos = {h.id: i for i, h in enumerate(out)}
+    for h in list(out):
+        by = (h.metadata.get("validity") or {}).get("by")
+        if (h.metadata.get("validity") or {}).get("state") == POSSIBLY and by in pos \
+                and pos[by] > pos[h.id]:
+            out.remove(h)
+            out.insert(out.index(next(x for x in out if x.id == by)) + 1, h)
+            pos = {x.id: i for i, x in enumerate(out)}
     return out, hidden
+
+
+_NUMBER = re.compile(r"\d+(?:[.,_]\d+)*")
+_skeletons: dict[str, tuple[int, dict[str, list[str]]]] = {}
+
+
+def skeleton(text: str) -> str | None:
+    """A note with its numbers blanked (None when it has none): the key of the no-LLM rule."""
+    from .models import normalise
+
+    norm = normalise(text)
+    blank = _NUMBER.sub("#", norm)
+    return blank if blank != norm else None
+
+
+def possible_update(old: str, new: str) -> bool:
+    """The rule without an LLM: the new note reads exactly like the old one except for its
+    numbers (a version, a limit, a default), and those differ."""
+    key = skeleton(new)
+    return key is not None and key == skeleton(old) and \
+        _NUMBER.findall(old.casefold()) != _NUMBER.findall(new.casefold())
+
+
+def older_versions(bullets_file: Path, bullets: list[str], new: str) -> list[str]:
+    """The latest older note of ``bullets`` (file order) that ``new`` updates (``possible_update``).
+
+    The skeleton map is kept per file and extended with the lines appended since the last call.
+    """
+    key = skeleton(new)
+    if key is None:
+        return []
+    with _lock:
+        count, index = _skeletons.get(str(bullets_file), (0, {}))
+        if count > len(bullets):
+            count, index = 0, {}
+        for text in bullets[count:]:
+            k = skeleton(text)
+            if k is not None:
+                index.setdefault(k, []).append(text)
+        _skeletons[str(bullets_file)] = (len(bullets), index)
+        older = [t for t in index.get(key, []) if possible_update(t, new)]
+        return older[-1:]  # the latest: older ones were flagged when it came (one event a write)
 
 
 class ValidityMixin:
@@ -125,6 +183,19 @@ class ValidityMixin:
             os.close(fd)
         return ev
 
+    async def _flag_updates(self, kind: str, text: str, new_id: str) -> None:
+        """After a new gotcha or pattern: flag the older ones of this spec it seems to update."""
+        from .models import stable_id
+
+        if skeleton(text) is None:
+            return
+        path = self.files.bullet_file(kind)
+        for old in older_versions(path, self.files.load_bullets(kind), text):
+            old_id = stable_id(str(self.project_dir), str(self.spec_dir), kind, old)
+            if old_id != new_id:
+                self._log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
+                                new_id, None)
+
     async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
         """Mark a memory as no longer true (it stays in the files; searches hide it)."""
         if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON \
@@ -146,7 +217,7 @@ class ValidityMixin:
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
                                   field="reason")
-        report = await self._append(row["kind"], new_text)
+        report = await self._append(row["kind"], new_text, flag_updates=False)
         from .models import stable_id
 
         clean = self._clean(" ".join(new_text.split()) if isinstance(new_text, str) else new_text)
