@@ -137,13 +137,16 @@ class SearchMixin:
         await self._ep_settle()  # session turns queued for the index are in it before we search
         await self._adopt()
         be = self.backends
-        # A few more candidates than asked: hits about the code the query names may rise.
-        fetch = min(MAX_LIMIT, max(limit, CODE_POOL))
+        from .code import named_files, with_freshness
+
+        # When the query names code of the project, a few more candidates than asked: hits
+        # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
+        focus, snap = named_files(query, self.project_dir)
+        fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if focus else limit
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
                                       catch_up=self.project if projects else None,
                                       limit=fetch, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
-        from .code import with_freshness
         from .code.freshness import anchored_to
 
         hits = fuse(local, graph, fetch) if graph else local
@@ -159,7 +162,7 @@ class SearchMixin:
             return [h for h in found if kinds is None or h.kind in kinds]
 
         hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored,
-                              spec_dir_of=self._spec_dir_of)
+                              spec_dir_of=self._spec_dir_of, focus=focus, snap=snap)
         from .validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
