@@ -31,7 +31,8 @@ def test_search_context_and_reindex_from_the_command_line(tmp_path: Path):
     r = run_cli("search", "app/cart/checkout.py", "--spec-dir", str(spec), "--kind", "file")
     assert r.returncode == 0 and "app/cart/checkout.py" in r.stdout
 
-    r = run_cli("context", "change the checkout flow", "--max-tokens", "200", cwd=project)
+    r = run_cli("context", "change the checkout flow and its webhooks", "--max-tokens", "200",
+                cwd=project)
     assert r.returncode == 0, r.stderr
     assert "### Gotchas" in r.stdout and "Stripe webhooks" in r.stdout
 

@@ -173,17 +173,19 @@ def _context_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="the task the agent is about to do")
     p.add_argument("--max-tokens", type=int, default=1500,
                    help="token budget of the block (estimated at 4 characters a token)")
+    p.add_argument("--file", action="append", dest="files", metavar="PATH",
+                   help="a file being worked on (repeatable): memories anchored to it come first")
     _where_args(p)
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
     cfg = _server(args)
     answer = _ask_server(cfg, args, {"op": "context", "task": args.task,
-                                     "max_tokens": args.max_tokens})
+                                     "max_tokens": args.max_tokens, "files": args.files})
     text = answer.get("context") if answer else None
     if text is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
-            text = m.context(args.task, max_tokens=args.max_tokens)
+            text = m.context(args.task, max_tokens=args.max_tokens, files=args.files)
     else:
         cfg = None
     if args.json:
@@ -198,6 +200,48 @@ def _cmd_context(args: argparse.Namespace) -> int:
 
 command("context", "markdown of relevant memories for a task, ready for a prompt")(
     _cmd_context)(_context_args)
+
+
+def _retire_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="the memory's id (from `graphmem search --json`)")
+    p.add_argument("--reason", required=True, help="why it is no longer true")
+    p.add_argument("--spec-dir", type=Path, required=True, help="the spec folder that holds it")
+    p.add_argument("--project-dir", type=Path, default=None, help="project root (default: "
+                   "two levels above the spec folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_retire(args: argparse.Namespace) -> int:
+    from .memory import Memory
+
+    with Memory(args.spec_dir, args.project_dir) as m:
+        ev = m.retire(args.id, args.reason)
+    return _emit(args, ev, lambda e: print(f"Retired {e['item']} ({e['reason']})."))
+
+
+command("retire", "mark a memory as no longer true; searches leave it out")(
+    _cmd_retire)(_retire_args)
+
+
+def _supersede_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="the old gotcha's or pattern's id (from `graphmem search --json`)")
+    p.add_argument("new_text", help="the memory that replaces it, one line")
+    p.add_argument("--spec-dir", type=Path, required=True, help="the spec folder that holds it")
+    p.add_argument("--project-dir", type=Path, default=None, help="project root (default: "
+                   "two levels above the spec folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_supersede(args: argparse.Namespace) -> int:
+    from .memory import Memory
+
+    with Memory(args.spec_dir, args.project_dir) as m:
+        ev = m.supersede(args.id, args.new_text)
+    return _emit(args, ev, lambda e: print(f"Superseded {e['item']} by {e['new_id']}."))
+
+
+command("supersede", "replace a gotcha or pattern with a newer text, keeping the old as history")(
+    _cmd_supersede)(_supersede_args)
 
 
 def _reindex_args(p: argparse.ArgumentParser) -> None:

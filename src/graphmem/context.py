@@ -19,8 +19,11 @@ SECTIONS = (  # (title, kinds), in the order an agent should read them
     ("Gotchas", ("gotcha",)),
     ("Patterns", ("pattern",)),
     ("Files", ("file",)),
-    ("Lessons from past sessions", ("insight", "fact", "turn", "step")),
+    ("Lessons from past sessions", ("insight", "fact", "step")),
+    ("From past conversations", ("turn",)),
 )
+RELEVANCE_FLOOR = 0.3  # share of the best hit's score a hit needs to be shown (see bench/codemem.py)
+FILES_PER_LINE = 3  # anchored files named after a lesson
 
 
 def estimate_tokens(text: str) -> int:
@@ -50,31 +53,81 @@ def _where(hit: Hit, project_dir: Path | None) -> str:
     return f"{src}; {seen}" if seen else src
 
 
-def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None) -> str:
-    """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``."""
+def _freshness(hit: Hit) -> dict:
+    f = hit.metadata.get("freshness")
+    return f if isinstance(f, dict) else {}
+
+
+def _line(hit: Hit, project_dir: Path | None) -> str:
+    """One bullet: moved paths rewritten to their current names, changed code marked, a turn
+    quoted with its session, and where the memory applies (its anchored files, current names)."""
+    text = " ".join(hit.text.split())
+    fresh = _freshness(hit)
+    notes = []
+    for old, new in (fresh.get("moved") or {}).items():
+        if old in text:
+            text = text.replace(old, new)
+        notes.append(f"{old} is now {new}")
+    changed = fresh.get("changed") or []
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        notes.append(f"{shown} changed since this was learned")
+    if hit.kind == "turn":
+        who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
+        when = f", {hit.time:%Y-%m-%d}" if hit.time else ""
+        body = f'"{text}" ({who} in session {hit.session}{when})'
+    else:
+        body = f"{text} _(source: {_where(hit, project_dir)})_"
+    files = [p for p in fresh.get("paths") or [] if p not in text][:FILES_PER_LINE]
+    if files and hit.kind != "file":
+        notes.insert(0, "files: " + ", ".join(files))
+    return f"- {body}" + (f" [{'; '.join(notes)}]" if notes else "") + "\n"
+
+
+def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
+                  pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
+    """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
+
+    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out (``pinned`` ids, e.g.
+    memories anchored to the files the agent works on, are kept); so are memories whose code is
+    gone, with a count of what was hidden.
+    """
     header = f"## Memory relevant to: {task[:120]}\n"
     budget = max_tokens - estimate_tokens(header)
     seen: set[str] = set()
     chosen: dict[str, list[str]] = {title: [] for title, _ in SECTIONS}
     section_of = {k: title for title, kinds in SECTIONS for k in kinds}
+    top = max((h.score for h in hits if h.id not in pinned
+               and _freshness(h).get("state") != "gone"), default=0.0)
+    hidden = 0
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
         key = normalise(hit.text)
         if key in seen or hit.kind not in section_of:
             continue
+        if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
+            continue
+        if _freshness(hit).get("state") == "gone":
+            hidden += 1
+            seen.add(key)
+            continue
         title = section_of[hit.kind]
-        line = f"- {' '.join(hit.text.split())} _(source: {_where(hit, project_dir)})_\n"
+        line = _line(hit, project_dir)
         cost = estimate_tokens(line) + (0 if chosen[title] else estimate_tokens(f"\n### {title}\n"))
         if cost > budget:
             continue  # a shorter, less relevant line may still fit
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not seen:
+    if not any(chosen.values()) and not hidden and not retired:
         return ""
     parts = [header]
     for title, _ in SECTIONS:
         if chosen[title]:
             parts.append(f"\n### {title}\n")
             parts.extend(chosen[title])
+    if hidden:
+        parts.append(f"\n_{hidden} matching memories left out: the code they describe is gone._\n")
+    if retired:
+        parts.append(f"\n_{retired} matching memories left out: retired or superseded._\n")
     return "".join(parts)

@@ -238,6 +238,24 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                          spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return report(await use(spec_dir, project_dir, lambda m: m.append_gotcha(text)))
 
+    @tool(title="Retire a memory", annotations=_writes("Retire a memory", True),
+          description="Mark a memory (by the id search_memory returns) as no longer true: it stays "
+                      "in the files, and searches and contexts leave it out from now on.")
+    async def retire_memory(
+            id: Annotated[str, Field(description="the memory's id, from search_memory")],
+            reason: Annotated[str, Field(description="why it is no longer true")],
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return await use(spec_dir, project_dir, lambda m: m.retire(id, reason))
+
+    @tool(title="Supersede a memory", annotations=_writes("Supersede a memory"),
+          description="Replace a gotcha or pattern (by its id) with a newer text: the new one is "
+                      "written and the old one is logged as superseded by it.")
+    async def supersede_memory(
+            id: Annotated[str, Field(description="the old memory's id, from search_memory")],
+            new_text: Annotated[str, Field(description="the memory that replaces it, one line")],
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return await use(spec_dir, project_dir, lambda m: m.supersede(id, new_text))
+
     @tool(title="Add a pattern", annotations=_writes("Add a pattern", True),
           description="Record a code pattern to follow in this codebase (one line; duplicates are ignored).")
     async def add_pattern(text: Annotated[str, Field(description="the pattern, one line")],
@@ -262,11 +280,14 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                             "(every project in this GRAPHMEM_HOME)")] = "project",
             kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
             limit: Annotated[int, _int("how many hits at most", ge=1, le=100)] = 10,
+            include_history: Annotated[bool, Field(
+                description="also return retired and superseded memories, marked")] = False,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         notes: list[str] = []
 
         async def run(m: AsyncMemory) -> list:
-            hits = await m.search(query, scope=scope, kinds=kinds, limit=limit)
+            hits = await m.search(query, scope=scope, kinds=kinds, limit=limit,
+                                 include_history=include_history)
             notes.extend(getattr(m, "search_notes", []))
             return hits
 
@@ -282,8 +303,12 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     async def get_context(
             task: Annotated[str, Field(description="the task about to be done")],
             max_tokens: Annotated[int, _int("token budget of the block", ge=50, le=100_000)] = 1500,
+            files: Annotated[list[str] | None, Field(
+                description="paths (relative to the project) being worked on: memories anchored "
+                            "to them come first")] = None,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> str:
-        return await use(spec_dir, project_dir, lambda m: m.context(task, max_tokens=max_tokens))
+        return await use(spec_dir, project_dir,
+                         lambda m: m.context(task, max_tokens=max_tokens, files=files))
 
     @tool(title="Record a conversation turn", annotations=_writes("Record a conversation turn"),
           description="Append one conversation turn to an episodic session. Without session_id a "

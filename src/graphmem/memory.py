@@ -26,11 +26,12 @@ from .settings import Settings
 from .search import SearchMixin
 from .sessions import SessionsMixin
 from .sync import GraphSyncMixin
+from .validity import ValidityMixin
 
 log = logging.getLogger("graphmem")
 
 
-class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
+class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
     """Memory for one spec folder of one project (async API).
 
     Search, sessions and graph sync live in mixins (``search.py``, ``sessions.py``, ``sync.py``);
@@ -105,6 +106,9 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         await self._adopt()
         if items:
             await self.backends.write(self, items, report, entry)
+            from .code import record_anchors
+
+            record_anchors(self.project_dir, self.spec_dir, items)
         elif entry is not None:
             entry.finish()
         return report
@@ -198,7 +202,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
         return self.files.load_codebase_map()
 
     # ---- gotchas and patterns -------------------------------------------------------------
-    async def _append(self, kind: str, text: str) -> SaveReport:
+    async def _append(self, kind: str, text: str, flag_updates: bool = True) -> SaveReport:
         note = parse(Note, {"text": text}, kind, wrapped=True)
         self._check_size(note.text, kind)
         await self._graph_guard()
@@ -208,7 +212,10 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin):
             report = SaveReport(path=str(self.files.bullet_file(kind)),
                                 files="written" if added else "unchanged")
             items = self.files.bullet_items(kind, [clean]) if added else []
-            return await self._propagate(items, report, entry)
+            report = await self._propagate(items, report, entry)
+        if items and flag_updates:  # validity.py: an older note this one seems to update
+            await self._flag_updates(kind, clean, items[0].id)
+        return report
 
     async def append_gotcha(self, gotcha: str) -> SaveReport:
         """Add a pitfall to ``gotchas.md`` (deduplicated)."""

@@ -30,6 +30,8 @@ MAX_QUERY_CHARS = 10_000
 # backends found rises. A small k keeps the top ranks apart (k=60 flattens them).
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
+CODE_POOL = 30  # local candidates that freshness and the query's code re-order (code/freshness.py)
+CODE_EXTRA = 10  # memories anchored to the files a query names, added beside them
 
 # Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
 ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
@@ -82,17 +84,51 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
     return query.strip(), kinds
 
 
+def check_files(files: Any) -> list[str]:
+    """Validate ``context(files=...)``: a list of relative paths (at most 50)."""
+    if files is None:
+        return []
+    if isinstance(files, str) or not isinstance(files, (list, tuple)) or len(files) > 50:
+        raise ValidationError("must be a list of at most 50 paths relative to the project",
+                              field="files")
+    from .models import check_relative_path
+
+    out = []
+    for n, f in enumerate(files):
+        if not isinstance(f, str):
+            raise ValidationError(f"must be a path string, got {type(f).__name__}",
+                                  field=f"files[{n}]")
+        try:
+            check_relative_path(f)
+        except ValueError as exc:
+            raise ValidationError(str(exc), field=f"files[{n}]") from None
+        out.append(f.replace("\\", "/").removeprefix("./"))
+    return out
+
+
 class SearchMixin:
     """Search operations of ``AsyncMemory``."""
 
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
-                     limit: int = 10, rerank: bool = False) -> list[Hit]:
-        """Memories ranked by relevance to ``query`` within this spec, project, or every project."""
+                     limit: int = 10, rerank: bool = False, include_history: bool = False
+                     ) -> list[Hit]:
+        """Memories ranked by relevance to ``query`` within this spec, project, or every project.
+
+        Retired and superseded memories are left out unless ``include_history`` (then they carry
+        ``metadata["validity"]``).
+        """
+        return (await self._search(query, scope, kinds, limit, rerank, include_history))[0]
+
+    async def _search(self, query: str, scope: str, kinds: Sequence[str] | None, limit: int,
+                      rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
+        """``search``'s hits and how many retired or superseded ones it left out."""
         query, kinds = check_query(query, scope, kinds, limit)
         query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
         self.search_notes: list[str] = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
+        if not isinstance(include_history, bool):
+            raise ValidationError("must be true or false", field="include_history")
         if scope == "spec" and self.spec_dir is None:
             raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
                                   field="scope")
@@ -104,16 +140,54 @@ class SearchMixin:
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
+        from .code import named_files, with_freshness
+
+        # When the query names code of the project, a few more candidates than asked: hits
+        # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
+        focus, snap = named_files(query, self.project_dir)
+        fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if focus else limit
         from .team import own_key, team_key
 
         # teammates' items taken in from a shared graph rank with the project's own
         mine = None if projects is None else [*projects, team_key(self.project.key)]
         local = own_key(await be.search_local(query, projects=mine, spec=spec, kinds=kinds,
                                               catch_up=self.project if projects else None,
-                                              limit=limit, rerank=rerank))
+                                              limit=fetch, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
-        hits = fuse(local, graph, limit) if graph else local
-        return self.backends.localise(hits, self.project)
+        from .code.freshness import anchored_to
+
+        hits = fuse(local, graph, fetch) if graph else local
+        hits = self.backends.localise(hits, self.project)
+        specs = {self._spec_dir_of(h) for h in hits} - {None}
+        if spec is not None:
+            specs = {Path(self.project_dir) / spec}
+        elif self.spec_dir is not None:
+            specs.add(Path(self.spec_dir))
+
+        def anchored(files: set[str], known: set[str]) -> list[Hit]:
+            found = self._hits_by_id(anchored_to(sorted(map(str, specs)), files, CODE_EXTRA), known)
+            return [h for h in found if kinds is None or h.kind in kinds]
+
+        hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored,
+                              spec_dir_of=self._spec_dir_of, focus=focus, snap=snap)
+        from .validity import apply_validity
+
+        hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
+        return hits[:limit], hidden
+
+    def _spec_dir_of(self, hit: Hit) -> Path | None:
+        """The spec folder on this machine that holds a hit of this project (None otherwise)."""
+        if not hit.spec or hit.project != self.project.key:
+            return None
+        return Path(self.project_dir) / hit.spec
+
+    def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
+        """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
+        from .index.query import _hit
+
+        ids = [i for i in ids if i not in known]
+        rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
+        return self.backends.localise([_hit(rows[i], 0.0) for i in ids if i in rows], self.project)
 
     async def _team_pull(self) -> bool:
         """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
@@ -161,14 +235,35 @@ class SearchMixin:
             return None
         return [h for h in hits if spec is None or h.spec in (None, spec)]
 
-    async def context(self, task: str, max_tokens: int = 1500) -> str:
-        """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``."""
+    async def context(self, task: str, max_tokens: int = 1500,
+                      files: Sequence[str] | None = None) -> str:
+        """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``.
+
+        ``files``: paths (relative to the project) the agent is working on; memories anchored
+        to them come first, whatever their score.
+        """
         from .context import build_context, check_budget
 
         check_budget(max_tokens)
         query, _ = check_query(task, "project", None, 1)
-        hits = await self.search(query, scope="project", limit=40)
-        return build_context(query, hits, max_tokens, self.project_dir)
+        paths = check_files(files)
+        hits, retired = await self._search(query, "project", None, 40, False)
+        pinned = await self._anchored_hits(paths) if paths else []
+        if pinned:
+            ids = {h.id for h in pinned}
+            hits = [*{h.id: h for h in pinned}.values(), *(h for h in hits if h.id not in ids)]
+        return build_context(query, hits, max_tokens, self.project_dir,
+                             pinned={h.id for h in pinned}, retired=retired)
+
+    async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
+        """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
+        from .code import with_freshness
+        from .code.freshness import anchored_to
+
+        specs = [self.spec_dir] if self.spec_dir is not None else spec_folders(Path(self.project_dir))
+        hits = with_freshness(self._hits_by_id(anchored_to(specs, paths)), self.project_dir,
+                              spec_dir_of=self._spec_dir_of)
+        return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
 
     async def reindex(self) -> dict[str, Any]:
         """Rebuild this project's part of the local index from its files."""
@@ -188,6 +283,9 @@ class SearchMixin:
 
             items = stamp(items, self.settings, project.root)  # this machine's files: its items
         counts = await self.backends.reindex_local(project, items)
+        from .code.anchors import backfill
+
+        counts["anchors"] = backfill(project.root, items)
         counts["specs"] = len(specs)
         counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
         return counts

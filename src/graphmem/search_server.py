@@ -12,7 +12,7 @@ differ from the server's give the client another key, hence another server (``se
 
 Protocol: one JSON line in, one JSON line out. In: ``{"op": "search"|"context"|"ping", "key",
 "spec_dir", "project_dir"}`` (absolute paths) plus ``query, scope, kinds, limit, rerank`` or
-``task, max_tokens``. Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
+``task, max_tokens, files``. Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
 ``{"error": "field: problem", "exit": n}``, ``{"wrong_server": true}`` (another key), or
 ``{"internal_error": "..."}`` (a bug: the client searches in-process instead).
 """
@@ -121,7 +121,8 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
         mem._backends = await state.current()  # one index view and one set of models for all
         if op == "context":
             return {"context": await mem.context(req.get("task"),
-                                                 max_tokens=req.get("max_tokens", 1500))}
+                                                 max_tokens=req.get("max_tokens", 1500),
+                                                 files=req.get("files"))}
         hits = await mem.search(req.get("query"), scope=req.get("scope", "project"),
                                 kinds=req.get("kinds"), limit=req.get("limit", 10),
                                 rerank=req.get("rerank", False))

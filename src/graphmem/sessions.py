@@ -55,8 +55,12 @@ class SessionsMixin:
     def _ep_commit(self, sid: str, turns: list[dict], steps: list[dict]) -> Appended:
         """Append durably and queue the derived rows (the whole ack path of a record)."""
         ep = self._ep
-        return ep.store.append(sid, turns, steps, then=lambda done: ep.queue(sid, done),
+        done = ep.store.append(sid, turns, steps, then=lambda done: ep.queue(sid, done),
                                check=_refuse_ended)
+        from .code import record_anchors
+
+        record_anchors(self.project_dir, self.spec_dir, ep.items(sid, done.turns, done.steps))
+        return done
 
     async def _ep_graph(self, sid: str, done: Appended) -> None:
         """Write freshly appended records to the graph (or its outbox) before the callers return."""

@@ -472,6 +472,12 @@ class LocalIndex:
              f"WHERE i.rowid IN ({','.join('?' * len(rowids))})")
         return {r["rowid"]: r for r in self.conn.execute(q, list(rowids))}
 
+    def rows_by_id(self, ids: Sequence[str]) -> list[sqlite3.Row]:
+        """Full rows of the given item ids (those the index holds)."""
+        rowids = [r[0] for r in db.select_in(
+            self.conn, "SELECT rowid FROM search_items WHERE id IN ({})", ids)]
+        return list(self.rows(rowids).values())
+
     def close(self) -> None:
         try:
             self.conn.close()

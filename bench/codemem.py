@@ -1,0 +1,333 @@
+"""Coding memory on real repository histories (../shared/data/codemem) through graphmem's public API.
+
+Replays each dataset as its README's protocol says: the project is a git repository that evolves
+session by session (skeleton source files from the symbol lists), each session is written through
+``save_session_insights``, ``update_codebase_map``, ``append_gotcha``/``append_pattern`` and the
+episodic sessions API, and every task asks ``search`` and ``context`` at its point in the history.
+Scores recall@5/10, nDCG@10, Hit@10, MRR, FileRecall@B, StaleLeak@10, StaleLeakText, CurrentHit,
+tokens per task and search/context latency, beside BM25, recency and random baselines over the
+same memories in the same run.
+
+    .venv/bin/python bench/codemem.py [--datasets pytest,entire-cli] [--tasks N] [--budgets 1000,4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _codemem_replay import SPEC, Items, Repo, load_dataset, normalise, plain_context  # noqa: E402
+from _common import need, pct, table, write_json  # noqa: E402
+
+DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
+MARKED = ("changed", "moved", "gone", "stale", "superseded", "retired")
+PATHLIKE = re.compile(r"[\w./-]+")
+
+
+def spread(tasks: list[dict], n: int | None) -> list[dict]:
+    """At most ``n`` tasks spread evenly over the list (all when ``n`` is None)."""
+    if not n or n >= len(tasks):
+        return tasks
+    return [tasks[round(i * (len(tasks) - 1) / max(1, n - 1))] for i in range(n)]
+
+
+def marked(meta: dict, words: tuple[str, ...] = MARKED) -> bool:
+    """Whether a hit's metadata says its code is not current (the README's rule)."""
+    if meta.get("stale") is True:
+        return True
+    for key in ("freshness", "state", "validity"):
+        v = meta.get(key)
+        v = v.get("state") if isinstance(v, dict) else v
+        if isinstance(v, str) and any(w in v.lower() for w in words):
+            return True
+    return False
+
+
+STRICT = tuple(w for w in MARKED if w != "changed")  # "the file changed since" does not count
+
+
+class Mapper:
+    """Hit -> source session id, as the protocol's step 4 says."""
+
+    def __init__(self) -> None:
+        self.by_num: dict[str, str] = {}
+        self.by_sid: dict[str, str] = {}
+        self.text_first: dict[str, str] = {}
+        self.text_last: dict[str, str] = {}
+
+    def add(self, i: int, s: dict, sid: str | None) -> None:
+        self.by_num[str(i + 1)] = s["id"]
+        if sid:
+            self.by_sid[sid] = s["id"]
+        ins = s.get("insights") or {}
+        files = {**((ins.get("discoveries") or {}).get("files_understood") or {}),
+                 **(s.get("codebase_map") or {})}
+        for path, purpose in files.items():
+            self.text_last[normalise(f"{path}: {purpose}")] = s["id"]
+        for text in [*(s.get("gotchas") or []), *(s.get("patterns") or [])]:
+            self.text_first.setdefault(normalise(text), s["id"])
+
+    def __call__(self, hit) -> str | None:
+        if hit.kind == "insight":
+            return self.by_num.get(str(hit.session))
+        if hit.kind == "turn":
+            return hit.metadata.get("codemem_session") or self.by_sid.get(str(hit.session))
+        if hit.kind in ("step", "fact"):
+            return self.by_sid.get(str(hit.session))
+        key = normalise(hit.text)
+        return self.text_last.get(key) if hit.kind == "file" else self.text_first.get(key)
+
+
+def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[str],
+          contexts: dict[int, str], repo: Repo, strict: list[bool] | None = None) -> dict:
+    """One task's metrics from its ranked sessions and its contexts."""
+    rel = task["relevant"]
+    total = sum(rel.values()) or 1.0
+    out: dict = {"type": task["type"]}
+    for k in (5, 10):
+        out[f"r@{k}"] = sum(w for s, w in rel.items() if s in ranked[:k]) / total
+    seen, dcg = set(), 0.0
+    for i, s in enumerate(ranked[:10]):
+        if s in rel and s not in seen:
+            seen.add(s)
+            dcg += rel[s] / math.log2(i + 2)
+    ideal = sum(w / math.log2(i + 2) for i, w in enumerate(sorted(rel.values(), reverse=True)[:10]))
+    out["ndcg@10"] = dcg / ideal if ideal else 0.0
+    out["hit@10"] = float(any(s in rel for s in ranked[:10]))
+    out["mrr"] = next((1 / (i + 1) for i, s in enumerate(ranked[:20]) if s in rel), 0.0)
+    mapped = [(s, m) for s, m in zip(ranked[:10], marks[:10]) if s is not None]
+    labels = task.get("labels") or {}
+    if mapped:
+        out["staleleak@10"] = sum(1 for s, m in mapped
+                                  if labels.get(s, "CURRENT") != "CURRENT" and not m) / len(mapped)
+    strict_mapped = [m for s, m in zip(ranked[:10], (strict or marks)[:10]) if s is not None]
+    if strict_mapped:  # StaleLeak counting only moved/gone/superseded/retired marks
+        out["staleleak_strict@10"] = sum(
+            1 for (s, _), m in zip(mapped, strict_mapped)
+            if labels.get(s, "CURRENT") != "CURRENT" and not m) / len(mapped)
+    fine = [m for s, m in mapped if labels.get(s, "CURRENT") == "CURRENT"]
+    if fine:  # false alarms: hits about code that is still current, marked anyway
+        out["overmark@10"] = sum(fine) / len(fine)
+    out["unmapped@10"] = sum(1 for s in ranked[:10] if s is None) / max(1, len(ranked[:10]))
+    for b, ctx in contexts.items():
+        out[f"tokens@{b}"] = len(ctx) / 4
+        if task.get("files"):
+            out[f"filerecall@{b}"] = sum(1 for f in task["files"] if f in ctx) / len(task["files"])
+    big = contexts[max(contexts)]
+    gone = repo.ever - set(repo.tree)
+    mentions = stale = 0
+    for line in big.splitlines():
+        lower = line.lower()
+        ok = any(w in lower for w in ("stale", "changed since", "gone"))
+        for tok in PATHLIKE.findall(line):
+            tok = tok.strip(".")
+            if tok in repo.ever:
+                mentions += 1
+                stale += tok in gone and not ok
+    if mentions:
+        out["staleleaktext"] = stale / mentions
+    cur = task.get("current_answer")
+    if task["type"] in ("locate", "value_update") and cur:
+        out["currenthit"] = float(cur in big)
+        out["currenthit@10"] = float(any(cur in t for t in texts[:10]))
+        pos = big.find(cur)
+        olds = [big.find(a) for a in task.get("stale_answers") or [] if a in big]
+        out["stalefirst"] = float(bool(olds) and (pos < 0 or min(olds) < pos))
+    return out
+
+
+def average(rows: list[dict]) -> dict:
+    keys = sorted({k for r in rows for k in r if k != "type"})
+    return {k: sum(r[k] for r in rows if k in r) / max(1, sum(1 for r in rows if k in r))
+            for k in keys} | {"n": len(rows)}
+
+
+def run_dataset(name: str, args, tmp: Path) -> dict:
+    from graphmem import Memory, Settings
+
+    data = load_dataset(DATA / name)
+    sessions = data["sessions"]
+    lo = data["meta"].get("task_window", [0, len(sessions)])[0]
+    tasks = spread([t for t in data["tasks"] if t["after"] < len(sessions)], args.tasks)
+    by_after: dict[int, list[dict]] = {}
+    for t in tasks:
+        by_after.setdefault(t["after"], []).append(t)
+    last = max(by_after) if by_after else -1
+    root = tmp / name / "project"
+    repo = Repo(root, data["tree0"], data["symbols0"])
+    spec = root / SPEC
+    spec.mkdir(parents=True)
+    settings = Settings.load(home=str(tmp / name / "home"))
+    budgets = sorted(args.budgets)
+    rankers = ("graphmem", "bm25", "recency", "random")
+    rows: dict[str, list[dict]] = {r: [] for r in rankers}
+    lat = {"search": [], "context": [], "write": []}
+    items, mapper = Items(), Mapper()
+    import graphmem.code
+
+    plain_fresh = graphmem.code.with_freshness
+    fresh_ms: list[float] = []
+
+    def timed_freshness(hits, project_dir, **kw):  # the share of a search spent on freshness
+        t = time.perf_counter()
+        try:
+            return plain_fresh(hits, project_dir, **kw)
+        finally:
+            fresh_ms.append((time.perf_counter() - t) * 1000)
+
+    graphmem.code.with_freshness = timed_freshness
+    plain_anchor = graphmem.code.record_anchors
+    anchor_ms: list[float] = []
+
+    def timed_anchors(*a, **kw):  # the share of a write spent finding anchors
+        t = time.perf_counter()
+        try:
+            return plain_anchor(*a, **kw)
+        finally:
+            anchor_ms.append((time.perf_counter() - t) * 1000)
+
+    graphmem.code.record_anchors = timed_anchors
+    t_start = time.perf_counter()
+    with Memory(spec, root, settings=settings) as mem:
+        for i, s in enumerate(sessions[:last + 1]):
+            t0 = time.perf_counter()
+            repo.apply(s)
+            repo.commit(s["id"], s["time"])
+            mem.save_session_insights(i + 1, s["insights"])
+            if s.get("codebase_map"):
+                mem.update_codebase_map(s["codebase_map"])
+            for g in s.get("gotchas") or []:
+                mem.append_gotcha(g)
+            for p in s.get("patterns") or []:
+                mem.append_pattern(p)
+            sid = None
+            if s.get("turns") or s.get("steps"):
+                sid = mem.start_session(model=s.get("agent"), mode="agent", at=s["time"])
+                if s.get("turns"):
+                    mem.record_turns(sid, [{"role": t["role"], "content": t["content"],
+                                            "metadata": {"codemem_session": s["id"]},
+                                            "at": s["time"]} for t in s["turns"]])
+                for st in s.get("steps") or []:
+                    mem.record_step(sid, st["action"], st["status"], st.get("detail"), at=s["time"])
+                mem.end_session(sid)
+            if i >= lo:
+                lat["write"].append((time.perf_counter() - t0) * 1000)
+            items.add(s)
+            mapper.add(i, s, sid)
+            group = by_after.get(i)
+            if not group:
+                continue
+            mem.search("warm up before the tasks of this point", scope="project", limit=1)
+            for task in group:
+                n, text = len(rows["graphmem"]), task["text"]
+                ctx: dict[int, str] = {}
+                if n % 2 == 0:
+                    t = time.perf_counter()
+                    hits = mem.search(text, scope="project", limit=20)
+                    lat["search"].append((time.perf_counter() - t) * 1000)
+                    for b in budgets:
+                        ctx[b] = mem.context(text, max_tokens=b)
+                else:
+                    t = time.perf_counter()
+                    ctx[budgets[-1]] = mem.context(text, max_tokens=budgets[-1])
+                    lat["context"].append((time.perf_counter() - t) * 1000)
+                    hits = mem.search(text, scope="project", limit=20)
+                    for b in budgets[:-1]:
+                        ctx[b] = mem.context(text, max_tokens=b)
+                rows["graphmem"].append(score(task, [mapper(h) for h in hits],
+                                              [marked(h.metadata) for h in hits],
+                                              [h.text for h in hits], ctx, repo,
+                                              [marked(h.metadata, STRICT) for h in hits]))
+                for rk, ranked in (("bm25", items.bm25(text, 200)), ("recency", items.recency(200)),
+                                   ("random", items.random(200, task["id"]))):
+                    rctx = {b: plain_context(text, ranked, b) for b in budgets}
+                    rows[rk].append(score(task, [r["session"] for r in ranked[:20]],
+                                          [False] * 20, [r["text"] for r in ranked[:20]], rctx, repo))
+            print(f"{name}: after session {i}: {len(rows['graphmem'])}/{len(tasks)} tasks, "
+                  f"{time.perf_counter() - t_start:.0f} s", flush=True)
+    graphmem.code.with_freshness = plain_fresh
+    graphmem.code.record_anchors = plain_anchor
+    lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
+    replay_s = time.perf_counter() - t_start
+    anchors = spec / "memory" / "anchors.jsonl"
+    result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
+              "anchors_bytes": anchors.stat().st_size if anchors.exists() else 0,
+              "latency_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in lat.items()},
+              "rankers": {}}
+    for rk in rankers:
+        block = {"overall": average(rows[rk])}
+        for typ in sorted({r["type"] for r in rows[rk]}):
+            block[typ] = average([r for r in rows[rk] if r["type"] == typ])
+        result["rankers"][rk] = block
+    return result
+
+
+def report(name: str, res: dict, budgets: list[int]) -> list[list]:
+    b = max(budgets)
+    cols = ["r@10", "ndcg@10", "hit@10", "mrr", f"filerecall@{b}", "staleleak@10",
+            "staleleak_strict@10", "overmark@10",
+            "staleleaktext", f"tokens@{b}", "unmapped@10"]
+    trows = []
+    for rk, block in res["rankers"].items():
+        for typ, m in block.items():
+            trows.append([rk, typ, m["n"], *(m.get(c, float("nan")) for c in cols)])
+    lat = res["latency_ms"]
+    table(f"{name}: {res['tasks']} tasks after {res['sessions']} sessions, replay "
+          f"{res['replay_s']:.0f} s; search p50/p95 {lat['search']['p50']:.1f}/"
+          f"{lat['search']['p95']:.1f} ms, context {lat['context']['p50']:.1f}/"
+          f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
+          f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
+          f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
+          f"{lat['anchors']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
+    return trows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", default="pytest,entire-cli")
+    ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
+    ap.add_argument("--budgets", default="1000,4000")
+    ap.add_argument("--out", default="codemem")
+    ap.add_argument("--focus", default=None, help="try other FOCUS_OWN,FOCUS_SESSION gains")
+    ap.add_argument("--gone-drop", type=int, default=None,
+                    help="try moving gone hits this many places down instead of last")
+    ap.add_argument("--floor", type=float, default=None,
+                    help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
+    args = ap.parse_args()
+    import graphmem.code.freshness as fresh
+
+    if args.gone_drop is not None:
+        fresh.GONE_DROP = args.gone_drop
+    if args.focus is not None:
+        fresh.FOCUS_OWN, fresh.FOCUS_SESSION = (float(x) for x in args.focus.split(","))
+    if args.floor is not None:
+        import graphmem.context
+
+        graphmem.context.RELEVANCE_FLOOR = args.floor
+    args.budgets = [int(b) for b in args.budgets.split(",")]
+    need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")
+    import graphmem.context
+
+    results: dict = {"data": str(DATA), "budgets": args.budgets, "tasks_limit": args.tasks,
+                     "floor": graphmem.context.RELEVANCE_FLOOR, "gone_drop": fresh.GONE_DROP,
+                     "focus": [fresh.FOCUS_OWN, fresh.FOCUS_SESSION],
+                     "datasets": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.datasets.split(","):
+            res = run_dataset(name, args, Path(tmp))
+            results["datasets"][name] = res
+            report(name, res, args.budgets)
+    results["load_average"] = os.getloadavg()
+    write_json(args.out, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

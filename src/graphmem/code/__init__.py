@@ -1,0 +1,69 @@
+"""Code awareness: anchors from memories to the files and symbols they talk about, and the
+freshness of those anchors at read time (``anchors.py``, ``freshness.py``, ``tree.py``,
+``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
+search (``annotate``) and in ``reindex`` (``backfill``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..models import Hit, MemoryItem
+
+log = logging.getLogger("graphmem.code")
+
+
+def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
+                   items: Iterable[MemoryItem]) -> None:
+    """Anchor freshly written items; a failure is logged, never fails the write (anchors are
+    derived: ``reindex`` writes the missing ones)."""
+    from .anchors import record
+
+    try:
+        record(project_dir, spec_dir, items)
+    except Exception as exc:  # noqa: BLE001 - derived data must not break the write path
+        log.warning("anchors not recorded: %s", exc)
+
+
+def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:
+    """The project files a query names, directly or through a symbol they define, and the
+    snapshot of the tree they were read from (empty and None on any failure: a search goes on
+    without them)."""
+    from .freshness import named_code
+    from .tree import snapshot
+
+    if project_dir is None:
+        return set(), None
+    try:
+        snap = snapshot(project_dir, max_age=0)
+        return named_code(query, snap), snap
+    except Exception as exc:  # noqa: BLE001
+        log.warning("code named by the query not found: %s", exc)
+        return set(), None
+
+
+def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str | None = None,
+                   fetch: Callable[[set[str], set[str]], list[Hit]] | None = None,
+                   spec_dir_of: Callable[[Hit], Path | None] | None = None,
+                   focus: set[str] | None = None, snap: Any = None) -> list[Hit]:
+    """``hits`` with ``metadata["freshness"]`` set, gone ones last; with ``query``, hits anchored
+    to the files and symbols the query names rise (see ``freshness.annotate``), and
+    ``fetch(files, known_ids)`` may add the memories anchored to those files. ``spec_dir_of``
+    tells where a hit's spec folder is (hits of other projects have none)."""
+    from .freshness import annotate, named_code
+    from .tree import snapshot
+
+    if not hits or project_dir is None:
+        return hits
+    try:
+        snap = snap or snapshot(project_dir, max_age=0)  # git: cached against HEAD + index
+        if focus is None:
+            focus = named_code(query, snap) if query else None
+        if focus and fetch is not None:
+            hits = hits + fetch(focus, {h.id for h in hits})
+        return annotate(hits, project_dir, focus=focus, snap=snap, spec_dir_of=spec_dir_of)
+    except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
+        log.warning("freshness not computed: %s", exc)
+        return hits

@@ -1,0 +1,248 @@
+"""Anchors: the code a memory talks about, and that code's state when the memory was written.
+
+When items are written, each gets the file paths it names that exist in the project tree (in its
+text, its ``metadata.path`` for codebase-map entries, step payloads) and the symbols it names that
+the project defines (see ``symbols.py``); items of one session file are also anchored, as
+``"via": "session"``, to the files that session's discoveries list. Each anchor keeps the file's
+git blob id (and for a symbol its lines and a hash of them), with HEAD at write time.
+
+Stored beside the reference files as ``memory/anchors.jsonl``, append-only, one JSON object per
+line, the last line naming an item wins::
+
+    {"items": ["3f0c..."], "head": "9b1e...", "at": "2026-12-01T20:00:00+00:00",
+     "anchors": [{"path": "src/pay.py", "blob": "a1b2...", "symbol": "refund", "lines": [10, 24],
+                  "digest": "77aa..."}, {"path": "src/api.py", "blob": "c3d4...", "via": "session"}]}
+
+``reindex`` writes a line for every item that has none (its state as of the reindex).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+from ..models import MemoryItem
+from .tree import Snapshot, snapshot
+
+log = logging.getLogger("graphmem.code")
+
+FILE_NAME = "anchors.jsonl"
+MAX_SYMBOL_FILES = 3  # a name defined in more files than this says too little to anchor
+MAX_ANCHORS = 40
+EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
+_PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_lock = threading.Lock()
+
+
+def anchors_file(spec_dir: str | Path) -> Path:
+    """Where a spec folder keeps its anchors."""
+    return Path(spec_dir) / "memory" / FILE_NAME
+
+
+def _looks_like_symbol(name: str, text: str, start: int) -> bool:
+    """Prose words are not symbol names: keep dotted, snake, camel or backticked names and calls."""
+    if "." in name or "_" in name.strip("_") or any(c.isupper() for c in name[1:]):
+        return True
+    before, after = text[start - 1:start], text[start + len(name):start + len(name) + 1]
+    return before == "`" or after == "("
+
+
+def find_paths(text: str, snap: Snapshot) -> list[str]:
+    """Paths of files in the tree that ``text`` names (whole relative paths, or unique file names)."""
+    out: list[str] = []
+    for m in _PATH.finditer(text):
+        tok = m.group(0).rstrip(".").removeprefix("./")
+        if tok in snap.files:
+            out.append(tok)
+        elif "." in tok and "/" not in tok:
+            same = snap.by_basename.get(tok)
+            if same and len(same) == 1:
+                out.append(same[0])
+        elif "/" in tok:  # a path given from a parent folder: keep the unique tail match
+            tail = tok.lstrip("/")
+            hits = [p for p in snap.by_basename.get(tail.rsplit("/", 1)[-1], ())
+                    if p.endswith("/" + tail)]
+            if len(hits) == 1:
+                out.append(hits[0])
+    return list(dict.fromkeys(out))
+
+
+def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
+    """Symbol anchors for the names ``text`` uses that the project defines."""
+    defs = snap.definitions
+    out: dict[tuple[str, str], dict] = {}
+    for m in _IDENT.finditer(text):
+        name = m.group(0)
+        if not _looks_like_symbol(name, text, m.start()):
+            continue
+        parts = name.split(".")
+        for cand in (name, ".".join(parts[-2:]), parts[-1]):
+            found = defs.get(cand)
+            if not found:
+                continue
+            if len(parts) > 1 and cand == parts[-1] and not _looks_like_symbol(cand, cand, 0):
+                break  # "pytest.approx" -> "approx" is fine, "a.b" -> "b" alone is too weak
+            local = [f for f in found if f[0] in near] or found
+            if len({p for p, _ in local}) <= MAX_SYMBOL_FILES:
+                for path, sym in local:
+                    out.setdefault((path, sym.name), {
+                        "path": path, "blob": snap.files[path], "symbol": sym.name,
+                        "lines": [sym.start, sym.end], "digest": sym.digest})
+            break
+    return list(out.values())
+
+
+def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str]) -> list[dict]:
+    """The anchors of one item: its own paths and symbols, then its session's files."""
+    text = item.text
+    own = find_paths(text, snap)
+    meta_path = item.metadata.get("path") if isinstance(item.metadata, dict) else None
+    if isinstance(meta_path, str) and meta_path in snap.files and meta_path not in own:
+        own.insert(0, meta_path)
+    if item.kind == "file" and isinstance(meta_path, str):
+        text = str(item.metadata.get("purpose", ""))  # its symbols are those of its own file
+        syms = [a for a in find_symbols(text, snap, [meta_path]) if a["path"] == meta_path]
+    else:
+        syms = find_symbols(text, snap, own or session_paths)
+    anchored = {a["path"] for a in syms}
+    out = [*syms, *({"path": p, "blob": snap.files[p]} for p in own if p not in anchored)]
+    if item.kind not in ("file", "turn", "step"):
+        out += [{"path": p, "blob": snap.files[p], "via": "session"} for p in session_paths
+                if p not in own and p not in anchored]
+    return out[:MAX_ANCHORS]
+
+
+def record(project_dir: str | Path | None, spec_dir: str | Path | None,
+           items: Iterable[MemoryItem]) -> int:
+    """Compute and append the anchors of ``items``; returns the lines written (0 without code)."""
+    items = list(items)
+    if not items or project_dir is None or spec_dir is None:
+        return 0
+    snap = snapshot(project_dir)
+    if not snap.files:
+        return 0
+    session_paths: dict[str | None, list[str]] = {}
+    for it in items:  # files a session's discoveries list anchor that session's other items
+        p = it.metadata.get("path") if it.kind == "file" and it.session else None
+        if isinstance(p, str) and p in snap.files:
+            session_paths.setdefault(it.session, []).append(p)
+    groups: dict[str, dict] = {}
+    for it in items:
+        found = anchors_for(it, snap, session_paths.get(it.session, []) if it.session else [])
+        if not found:
+            continue
+        episode = it.session if it.kind in EPISODE_KINDS else None
+        key = json.dumps([episode, found], sort_keys=True)
+        groups.setdefault(key, {"items": [], "anchors": found, "session": episode})["items"].append(it.id)
+    if not groups:
+        return 0
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    lines = "".join(json.dumps({"items": g["items"], "head": snap.head, "at": at,
+                                **({"session": g["session"]} if g["session"] else {}),
+                                "anchors": g["anchors"]}, ensure_ascii=False) + "\n"
+                    for g in groups.values())
+    _append(anchors_file(spec_dir), lines)
+    return len(groups)
+
+
+def _append(path: Path, text: str) -> None:
+    """One ``O_APPEND`` write, so concurrent writers never interleave inside a line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+class AnchorBook:
+    """Item id -> its latest anchor record, read incrementally from one ``anchors.jsonl``."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.records = path, 0, {}
+        self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
+        self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
+        self.ino = None
+
+    def session_record(self, session: str) -> dict | None:
+        """A record for an unanchored turn or step: its session's other files, ``via`` session."""
+        return self.sessions.get(session)
+
+    def refresh(self) -> "AnchorBook":
+        try:
+            st = self.path.stat()
+        except OSError:
+            self.offset, self.records = 0, {}
+            return self
+        if st.st_ino != self.ino or st.st_size < self.offset:  # replaced or cut: read again
+            self.ino, self.offset, self.records, self.sessions = st.st_ino, 0, {}, {}
+            self.by_path = {}
+        if st.st_size == self.offset:
+            return self
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(st.st_size - self.offset)
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for line in data[:end].splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("anchors"), list):
+                for item_id in rec.get("items") or []:
+                    self.records[item_id] = rec
+                for path in {a.get("path") for a in rec["anchors"] if isinstance(a, dict)}:
+                    self.by_path.setdefault(path, []).extend(rec.get("items") or [])
+                if isinstance(rec.get("session"), str):
+                    self._add_session(rec)
+        self.offset += end
+        return self
+
+
+    def _add_session(self, rec: dict) -> None:
+        got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
+                                                        "at": rec.get("at"), "anchors": []})
+        have = {a["path"] for a in got["anchors"]}
+        for a in rec["anchors"]:
+            if isinstance(a, dict) and a.get("path") not in have and len(have) < MAX_ANCHORS:
+                have.add(a.get("path"))
+                got["anchors"].append({"path": a.get("path"), "blob": a.get("blob"), "via": "session"})
+
+
+_books: dict[str, AnchorBook] = {}
+
+
+def book(spec_dir: str | Path) -> AnchorBook:
+    """The (cached, refreshed) anchors of one spec folder."""
+    path = anchors_file(spec_dir)
+    with _lock:
+        b = _books.get(str(path))
+        if b is None:
+            b = _books[str(path)] = AnchorBook(path)
+        return b.refresh()
+
+
+def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
+    """For ``reindex``: anchor every item whose spec's ``anchors.jsonl`` does not name it yet."""
+    by_spec: dict[str, list[MemoryItem]] = {}
+    for it in items:  # an item names its spec relative to the project root
+        if it.spec:
+            by_spec.setdefault(str(Path(project_dir) / it.spec), []).append(it)
+    written = 0
+    for spec, its in by_spec.items():
+        known = book(spec).records
+        missing = [it for it in its if it.id not in known]
+        try:
+            written += record(project_dir, spec, missing)
+        except OSError as exc:
+            log.warning("anchors of %s not written: %s", spec, exc)
+    return written

@@ -1,0 +1,173 @@
+"""Freshness at read time: is the code a memory talks about still as it was when it was learned?
+
+For a whole result list at once, against one ``Snapshot`` of the project (cached against HEAD and
+the git index), each anchor is:
+
+- ``current``: the file has the same blob;
+- ``changed``: the file is there with another blob (for a symbol, ``lines_changed`` says
+  whether its own lines changed too: the item lists them under ``symbols_changed``);
+- ``moved``: the file is gone but its content is now at another path, or the symbol is now
+  defined (only) in another file; the anchor carries the current ``to`` path;
+- ``gone``: the file or the symbol is defined nowhere.
+
+An item's state comes from its own anchors (the paths and symbols its text names) or, when it
+names none, from its session's files: ``gone`` when at least half of its own anchors are gone
+(all of its session's files, for an item naming none), else ``moved`` when one of them moved,
+else ``changed`` when any anchor is not current (for an item naming no code: at least half of
+its session's files), else ``current``. Items without anchors
+get no state. Results are memoised per (anchor record, snapshot).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ..models import Hit
+from .anchors import book
+from .tree import Snapshot, snapshot
+
+STATES = ("current", "changed", "moved", "gone")
+FOCUS_OWN, FOCUS_SESSION = 0.3, 0.15  # tuned on bench/codemem.py (pytest, entire-cli)
+GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
+# on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
+
+
+def anchor_state(a: dict, snap: Snapshot) -> dict:
+    """The state of one anchor now: ``{"path", "state", "to"?, "symbol"?}``."""
+    path, sym = a.get("path"), a.get("symbol")
+    out: dict[str, Any] = {"path": path}
+    if sym:
+        out["symbol"] = sym
+        found = snap.definitions.get(sym, [])
+        here = [s for p, s in found if p == path]
+        if here:
+            same_lines = any(s.digest == a.get("digest") for s in here)
+            out["state"] = "current" if snap.files.get(path) == a.get("blob") else "changed"
+            if not same_lines:
+                out["state"], out["lines_changed"] = "changed", True
+        elif found and len({p for p, _ in found}) == 1:
+            out["state"], out["to"] = "moved", found[0][0]
+        elif found:
+            out["state"] = "changed"  # now defined in several other files: no single new home
+        else:
+            out["state"] = "gone"
+        return out
+    blob = snap.files.get(path)
+    if blob is not None:
+        out["state"] = "current" if blob == a.get("blob") else "changed"
+        return out
+    same = snap.by_blob.get(a.get("blob") or "", [])
+    if len(same) == 1:
+        out["state"], out["to"] = "moved", same[0]
+    else:
+        out["state"] = "gone"
+    return out
+
+
+def item_state(rec: dict, snap: Snapshot) -> dict:
+    """The freshness of one item from its anchor record (see the module docstring)."""
+    memo = snap.__dict__.setdefault("_freshness", {})
+    key = (id(rec), rec.get("at"), tuple(rec.get("items") or ())[:1], len(rec.get("anchors") or ()))
+    got = memo.get(key)
+    if got is not None:
+        return got
+    states = [anchor_state(a, snap) for a in rec.get("anchors") or [] if isinstance(a, dict)]
+    own = [s for s, a in zip(states, rec["anchors"]) if not a.get("via")]
+    basis = own or states
+    counts = {k: sum(1 for s in basis if s["state"] == k) for k in STATES}
+    if basis and (counts["gone"] == len(basis) or (own and counts["gone"] * 2 >= len(own))):
+        state = "gone"
+    elif counts["moved"]:
+        state = "moved"
+    elif own and any(s["state"] != "current" for s in states) \
+            or not own and sum(s["state"] != "current" for s in basis) * 2 >= len(basis):
+        state = "changed"
+    else:
+        state = "current"
+    out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
+           "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
+           "changed": sorted({s["path"] for s in states if s["state"] == "changed"}),
+           "symbols_changed": sorted({s["symbol"] for s in states if s.get("lines_changed")}),
+           "gone": sorted({s["path"] if not s.get("symbol") else f"{s['path']}:{s['symbol']}"
+                           for s in states if s["state"] == "gone"}),
+           "paths": list(dict.fromkeys(
+               s.get("to") or s["path"] for s in states if s["state"] != "gone"))}
+    memo[key] = out
+    return out
+
+
+def named_code(query: str, snap: Snapshot) -> set[str]:
+    """The files of the project that ``query`` names, directly or through a symbol they define."""
+    from .anchors import find_paths, find_symbols
+
+    if not snap.files:
+        return set()
+    return {*find_paths(query, snap), *(a["path"] for a in find_symbols(query, snap, []))}
+
+
+def annotate(hits: list[Hit], project_dir: str | Path | None,
+             focus: set[str] | None = None, snap: Snapshot | None = None,
+             spec_dir_of: Callable[[Hit], Path | None] | None = None) -> list[Hit]:
+    """Each anchored hit gets ``metadata["freshness"]``; gone ones move ``GONE_DROP`` places down.
+
+    ``focus``: files the query names; a hit anchored to one gains ``FOCUS_OWN`` (it names that
+    code itself) or ``FOCUS_SESSION`` (its session worked on it) on its score, then the list is
+    sorted again. Scores are the index's, where the best hit of a query scores 1.
+    """
+    if not hits or project_dir is None:
+        return hits
+    root = Path(project_dir)
+    out: list[Hit] = []
+    boosted = False
+    for hit in hits:
+        where = spec_dir_of(hit) if spec_dir_of else (hit.spec if hit.project == str(root) else None)
+        b = book(where) if where else None
+        rec = b.records.get(hit.id) if b else None
+        if rec is None and b is not None and hit.kind in ("turn", "step") and hit.session:
+            rec = b.session_record(hit.session)  # a prompt naming no file: its session's files
+        if rec is None:
+            out.append(hit)
+            continue
+        snap = snap or snapshot(root, max_age=0)
+        fresh = item_state(rec, snap)
+        update: dict[str, Any] = {"metadata": {**hit.metadata, "freshness": fresh}}
+        if focus:
+            own = {a.get("path") for a in rec["anchors"] if not a.get("via")}
+            via = {a.get("path") for a in rec["anchors"] if a.get("via")}
+            gain = FOCUS_OWN if own & focus else FOCUS_SESSION if via & focus else 0.0
+            if gain:
+                boosted = True
+                update["score"] = round(hit.score + gain, 6)
+        out.append(hit.model_copy(update=update))
+    if boosted:
+        out.sort(key=lambda h: -h.score)
+    if GONE_DROP is None:
+        live = [h for h in out if _state(h) != "gone"]
+        return live + [h for h in out if _state(h) == "gone"]
+    # a gone hit moves GONE_DROP places down (the list is short: a stable insertion)
+    order = [(i + (GONE_DROP + 0.5 if _state(h) == "gone" else 0), h) for i, h in enumerate(out)]
+    return [h for _, h in sorted(order, key=lambda x: x[0])]
+
+
+def _state(hit: Hit) -> str | None:
+    f = hit.metadata.get("freshness")
+    return f.get("state") if isinstance(f, dict) else None
+
+
+def anchored_to(spec_dirs: list[str | Path], paths: list[str] | set[str], limit: int = 20) -> list[str]:
+    """Ids of the items anchored to any of ``paths`` (by their path at write time), newest first."""
+    found: list[tuple[str, str]] = []
+    for spec in spec_dirs:
+        b = book(spec)
+        seen: set[str] = set()
+        for path in paths:
+            for item_id in reversed(b.by_path.get(path, ())):
+                rec = b.records.get(item_id)
+                if item_id in seen or rec is None or path not in {a.get("path") for a in rec["anchors"]}:
+                    continue  # a newer record of the item no longer names this path
+                seen.add(item_id)
+                found.append((rec.get("at") or "", item_id))
+                if len(seen) >= limit * 2:
+                    break
+    return [i for _, i in sorted(found, reverse=True)[:limit]]

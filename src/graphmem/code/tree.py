@@ -1,0 +1,231 @@
+"""The project's code as it is now: its files with their blob ids, HEAD, and the symbols defined.
+
+A ``Snapshot`` is cached against the repository's state: in git, HEAD plus the mtime of
+``.git/index`` (both read from files, no subprocess), so a search reuses it until a commit,
+checkout or ``git add`` (edits not yet added are seen from the next one); outside git, a walk of
+the folder reused for ``WALK_TTL`` seconds, files re-hashed only when their size or mtime moved. Blob ids are git's
+(``sha1("blob <size>\\0" + bytes)``) everywhere, from ``git ls-files -s`` in a repository and
+computed from the bytes outside one, so an anchor means the same thing in both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import threading
+import time
+from functools import cached_property
+from pathlib import Path
+
+from .symbols import Symbol, language_of, parse_symbols
+
+SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
+             "dist", "build", ".pytest_cache", ".auto-claude"}
+MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
+WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
+MAX_PARSE_BYTES = 1_000_000
+MAX_CACHED_BLOBS = 100_000
+
+MEMORY_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights", "episodes",
+                 "anchors.jsonl")
+_lock = threading.Lock()
+_snapshots: dict[str, tuple[tuple, "Snapshot"]] = {}
+_symbols_by_blob: dict[str, list[Symbol]] = {}
+_blob_by_stat: dict[tuple, str] = {}
+
+
+def blob_id(data: bytes) -> str:
+    """Git's blob id of ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _git_dir(root: Path) -> Path | None:
+    for folder in (root, *root.parents):
+        dotgit = folder / ".git"
+        if dotgit.is_dir():
+            return dotgit
+        if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
+            text = dotgit.read_text(errors="replace").strip()
+            if text.startswith("gitdir:"):
+                d = Path(text[7:].strip())
+                return d if d.is_absolute() else (folder / d).resolve()
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _git_state(gitdir: Path) -> tuple:
+    """(HEAD's target, its commit if a loose ref holds it, index mtime) — read from files."""
+    head = _read(gitdir / "HEAD")
+    commit = head
+    if head.startswith("ref:"):
+        ref = head[4:].strip()
+        common = Path(_read(gitdir / "commondir") or ".")
+        base = common if common.is_absolute() else (gitdir / common)
+        commit = _read(gitdir / ref) or _read(base / ref) or f"packed:{ref}"
+        if commit.startswith("packed:"):
+            try:
+                commit += ":" + str((base / "packed-refs").stat().st_mtime_ns)
+            except OSError:
+                pass
+    try:
+        mtime = (gitdir / "index").stat().st_mtime_ns
+    except OSError:
+        mtime = 0
+    return (head, commit, mtime)
+
+
+class Snapshot:
+    """The files (path -> blob id) and HEAD of one project folder at one repository state."""
+
+    def __init__(self, root: Path, head: str | None, files: dict[str, str], git: bool):
+        self.root, self.head, self.files, self.git = root, head, files, git
+        self.made = time.monotonic()
+        self.previous: Snapshot | None = None  # the one this replaced: definitions are updated
+
+    @cached_property
+    def by_blob(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for path, blob in self.files.items():
+            out.setdefault(blob, []).append(path)
+        return out
+
+    @cached_property
+    def by_basename(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for path in self.files:
+            out.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        return out
+
+    def symbols(self, path: str) -> list[Symbol]:
+        """The symbols defined in ``path`` now (parsed once per blob)."""
+        blob = self.files.get(path)
+        if blob is None or language_of(path) is None:
+            return []
+        found = _symbols_by_blob.get(blob)
+        if found is None:
+            try:
+                p = self.root / path
+                if p.stat().st_size > MAX_PARSE_BYTES:
+                    found = []
+                else:
+                    found = parse_symbols(path, p.read_text(errors="replace"))
+            except OSError:
+                found = []
+            if len(_symbols_by_blob) > MAX_CACHED_BLOBS:
+                _symbols_by_blob.clear()
+            _symbols_by_blob[blob] = found
+        return found
+
+    @cached_property
+    def definitions(self) -> dict[str, list[tuple[str, Symbol]]]:
+        """Symbol name -> [(path, symbol)]; methods under ``C.m`` and their own name ``m``.
+
+        Built from the previous snapshot's table when it has one, re-reading only the files
+        whose blob changed (a commit touches a few files of thousands)."""
+        prev, self.previous = self.previous, None
+        if prev is not None and "definitions" in prev.__dict__:
+            out = {k: list(v) for k, v in prev.definitions.items()}
+            changed = {p for p in prev.files.keys() | self.files.keys()
+                       if prev.files.get(p) != self.files.get(p)}
+            for path in changed:
+                for sym in prev.symbols(path):
+                    for name in (sym.name, sym.short) if sym.kind == "method" else (sym.name,):
+                        rows = [r for r in out.get(name, ()) if r[0] != path]
+                        if rows:
+                            out[name] = rows
+                        else:
+                            out.pop(name, None)
+            self._add(out, changed)
+            return out
+        out: dict[str, list[tuple[str, Symbol]]] = {}
+        self._add(out, self.files)
+        return out
+
+    def _add(self, out: dict[str, list[tuple[str, Symbol]]], paths) -> None:
+        for path in paths:
+            for sym in self.symbols(path):
+                out.setdefault(sym.name, []).append((path, sym))
+                if sym.kind == "method":
+                    out.setdefault(sym.short, []).append((path, sym))
+
+
+def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
+    """The current snapshot of the project at ``root`` (cached against the repository state;
+    outside git, a walk at most ``max_age`` seconds old: reads pass 0, writes reuse one)."""
+    root = Path(root)
+    gitdir = _git_dir(root)
+    key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
+    with _lock:
+        hit = _snapshots.get(str(root))
+    if hit and hit[0] == key and (gitdir or time.monotonic() - hit[1].made < max_age):
+        return hit[1]
+    snap = _git_snapshot(root, key[2][1]) if gitdir else None
+    if snap is None:
+        snap = _walk_snapshot(root)
+    if hit is not None:
+        snap.previous = hit[1]
+        hit[1].previous = None  # keep one generation only
+    with _lock:
+        _snapshots[str(root)] = (key, snap)
+    return snap
+
+
+def _git_snapshot(root: Path, commit: str = "") -> Snapshot | None:
+    try:
+        head = commit if re.fullmatch(r"[0-9a-f]{40}", commit or "") else subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "-q", "--verify", "HEAD"],
+            capture_output=True, text=True, timeout=10).stdout.strip() or None
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-s", "-z"], capture_output=True,
+                             timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    files: dict[str, str] = {}
+    for rec in out.stdout.split(b"\0"):
+        if not rec:
+            continue
+        meta, _, path = rec.partition(b"\t")
+        parts = meta.split()
+        if len(parts) >= 3 and parts[0] != b"160000":  # not a submodule
+            files[path.decode("utf-8", "surrogateescape")] = parts[1].decode()
+    return Snapshot(root, head, files, git=True)
+
+
+def _memory_folder(path: str, name: str) -> bool:
+    """A spec's ``memory/`` folder holds memories, not the project's code."""
+    return name == "memory" and any(os.path.exists(os.path.join(path, n)) for n in MEMORY_LAYOUT)
+
+
+def _walk_snapshot(root: Path) -> Snapshot:
+    files: dict[str, str] = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".graphmem")
+                   and not _memory_folder(os.path.join(folder, d), d)]
+        for name in names:
+            p = os.path.join(folder, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            key = (p, st.st_size, st.st_mtime_ns)
+            blob = _blob_by_stat.get(key)
+            if blob is None:
+                try:
+                    with open(p, "rb") as fh:
+                        blob = blob_id(fh.read())
+                except OSError:
+                    continue
+                _blob_by_stat[key] = blob
+            files[os.path.relpath(p, root).replace(os.sep, "/")] = blob
+            if len(files) >= MAX_WALK_FILES:
+                return Snapshot(root, None, files, git=False)
+    return Snapshot(root, None, files, git=False)

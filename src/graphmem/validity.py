@@ -1,0 +1,231 @@
+"""Validity: retiring a memory, or superseding it with a newer one, recorded append-only.
+
+Bi-temporal as in Graphiti: a memory became true at ``valid_at`` (its own time), stopped being
+true at ``invalid_at`` (given, or the time of the call), and graphmem learned each at
+``recorded_at``. The log is ``<spec>/memory/validity.jsonl``, one JSON object per event, the
+reference files untouched::
+
+    {"item": "3f0c...", "state": "superseded", "by": "9a1d...", "reason": "pinned 8.2 now",
+     "invalid_at": "2026-12-01T21:00:00+00:00", "recorded_at": "2026-12-01T21:00:00+00:00"}
+
+Searches and contexts leave retired and superseded memories out by default (a context says how
+many it hid); ``include_history=True`` returns them with ``metadata["validity"]``. Without an
+LLM, a new gotcha or pattern that reads exactly like an older one except for its numbers marks
+the older as "possibly superseded" (``possible_update``): marked and ranked below the newer one,
+never hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import NotFoundError, ValidationError
+from .models import Hit, parse_iso, utcnow
+
+FILE_NAME = "validity.jsonl"
+POSSIBLY = "possibly superseded"
+MAX_REASON = 2_000
+_ID = re.compile(r"[0-9a-f]{24}")
+_lock = threading.Lock()
+
+
+def validity_file(spec_dir: str | Path) -> Path:
+    """Where a spec folder keeps its validity log."""
+    return Path(spec_dir) / "memory" / FILE_NAME
+
+
+class ValidityLog:
+    """Item id -> its latest validity event, read incrementally from one ``validity.jsonl``."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.events, self.ino = path, 0, {}, None
+
+    def refresh(self) -> "ValidityLog":
+        try:
+            st = self.path.stat()
+        except OSError:
+            self.offset, self.events = 0, {}
+            return self
+        if st.st_ino != self.ino or st.st_size < self.offset:
+            self.ino, self.offset, self.events = st.st_ino, 0, {}
+        if st.st_size > self.offset:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(st.st_size - self.offset)
+            end = data.rfind(b"\n") + 1
+            for line in data[:end].splitlines():
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(ev, dict) and isinstance(ev.get("item"), str):
+                    self.events[ev["item"]] = ev
+            self.offset += end
+        return self
+
+
+_logs: dict[str, ValidityLog] = {}
+
+
+def validity_log(spec_dir: str | Path) -> ValidityLog:
+    """The (cached, refreshed) validity events of one spec folder."""
+    path = validity_file(spec_dir)
+    with _lock:
+        log = _logs.get(str(path))
+        if log is None:
+            log = _logs[str(path)] = ValidityLog(path)
+        return log.refresh()
+
+
+def apply_validity(hits: list[Hit], include_history: bool,
+                   spec_dir_of: Callable[[Hit], Path | None]) -> tuple[list[Hit], int]:
+    """Hits without retired/superseded ones (and how many were hidden), or all of them marked.
+
+    A memory only *possibly* superseded (the rule in ``possible_update``) stays, marked, and
+    moves below the newer memory when both are in the list.
+    """
+    out, hidden = [], 0
+    for hit in hits:
+        where = spec_dir_of(hit)
+        ev = validity_log(where).events.get(hit.id) if where else None
+        if ev is None:
+            out.append(hit)
+        elif include_history or ev.get("state") == POSSIBLY:
+            out.append(hit.model_copy(update={"metadata": {**hit.metadata, "validity": {
+                "state": ev.get("state"), "reason": ev.get("reason"), "by": ev.get("by"),
+                "valid_at": hit.time.isoformat() if hit.time else None,
+                "invalid_at": ev.get("invalid_at"), "recorded_at": ev.get("recorded_at")}}}))
+        else:
+            hidden += 1
+    pos = {h.id: i for i, h in enumerate(out)}
+    for h in list(out):
+        by = (h.metadata.get("validity") or {}).get("by")
+        if (h.metadata.get("validity") or {}).get("state") == POSSIBLY and by in pos \
+                and pos[by] > pos[h.id]:
+            out.remove(h)
+            out.insert(out.index(next(x for x in out if x.id == by)) + 1, h)
+            pos = {x.id: i for i, x in enumerate(out)}
+    return out, hidden
+
+
+_NUMBER = re.compile(r"\d+(?:[.,_]\d+)*")
+_skeletons: dict[str, tuple[int, dict[str, list[str]]]] = {}
+
+
+def skeleton(text: str) -> str | None:
+    """A note with its numbers blanked (None when it has none): the key of the no-LLM rule."""
+    from .models import normalise
+
+    norm = normalise(text)
+    blank = _NUMBER.sub("#", norm)
+    return blank if blank != norm else None
+
+
+def possible_update(old: str, new: str) -> bool:
+    """The rule without an LLM: the new note reads exactly like the old one except for its
+    numbers (a version, a limit, a default), and those differ."""
+    key = skeleton(new)
+    return key is not None and key == skeleton(old) and \
+        _NUMBER.findall(old.casefold()) != _NUMBER.findall(new.casefold())
+
+
+def older_versions(bullets_file: Path, bullets: list[str], new: str) -> list[str]:
+    """The latest older note of ``bullets`` (file order) that ``new`` updates (``possible_update``).
+
+    The skeleton map is kept per file and extended with the lines appended since the last call.
+    """
+    key = skeleton(new)
+    if key is None:
+        return []
+    with _lock:
+        count, index = _skeletons.get(str(bullets_file), (0, {}))
+        if count > len(bullets):
+            count, index = 0, {}
+        for text in bullets[count:]:
+            k = skeleton(text)
+            if k is not None:
+                index.setdefault(k, []).append(text)
+        _skeletons[str(bullets_file)] = (len(bullets), index)
+        older = [t for t in index.get(key, []) if possible_update(t, new)]
+        return older[-1:]  # the latest: older ones were flagged when it came (one event a write)
+
+
+class ValidityMixin:
+    """``retire`` and ``supersede`` on ``AsyncMemory``."""
+
+    def _own_item(self, item_id: Any) -> Any:
+        if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
+            raise ValidationError("must be a memory id (24 hex characters, as search returns)",
+                                  field="id")
+        if self.spec_dir is None:
+            raise ValidationError("this operation needs a spec folder", field="spec_dir")
+        rows = self.backends.local.index.rows_by_id([item_id])
+        if not rows or rows[0]["spec"] != self.spec_key:
+            raise NotFoundError(f"no memory {item_id} in {self.spec_dir}")
+        return rows[0]
+
+    def _log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
+        when = utcnow() if at is None else parse_iso(at)
+        if when is None:
+            raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
+        ev = {"item": item_id, "state": state, "by": by, "reason": self._clean(reason),
+              "invalid_at": when.isoformat(timespec="seconds"),
+              "recorded_at": utcnow().isoformat(timespec="seconds")}
+        path = validity_file(self.spec_dir)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        try:
+            os.write(fd, (json.dumps(ev, ensure_ascii=False) + "\n").encode("utf-8"))
+        finally:
+            os.close(fd)
+        return ev
+
+    async def _flag_updates(self, kind: str, text: str, new_id: str) -> None:
+        """After a new gotcha or pattern: flag the older ones of this spec it seems to update."""
+        from .models import stable_id
+
+        if skeleton(text) is None:
+            return
+        path = self.files.bullet_file(kind)
+        for old in older_versions(path, self.files.load_bullets(kind), text):
+            old_id = stable_id(self.project.key, self.spec_key, kind, old)
+            if old_id != new_id:
+                self._log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
+                                new_id, None)
+
+    async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
+        """Mark a memory as no longer true (it stays in the files; searches hide it)."""
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON \
+                or "\x00" in reason:
+            raise ValidationError(f"must be a non-empty text of at most {MAX_REASON} characters",
+                                  field="reason")
+        await self._ep_settle()
+        self._own_item(id)
+        return self._log_event(id, "retired", reason.strip(), None, at)
+
+    async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
+        """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
+        logged as superseded by it."""
+        await self._ep_settle()
+        row = self._own_item(id)
+        if row["kind"] not in ("gotcha", "pattern"):
+            raise ValidationError(f"supersede takes a gotcha or a pattern, not a {row['kind']}; "
+                                  "retire it and write the new memory instead", field="id")
+        if not isinstance(reason, str) or len(reason) > MAX_REASON:
+            raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
+                                  field="reason")
+        report = await self._append(row["kind"], new_text, flag_updates=False)
+        from .models import stable_id
+
+        clean = self._clean(" ".join(new_text.split()) if isinstance(new_text, str) else new_text)
+        new_id = stable_id(self.project.key, self.spec_key, row["kind"], clean)
+        if new_id == id:
+            raise ValidationError("is the same text as the memory it would supersede",
+                                  field="new_text")
+        ev = self._log_event(id, "superseded", reason or "superseded", new_id, at)
+        return {**ev, "new_id": new_id, "path": report.path}
