@@ -26,11 +26,12 @@ from .search import SearchMixin
 from .sessions import SessionsMixin
 from .sync import GraphSyncMixin
 from .validity import ValidityMixin
+from .code.about import AboutMixin
 
 log = logging.getLogger("graphmem")
 
 
-class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
+class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, AboutMixin):
     """Memory for one spec folder of one project (async API).
 
     Search, sessions and graph sync live in mixins (``search.py``, ``sessions.py``, ``sync.py``);
@@ -76,10 +77,11 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
                          entry: Any = None) -> SaveReport:
         report.items = len(items)
         if items:
-            await self.backends.write(self, items, report, entry)
             from .code import record_anchors
 
+            # anchors first: the graph write links the items to the code they name
             record_anchors(self.project_dir, self.spec_dir, items)
+            await self.backends.write(self, items, report, entry)
         elif entry is not None:
             entry.finish()
         return report
