@@ -162,8 +162,9 @@ async def about_mentions(store: Any, project: str, target: str, snap: Any) -> li
     res = await store._query(gid, "MATCH (f:File) WHERE f.gm_code = 'file' RETURN f.gm_path", ro=True)
     known = [r[0] for r in res.result_set] if res is not None else []
     renamed = await store._query(
-        gid, "MATCH (a:File)-[e:RELATES_TO*1..10]->(b:File {gm_path: $t}) "
-             "WHERE all(x IN e WHERE x.name = 'RENAMED_TO') RETURN a.gm_path", {"t": target}, ro=True)
+        gid, "MATCH p = (a:File)-[:RELATES_TO*1..10]->(b:File {gm_path: $t}) "
+             "WHERE all(x IN relationships(p) WHERE x.name = 'RENAMED_TO') RETURN a.gm_path",
+        {"t": target}, ro=True)
     paths = {target, *(p for p in known if p not in snap.files),
              *((r[0] for r in renamed.result_set) if renamed is not None else ())}
     fields = ", ".join(f"e.{f}" for f in EDGE_FIELDS)
