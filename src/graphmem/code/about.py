@@ -221,7 +221,13 @@ class AboutMixin:
         the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
         if self.settings.graph.mode == "off" or self.spec_dir is None:
             return
-        wanted = set(item_ids)
+        from .anchors import book
+
+        records = book(self.spec_dir).records  # validity lives on ABOUT edges: anchored only
+        wanted = {i for i in item_ids if any(not a.get("via") for a in
+                                             (records.get(i) or {}).get("anchors") or ())}
+        if not wanted:
+            return
         items = [i for i in self.files.items() if i.id in wanted]
         if items:
             await self.backends.write_graph(self, items)

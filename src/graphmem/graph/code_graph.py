@@ -133,9 +133,8 @@ async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]
     from ..code.tree import snapshot
 
     if not any(_own_anchors(i)[1] for i in items):
-        if items:  # an item re-written without anchors keeps no stale ABOUT edge
-            await store._query(gid, DROP_ABOUT, {"ids": sorted({i.id for i in items})})
-        return
+        return  # no query at all for a batch naming no code (ids are content hashes: an
+        # item's anchors change only with a new anchors line, re-sent by `anchors refresh`)
     try:
         snap = snapshot(project)
     except OSError:
