@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".m
 MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
 WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
 MAX_PARSE_BYTES = 1_000_000
+MAX_CACHED_BLOBS = 100_000
 
 MEMORY_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights", "episodes",
                  "anchors.jsonl")
@@ -86,6 +88,7 @@ class Snapshot:
     def __init__(self, root: Path, head: str | None, files: dict[str, str], git: bool):
         self.root, self.head, self.files, self.git = root, head, files, git
         self.made = time.monotonic()
+        self.previous: Snapshot | None = None  # the one this replaced: definitions are updated
 
     @cached_property
     def by_blob(self) -> dict[str, list[str]]:
@@ -116,19 +119,42 @@ class Snapshot:
                     found = parse_symbols(path, p.read_text(errors="replace"))
             except OSError:
                 found = []
+            if len(_symbols_by_blob) > MAX_CACHED_BLOBS:
+                _symbols_by_blob.clear()
             _symbols_by_blob[blob] = found
         return found
 
     @cached_property
     def definitions(self) -> dict[str, list[tuple[str, Symbol]]]:
-        """Symbol name -> [(path, symbol)]; methods under ``C.m`` and their own name ``m``."""
+        """Symbol name -> [(path, symbol)]; methods under ``C.m`` and their own name ``m``.
+
+        Built from the previous snapshot's table when it has one, re-reading only the files
+        whose blob changed (a commit touches a few files of thousands)."""
+        prev, self.previous = self.previous, None
+        if prev is not None and "definitions" in prev.__dict__:
+            out = {k: list(v) for k, v in prev.definitions.items()}
+            changed = {p for p in prev.files.keys() | self.files.keys()
+                       if prev.files.get(p) != self.files.get(p)}
+            for path in changed:
+                for sym in prev.symbols(path):
+                    for name in (sym.name, sym.short) if sym.kind == "method" else (sym.name,):
+                        rows = [r for r in out.get(name, ()) if r[0] != path]
+                        if rows:
+                            out[name] = rows
+                        else:
+                            out.pop(name, None)
+            self._add(out, changed)
+            return out
         out: dict[str, list[tuple[str, Symbol]]] = {}
-        for path in self.files:
+        self._add(out, self.files)
+        return out
+
+    def _add(self, out: dict[str, list[tuple[str, Symbol]]], paths) -> None:
+        for path in paths:
             for sym in self.symbols(path):
                 out.setdefault(sym.name, []).append((path, sym))
                 if sym.kind == "method":
                     out.setdefault(sym.short, []).append((path, sym))
-        return out
 
 
 def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
@@ -141,18 +167,22 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
         hit = _snapshots.get(str(root))
     if hit and hit[0] == key and (gitdir or time.monotonic() - hit[1].made < max_age):
         return hit[1]
-    snap = _git_snapshot(root) if gitdir else None
+    snap = _git_snapshot(root, key[2][1]) if gitdir else None
     if snap is None:
         snap = _walk_snapshot(root)
+    if hit is not None:
+        snap.previous = hit[1]
+        hit[1].previous = None  # keep one generation only
     with _lock:
         _snapshots[str(root)] = (key, snap)
     return snap
 
 
-def _git_snapshot(root: Path) -> Snapshot | None:
+def _git_snapshot(root: Path, commit: str = "") -> Snapshot | None:
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "-q", "--verify", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+        head = commit if re.fullmatch(r"[0-9a-f]{40}", commit or "") else subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "-q", "--verify", "HEAD"],
+            capture_output=True, text=True, timeout=10).stdout.strip() or None
         out = subprocess.run(["git", "-C", str(root), "ls-files", "-s", "-z"], capture_output=True,
                              timeout=20)
     except (OSError, subprocess.SubprocessError):
