@@ -177,12 +177,10 @@ class AboutMixin:
         """What the git hooks run: anchor the items that have no anchors yet, write each spec's
         ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved
         ones to the graph again (their files' ``RENAMED_TO`` edges). Reads never wait for it."""
-        import json
-
-        from ..files.atomic import atomic_write_text
-        from ..search import ITEM_SOURCES, spec_folders
         from ..files import SpecStore
-        from .anchors import backfill, book
+        from ..files.lock import folder_lock
+        from ..search import ITEM_SOURCES, spec_folders
+        from .anchors import backfill
 
         project = Path(self.project_dir)
         await self._ep_settle()
@@ -191,19 +189,17 @@ class AboutMixin:
         for source in ITEM_SOURCES:
             items.extend(source(project))
         written = backfill(project, items)
-        snap = snapshot(project, max_age=0)
         counts: dict[str, int] = {}
         moved: set[str] = set()
+        snap = None
         for spec in specs:
-            states = {}
-            for item_id, rec in book(spec).records.items():
-                st = item_state(rec, snap)
-                states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
-                counts[st["state"]] = counts.get(st["state"], 0) + 1
-                if st["moved"]:
-                    moved.add(item_id)
-            atomic_write_text(Path(spec) / "memory" / "anchor_states.json", json.dumps(
-                {"head": snap.head, "states": states}, indent=1, sort_keys=True) + "\n")
+            if not (Path(spec) / "memory").is_dir():
+                continue
+            with folder_lock(Path(spec) / "memory", name=".anchor_states.lock"):
+                # the snapshot is taken under the lock: of two hooks' refreshes racing, the one
+                # writing last saw the latest HEAD
+                snap = snapshot(project, max_age=0)
+                self._write_states(spec, snap, counts, moved)
         graph = "off"
         if moved and self.settings.graph.mode != "off":
             from types import SimpleNamespace
@@ -213,8 +209,25 @@ class AboutMixin:
                 if part:
                     owner = SimpleNamespace(files=SpecStore(spec, project))
                     graph, _ = await self.backends.write_graph(owner, part)
-        return {"anchored": written, "specs": len(specs), "head": snap.head, "states": counts,
-                "moved": len(moved), "graph": graph}
+        return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
+                "states": counts, "moved": len(moved), "graph": graph}
+
+    @staticmethod
+    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set) -> None:
+        import json
+
+        from ..files.atomic import atomic_write_text
+        from .anchors import book
+
+        states = {}
+        for item_id, rec in book(spec).records.items():
+            st = item_state(rec, snap)
+            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
+            counts[st["state"]] = counts.get(st["state"], 0) + 1
+            if st["moved"]:
+                moved.add(item_id)
+        atomic_write_text(Path(spec) / "memory" / "anchor_states.json", json.dumps(
+            {"head": snap.head, "states": states}, indent=1, sort_keys=True) + "\n")
 
     async def _validity_to_graph(self, item_ids: list[str]) -> None:
         """After a retire or supersede: the items go to the graph again (their ABOUT edges take
