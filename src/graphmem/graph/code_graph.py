@@ -133,8 +133,7 @@ async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]
     from ..code.tree import snapshot
 
     if not any(_own_anchors(i)[1] for i in items):
-        return  # no query at all for a batch naming no code (ids are content hashes: an
-        # item's anchors change only with a new anchors line, re-sent by `anchors refresh`)
+        return  # no query at all for a batch naming no code
     try:
         snap = snapshot(project)
     except OSError:
