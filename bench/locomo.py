@@ -85,7 +85,7 @@ def _record(mem, session: str, when: datetime, turns: list[tuple[str, dict]]) ->
     # Until the episodic API lands: the same MemoryItems record_turn would index.
     from graphmem.models import MemoryItem, stable_id
 
-    project, spec = str(mem.project_dir), str(mem.spec_dir)
+    project, spec = mem.project.key, mem.spec_key
     items = [MemoryItem(id=stable_id(project, spec, "turn", session, str(i)), kind="turn",
                         text=text, project=project, spec=spec, session=session, time=when,
                         metadata=meta) for i, (text, meta) in enumerate(turns)]

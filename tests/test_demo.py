@@ -58,6 +58,15 @@ def test_demo_runs_the_whole_scenario(tmp_path: Path):
     assert "webhook" in (root / "context.md").read_text().lower()
     assert steps["consolidate past sessions"]["data"]["summaries"]
     assert steps["doctor"]["data"]["errors"] == 0
+
+    # Given only the spec folder, the CLI finds the demo's project (issue 15: it printed
+    # "No matching memories." and "No sessions." without --project-dir).
+    spec = root / "projects" / "shopfront" / "auto-claude" / "specs" / "001-checkout"
+    env = {**os.environ, "GRAPHMEM_HOME": str(root / "home"), "GRAPHMEM_GRAPH": "off"}
+    for args, expect in ((("search", "stripe webhook retries"), "webhook"), (("sessions",), "stripe webhook")):
+        out = subprocess.run([sys.executable, "-m", "graphmem.cli", *args, "--spec-dir", str(spec)],
+                             env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert out.returncode == 0 and expect in out.stdout.lower(), out.stdout + out.stderr
     assert "Demo finished" in run.stdout
 
 

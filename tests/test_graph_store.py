@@ -187,12 +187,14 @@ def test_reindex_rebuilds_the_graph_with_another_embedder(settings, spec_dir, mo
         mem.append_pattern("and me")
     monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "bge-small-en-v1.5")
     with Memory(spec_dir) as mem:
-        r = mem.append_gotcha("written after the switch")
-        assert r.files == "written" and r.graph == "queued" and "graphmem reindex" in r.detail
+        # Refused before the file is written, naming both models and the way out (issue 15).
+        with pytest.raises(IndexMismatchError, match="wordllama.*bge-small.*graphmem reindex"):
+            mem.append_gotcha("refused after the switch")
+        assert "refused after the switch" not in mem.load_gotchas()
         counts = mem.reindex()
         assert counts["graph"] == "written"
         d = mem.drift()
-        assert d["in_graph"] == 3 and d["missing"] == [] and d["queued"] == 0
+        assert d["in_graph"] == 2 and d["missing"] == [] and d["queued"] == 0
         assert mem.append_gotcha("and now it writes again").graph == "written"
 
 

@@ -35,7 +35,8 @@ def test_stdio_server_process_writes_searches_and_survives_bad_calls(spec_dir: P
             hits = _data(await c.call_tool("search_memory", {"query": "alembic upgrade head",
                                                              "scope": "spec"}))["hits"]
             assert hits and hits[0]["text"] == gotcha and hits[0]["kind"] == "gotcha"
-            assert hits[0]["source"] == str(spec_dir.resolve() / "memory" / "gotchas.md")
+            assert hits[0]["source"] == "specs/001-feature/memory/gotchas.md"  # project-relative
+            assert hits[0]["local_path"] == str(spec_dir.resolve() / "memory" / "gotchas.md")
     anyio.run(main)
     assert gotcha in (spec_dir / "memory" / "gotchas.md").read_text()
 

@@ -38,7 +38,7 @@ def world(tmp_path_factory):
     with Memory(spec, settings=settings) as m:
         m.append_gotcha(GOTCHA)
         t0 = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
-        project, sp = str(m.project_dir), str(m.spec_dir)
+        project, sp = m.aio.project.key, m.aio.spec_key
         items = [MemoryItem(id=stable_id(project, sp, "turn", "s1", str(i)), kind="turn", text=t,
                             project=project, spec=sp, session="s1",
                             time=t0 + timedelta(seconds=i), metadata={"n": i})

@@ -73,7 +73,9 @@ def test_paraphrase_without_shared_words_finds_the_gotcha(world):
         hits = m.search("the database cannot be opened from a readonly volume", limit=3)
         assert hits[0].text == GOTCHAS[0]  # beats items sharing one word ("database", "open")
     assert hits[0].backend == "local" and hits[0].kind == "gotcha"
-    assert hits[0].source.endswith("memory/gotchas.md") and hits[0].spec == str(world["a1"])
+    # Paths are stored relative to the project root; the hit also says where that is here.
+    assert hits[0].source == "specs/001/memory/gotchas.md" and hits[0].spec == "specs/001"
+    assert hits[0].local_path == str(world["a1"] / "memory" / "gotchas.md")
 
 
 def test_keyword_query_finds_exact_file_path(world):
@@ -91,10 +93,10 @@ def test_scopes_and_isolation_between_projects(world):
         project_hits = m.search(query, scope="project", limit=20)
         all_hits = m.search(query, scope="all", limit=20)
     alpha = str(world["a1"].parent.parent)
-    assert all(h.spec == str(world["a1"]) for h in spec_hits)
+    assert all(h.spec == "specs/001" for h in spec_hits)  # relative to the project root
     assert "Feature flags are cached for five minutes in each worker" not in [h.text for h in spec_hits]
     assert {h.project for h in project_hits} == {alpha}
-    assert any(h.spec == str(world["a2"]) for h in project_hits)
+    assert any(h.spec == "specs/002" for h in project_hits)
     assert not any("beta" in h.text for h in project_hits)
     flags = [h for h in all_hits if h.text.startswith("Feature flags")]
     assert {h.project for h in flags} == {alpha, str(world["b1"].parent.parent)}

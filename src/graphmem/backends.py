@@ -24,6 +24,7 @@ from .redact import redact_items
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from .identity import Project
     from .memory import AsyncMemory
 
 log = logging.getLogger("graphmem.backends")
@@ -51,10 +52,83 @@ class Backends:
         index and the graph redact what they store too; this is for the outbox)."""
         return redact_items(items) if self.settings.redact else list(items)
 
+    _registered: set = set()  # (key, root) pairs this object has put in the project registry
+
+    def register(self, project: "Project") -> None:
+        """Record where ``project`` is checked out on this machine (once per object)."""
+        mark = (project.key, str(project.root))
+        if mark not in self._registered:
+            self.local.index.register_project(project.key, project.name, str(project.root))
+            self._registered = self._registered | {mark}
+
+    def localise(self, hits: list, project: "Project") -> list:
+        """Hits with ``local_path``: where each hit's source file is on this machine (its
+        project's registered root, ``None`` when that project is not checked out here)."""
+        if not hits:
+            return hits
+        roots = {project.key: str(project.root)}
+        if any(h.project not in roots for h in hits):
+            roots = {**self.local.index.roots(), **roots}
+        out = []
+        for h in hits:
+            root = roots.get(h.project)
+            local = None
+            if h.source and Path(h.source).is_absolute():
+                local = h.source
+            elif root is not None:
+                local = str(Path(root) / h.source) if h.source else root
+            out.append(h.model_copy(update={"local_path": local}))
+        return out
+
+    _legacy_checked = False
+
+    async def legacy_of(self, project: "Project") -> list[dict]:
+        """Registry rows written before project keys (index schema < 3) that belong to
+        ``project``: their old key (an absolute path) is its root or a folder inside it."""
+        if self._legacy_checked:
+            return []
+
+        async def legacy(index):  # through ``healing``: a damaged database is rebuilt first
+            return [r for r in index.projects() if r["legacy"]]
+
+        rows = await self.local.healing(legacy)
+        if not rows:
+            self._legacy_checked = True  # nothing left to migrate in this home
+            return []
+        root = project.root
+        return [r for r in rows if Path(r["path"]) == root or root in Path(r["path"]).parents]
+
+    async def drop_legacy(self, mem: "AsyncMemory") -> bool:
+        """Drop this project's rows (and graphs) written by an older release, keyed by path;
+        True when there were any: the caller rebuilds the project from its files."""
+        old = await self.legacy_of(mem.project)
+        if not old:
+            return False
+        for r in old:
+            async def forget(index, key=r["path"]):
+                index.forget_project(key, keep=key == mem.project.key)
+
+            await self.local.healing(forget)
+            if r["path"] != mem.project.key and self.settings.graph.mode != "off":
+                from .errors import GraphmemError
+
+                try:
+                    graph = await self.graph_store()
+                    if graph is not None:
+                        await graph.drop_project(r["path"])
+                except GraphmemError as exc:  # `graphmem doctor` lists graphs left behind
+                    log.warning("could not drop the old graph of %s: %s", r["path"], exc)
+        log.info("migrating %d project(s) of an older release into %s", len(old), mem.project.key)
+        return True
+
     async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
                     entry: Any = None) -> None:
         """Send freshly written items to the index and the graph, recording the outcome."""
-        report.index = await self.write_index(items, entry, str(mem.project_dir))
+        try:
+            self.register(mem.project)
+        except Exception as exc:  # the registry is derived too: a failure never fails a save
+            log.warning("project registry not updated: %s", exc)
+        report.index = await self.write_index(items, entry, mem.project)
         report.graph, note = await self.write_graph(mem, items)
         if note:
             report.detail = note
@@ -72,7 +146,7 @@ class Backends:
             return None
 
     async def write_index(self, items: list[MemoryItem], entry: Any = None,
-                          project: str | None = None) -> str:
+                          project: "Project | None" = None) -> str:
         """Upsert into the local index -> "indexed" | "failed"; then replay what the journal
         holds. ``entry`` (the write's journal entry) is dropped once the rows are in."""
         await self.catch_up(project)
@@ -83,18 +157,18 @@ class Backends:
             await self.replay_index()
         return status
 
-    async def catch_up(self, project: str | None) -> None:
+    async def catch_up(self, project: "Project | None") -> None:
         """Once per process and project: journal a project the index has never seen."""
         from . import repair
         from .errors import GraphmemError
 
-        if project is None or project in self._caught_up:
+        if project is None or project.key in self._caught_up:
             return
-        self._caught_up.add(project)
+        self._caught_up.add(project.key)
         try:
             repair.catch_up(self.local, project)
         except GraphmemError as exc:
-            log.warning("index catch-up of %s skipped: %s", project, exc)
+            log.warning("index catch-up of %s skipped: %s", project.key, exc)
 
     async def replay_index(self) -> int:
         """Replay index journal entries left by failed or interrupted writes (``repair.replay``)."""
@@ -107,10 +181,11 @@ class Backends:
             log.warning("index journal not replayed: %s", exc)
             return 0
 
-    async def search_local(self, query: str, projects: list[str] | None = None, **kw) -> list:
-        """Search the local index (see ``LocalBackend.search``), after replaying its journal."""
-        for project in projects or []:
-            await self.catch_up(project)
+    async def search_local(self, query: str, projects: list[str] | None = None, *,
+                           catch_up: "Project | None" = None, **kw) -> list:
+        """Search the local index (see ``LocalBackend.search``), after replaying its journal
+        (and journaling ``catch_up``, the searching project, if this index never saw it)."""
+        await self.catch_up(catch_up)
         await self.replay_index()
         return await self.local.search(query, projects=projects, **kw)
 
@@ -118,9 +193,11 @@ class Backends:
         """The given item ids that the local index holds (and therefore ranks itself)."""
         return self.local.index.known(ids)
 
-    async def reindex_local(self, project: str, items: list[MemoryItem]) -> dict:
+    async def reindex_local(self, project: "Project", items: list[MemoryItem]) -> dict:
         """Make the local index hold exactly ``items`` for ``project``."""
-        return await self.local.reindex(project, items)
+        self.register(project)
+        counts = await self.local.reindex(project.key, items)
+        return {**counts, "project": str(project.root), "key": project.key}
 
     # ---- graph (graphmem.graph; outbox in graphmem.files.outbox) ------------------------------
     _graph = None  # the GraphStore, once opened; None while the graph is off
@@ -137,6 +214,28 @@ class Backends:
                                            get_llm(self.settings), get_reranker(self.settings))
         self._graph_opened = True
         return self._graph
+
+    async def check_graph_embedder(self, project_key: str) -> None:
+        """Before a write: refuse (IndexMismatchError) when the project's graph holds another
+        embedder's vectors. A graph that is off or unreachable is no reason to refuse: the write
+        is queued and its replay checks again."""
+        from .errors import GraphmemError, IndexMismatchError
+
+        if self.settings.graph.mode == "off":
+            return
+        try:
+            graph = await self.graph_store()
+            if graph is not None and graph.available:
+                await graph.check_embedder(project_key)
+        except IndexMismatchError:
+            raise
+        except GraphmemError as exc:
+            log.info("graph embedder not checked before the write: %s", exc)
+
+    async def graph_embedder(self, project_key: str) -> tuple[str, int] | None:
+        """(model, dimension) recorded in the project's graph, for ``graphmem doctor``."""
+        graph = await self.graph_store()
+        return await graph.recorded_embedder(project_key) if graph is not None else None
 
     async def write_graph(self, mem: "AsyncMemory",
                           items: list[MemoryItem]) -> tuple[str, str | None]:
@@ -200,7 +299,7 @@ class Backends:
         """Graph hits (``backend="graph"``, ids = MemoryItem ids); None when the graph is off.
         ``projects`` None = every project graph. Raises GraphError when the graph is on but
         cannot answer (the caller falls back to the local index)."""
-        from .errors import GraphError, GraphmemError
+        from .errors import GraphError, GraphmemError, IndexMismatchError
 
         if self.settings.graph.mode == "off":
             return None
@@ -209,9 +308,9 @@ class Backends:
             if graph is None:
                 return None
             return await graph.search(query, projects, kinds, limit, spec=spec, exclude=exclude)
-        except GraphError:
+        except (GraphError, IndexMismatchError):  # another embedder's graph: the user must act
             raise
-        except GraphmemError as exc:  # embedder failure or mismatch: still "the graph failed"
+        except GraphmemError as exc:  # embedder failure: still "the graph failed"
             raise GraphError(str(exc)) from exc
 
     async def rebuild_graph(self, project: str, items: list[MemoryItem],
@@ -245,7 +344,7 @@ class Backends:
         from .errors import StorageError
 
         try:
-            await self.local.forget_spec(str(mem.project_dir), str(mem.spec_dir))
+            await self.local.forget_spec(mem.project.key, mem.spec_key)
         except StorageError as exc:  # the files are gone already; a write never fails after them
             log.warning("the cleared spec's items stay in the local index until `graphmem doctor "
                         "--fix --spec-dir %s`: %s", mem.spec_dir, exc)
@@ -255,14 +354,14 @@ class Backends:
             try:
                 graph = await self.graph_store()
                 if graph is not None:
-                    await graph.delete_spec(str(mem.project_dir), str(mem.spec_dir))
+                    await graph.delete_spec(mem.project.key, mem.spec_key)
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
     async def forget_items(self, mem: "AsyncMemory", ids: list[str]) -> None:
         """Drop items whose files are gone (a deleted session, replaced insights) from the index
         and the graph."""
-        project = str(mem.project_dir)
+        project = mem.project.key
 
         async def drop(index):
             return index.delete(project=project, ids=ids)
@@ -274,7 +373,7 @@ class Backends:
             try:
                 graph = await self.graph_store()
                 if graph is not None:
-                    await graph.delete_items(str(mem.project_dir), ids)
+                    await graph.delete_items(mem.project.key, ids)
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove deleted items from the graph: %s", exc)
 

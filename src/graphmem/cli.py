@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -26,7 +27,8 @@ def _spec_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--spec-dir", type=Path, required=required,
                    help="spec folder (e.g. auto-claude/specs/001-feature)")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder)")
+                   help="project root (default: the git work tree or .graphmem/project.toml "
+                        "folder enclosing the spec, else two levels above it)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
@@ -310,11 +312,33 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _CliFormat(logging.Formatter):
+    """graphmem's warnings as the CLI's own lines (``graphmem: warning: ...``), made safe for a
+    terminal; a library that configured the root logger does not print them a second time."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from .display import safe_display
+
+        return f"graphmem: {record.levelname.lower()}: {safe_display(record.getMessage())}"
+
+
+def _log_to_stderr() -> None:
+    logger = logging.getLogger("graphmem")
+    if not any(getattr(h, "_graphmem_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_CliFormat())
+        handler._graphmem_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line and exit non-zero, without a traceback."""
     import os
 
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+    _log_to_stderr()
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)

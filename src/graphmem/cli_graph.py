@@ -85,7 +85,7 @@ def _outbox_specs(project_dir: Path | None) -> list[tuple[Path, Path]]:
             return []
         index = LocalIndex(home)
         try:
-            projects = [Path(p["path"]) for p in index.projects()]
+            projects = [Path(p["root"]) for p in index.projects() if p["root"]]
         finally:
             index.close()
     return [(spec, project) for project in projects if project.is_dir()

@@ -22,7 +22,8 @@ def _mcp_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec-dir", type=Path, default=None,
                    help="default spec folder for tools that are not given spec_dir (also a root)")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="default project root (default: two levels above the spec folder; also a root)")
+                   help="default project root (default: the spec's project: its enclosing git "
+                        "work tree, else two levels above it; also a root)")
     p.add_argument("--root", type=Path, action="append", default=[], metavar="DIR",
                    help="another folder whose specs and projects tools may name (repeatable); "
                         "folder arguments outside the roots are refused")

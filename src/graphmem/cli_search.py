@@ -15,8 +15,9 @@ def _where_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec-dir", type=Path, default=None,
                    help="spec folder (needed for --scope spec)")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder, else the "
-                        "current folder)")
+                   help="project root (default: the git work tree or .graphmem/project.toml "
+                        "folder enclosing the spec, else two levels above it; without "
+                        "--spec-dir the current folder)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.add_argument("--no-server", action="store_true",
                    help="work in this process: neither ask nor start the search server")
@@ -116,8 +117,9 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
                       f"{h['backend']}[/]", **wrap)
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
-        console.print(f"    [dim]{escape(h['source'] or h['project'])}[/]", highlight=False,
-                      **wrap)
+        # where to open it here; a teammate's project not checked out here: key and stored path
+        where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
+        console.print(f"    [dim]{escape(where)}[/]", highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:
@@ -140,6 +142,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
                                      "kinds": args.kind, "limit": args.limit,
                                      "rerank": args.rerank, "render": _render_remotely(args)})
     data = answer.get("hits") if answer else None
+    for note in (answer or {}).get("notes") or []:  # the graph did not answer: say so
+        print(f"graphmem: warning: {note}", file=sys.stderr)
     if data is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
@@ -252,7 +256,7 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
         counts = m.reindex()
     return _emit(args, counts, lambda c: print(
         f"Reindexed {c['items']} items from {c['specs']} spec folder(s) of {c['project']} "
-        f"({c['embedded']} embedded, {c['removed']} removed)."))
+        f"(project {c['key']}; {c['embedded']} embedded, {c['removed']} removed)."))
 
 
 command("reindex", "rebuild the local search index of a project from its files")(

@@ -112,6 +112,11 @@ class Demo:
                 project = self.root / "projects" / data["project"]
                 spec = project / "auto-claude" / "specs" / data["spec"]
                 spec.mkdir(parents=True)
+                # A committed project id, as a team would write it: every entry point given only
+                # the spec folder finds this project (``graphmem.identity``).
+                (project / ".graphmem").mkdir()
+                (project / ".graphmem" / "project.toml").write_text(
+                    f'id = "example.com/demo/{data["project"]}"\n', encoding="utf-8")
                 self.projects[data["project"]] = {"data": data, "dir": project, "spec": spec}
             st.result = f"{self.root} (GRAPHMEM_HOME={self.root / 'home'})"
 
@@ -136,7 +141,7 @@ class Demo:
         p = self.projects[name]
         data = p["data"]
         with self.step(f"save {name}") as st:
-            mem = p["memory"] = Memory(p["spec"], p["dir"])
+            mem = p["memory"] = Memory(p["spec"])  # the project is found from the spec
             counts = {"sessions": 0, "turns": 0, "items": 0, "graph": set()}
             for session in data["sessions"]:
                 sid = mem.start_session(str(p["dir"]), model=session.get("model"), mode="agent")
@@ -228,7 +233,7 @@ class Demo:
 
         p = next(iter(self.projects.values()))
         with self.step("doctor") as st:
-            report = run_doctor(p["spec"], p["dir"])
+            report = run_doctor(p["spec"], None)
             st.data = report
             sections = ", ".join(f"{name} {_worst(rows)}" for name, rows in report["sections"].items())
             st.result = f"{report['errors']} errors, {report['warnings']} warnings ({sections})"
@@ -326,6 +331,10 @@ def show(demo: Demo, ok: bool) -> None:
     console.print(f"  prompt context: {demo.root / 'context.md'}")
     console.print(f"  index and graph data (GRAPHMEM_HOME): {demo.root / 'home'}")
     console.print(f"  step report (JSON): {demo.root / 'demo-report.json'}")
+    first = next(iter(demo.projects.values()), None)
+    if first is not None:
+        console.print(f"Try: GRAPHMEM_HOME={demo.root / 'home'} graphmem search \"stripe webhook "
+                      f"retries\" --spec-dir {first['spec']}", markup=False, highlight=False)
     console.print("[green]Demo finished.[/]" if ok else "[red]Demo failed: see the steps above.[/]")
 
 

@@ -20,6 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from .errors import GraphmemError, NotFoundError, ValidationError
+from .identity import resolve_project
 from .memory import AsyncMemory
 from .models import Kind, SessionInsights
 from .settings import Settings
@@ -41,7 +42,8 @@ SpecArg = Annotated[str | None, Field(
                 "(--spec-dir, --project-dir, --root); when neither spec_dir nor project_dir is "
                 "given, the server's --spec-dir/--project-dir are used")]
 ProjectArg = Annotated[str | None, Field(
-    description="project root (default: two levels above spec_dir), inside the server's folders; "
+    description="project root (default: the git work tree enclosing spec_dir), inside the "
+                "server's folders; "
                 "alone, it allows project-wide reads (search_memory, get_context)")]
 
 
@@ -67,7 +69,8 @@ class MemoryPool:
         self.settings = settings
         self.spec_dir = spec_dir
         self.project_dir = project_dir
-        implied = project_dir or (_real(spec_dir).parent.parent if spec_dir else None)
+        implied = project_dir or (resolve_project(spec_dir, project_id=settings.project_id).root
+                                  if spec_dir else None)  # the spec's project (``identity``)
         # The folders tool arguments may name: the start-up folders and the explicit --root's.
         self.roots = tuple(dict.fromkeys(_real(r) for r in (spec_dir, implied, *roots) if r))
         self._memories: dict[tuple[str | None, str | None], AsyncMemory] = {}
@@ -103,8 +106,9 @@ class MemoryPool:
                 self.confine("spec_dir", spec)
             if project is not None:
                 self.confine("project_dir", project)
-            elif spec is not None:  # the implied project (two levels up) is read and indexed too
-                self.confine("spec_dir", _real(spec).parent.parent)
+            elif spec is not None:  # the implied project (``identity``) is read and indexed too
+                self.confine("spec_dir", resolve_project(
+                    spec, project_id=self.settings.project_id).root)
         else:
             spec, project = self.spec_dir, self.project_dir
         if spec is None and project is None:
@@ -169,8 +173,8 @@ def build_server(spec_dir: str | Path | None = None, project_dir: str | Path | N
                  settings: Settings | None = None, roots: Iterable[str | Path] = ()) -> MCPServer:
     """An MCP server exposing the memory tools; the folders are defaults tools may override.
 
-    Tools may name only folders inside ``spec_dir``, ``project_dir`` (by default two levels above
-    ``spec_dir``) and ``roots``; with none of them, every folder argument is refused.
+    Tools may name only folders inside ``spec_dir``, ``project_dir`` (by default the project of
+    ``spec_dir``, see ``identity``) and ``roots``; with none of them, every folder argument is refused.
     """
     pool = MemoryPool(settings or Settings.load(), Path(spec_dir) if spec_dir else None,
                       Path(project_dir) if project_dir else None, roots)
@@ -286,10 +290,19 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             include_history: Annotated[bool, Field(
                 description="also return retired and superseded memories, marked")] = False,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
-        hits = await use(spec_dir, project_dir,
-                         lambda m: m.search(query, scope=scope, kinds=kinds, limit=limit,
-                                            include_history=include_history))
-        return {"hits": [h.model_dump(mode="json") for h in hits]}
+        notes: list[str] = []
+
+        async def run(m: AsyncMemory) -> list:
+            hits = await m.search(query, scope=scope, kinds=kinds, limit=limit,
+                                 include_history=include_history)
+            notes.extend(getattr(m, "search_notes", []))
+            return hits
+
+        hits = await use(spec_dir, project_dir, run)
+        out: dict[str, Any] = {"hits": [h.model_dump(mode="json") for h in hits]}
+        if notes:  # the graph did not answer: the agent is told, not given fewer hits silently
+            out["notes"] = notes
+        return out
 
     @tool(title="Context for a task", annotations=_reads("Context for a task"),
           description="A markdown block for an agent's prompt: the gotchas, patterns, files and "

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 from . import _sync
 from .errors import ValidationError
 from .files import SpecStore
+from .identity import resolve_project
 from .models import (_SURROGATE, CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
                      SessionNumber, check_json, parse)
 from .redact import redact
@@ -47,21 +48,27 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
             if value is not None and _SURROGATE.search(os.fspath(value)):
                 raise ValidationError("must be a folder path that is valid UTF-8 (it is stored "
                                       "in the index)", field=name)
+        self._backends = None
         if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
             # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
             self.settings = settings or Settings.load()
             self.files = _NoSpec()
             self.spec_dir = None
-            self.project_dir = Path(project_dir).resolve()
-            self._backends = None
+            self.project = resolve_project(None, project_dir, project_id=self.settings.project_id,
+                                           known_roots=_known_roots(self.settings))
+            self.project_dir = self.project.root
+            self.spec_key = None
             return
         if spec_dir is None or str(spec_dir) == "" or "\x00" in str(spec_dir):
             raise ValidationError("must be a folder path", field="spec_dir")
+        if project_dir is not None and (str(project_dir) == "" or "\x00" in str(project_dir)):
+            raise ValidationError("must be a folder path", field="project_dir")
         self.settings = settings or Settings.load()
-        self.files = SpecStore(Path(spec_dir), Path(project_dir) if project_dir else None)
+        self.project = resolve_project(spec_dir, project_dir, project_id=self.settings.project_id)
+        self.files = SpecStore(Path(spec_dir), self.project)
         self.spec_dir = self.files.spec_dir
-        self.project_dir = self.files.project_dir
-        self._backends = None
+        self.project_dir = self.project.root
+        self.spec_key = self.project.rel(self.spec_dir)  # how items name this spec
 
     # ---- derived backends -----------------------------------------------------------------
     @property
@@ -73,9 +80,31 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
             self._backends = Backends(self.settings)
         return self._backends
 
+    _adopted = False
+
+    async def _adopt(self, rebuild: bool = True) -> None:
+        """Once per object: migrate this project's index rows and graph from an older release
+        (keyed by absolute paths) by rebuilding it from its files (``Backends.drop_legacy``)."""
+        if self._adopted:
+            return
+        self._adopted = True
+        from .index.db import db_path
+
+        if self._backends is None and not db_path(self.settings.home).is_file():
+            return  # a new home: nothing older to migrate
+        if await self.backends.drop_legacy(self) and rebuild:
+            await self.reindex()
+
+    async def _graph_guard(self) -> None:
+        """Before a file is written: a graph of another embedder refuses the write, so nothing
+        is written that the graph could never take (``Backends.check_graph_embedder``)."""
+        if self.settings.graph.mode != "off":
+            await self.backends.check_graph_embedder(self.project.key)
+
     async def _propagate(self, items: list[MemoryItem], report: SaveReport,
                          entry: Any = None) -> SaveReport:
         report.items = len(items)
+        await self._adopt()
         if items:
             from .code import record_anchors
 
@@ -119,6 +148,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
             check_json(insights, "insights")
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
+        await self._graph_guard()
         data = self._clean(model.model_dump())
         with self._index_journal() as entry:
             old = self.files.read_session_insights(session_num)
@@ -158,6 +188,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
             check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self._check_size(files, "discoveries")
+        await self._graph_guard()
         files = self._clean(files)
         with self._index_journal() as entry:
             path = self.files.update_codebase_map(files)
@@ -172,6 +203,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
     async def _append(self, kind: str, text: str, flag_updates: bool = True) -> SaveReport:
         note = parse(Note, {"text": text}, kind, wrapped=True)
         self._check_size(note.text, kind)
+        await self._graph_guard()
         clean = self._clean(note.text)
         with self._index_journal() as entry:
             added = self.files.append_bullet(kind, clean)
@@ -214,6 +246,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
     async def clear(self) -> None:
         """Delete this spec's memory files and its derived index entries."""
         await self._ep_settle()  # queued session rows land before the spec's rows are dropped
+        await self._adopt()
         self.files.clear()
         if self._backends is not None or self.settings.home.exists():
             await self.backends.forget_spec(self)
@@ -233,6 +266,25 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+def _known_roots(settings: Settings) -> list[str]:
+    """Project roots this home has registered (a sub-folder of one is that project)."""
+    from .index.db import db_path
+
+    path = db_path(settings.home)
+    if not path.is_file():
+        return []
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return [r[0] for r in conn.execute("SELECT root FROM projects WHERE root IS NOT NULL")]
+        finally:
+            conn.close()
+    except sqlite3.Error:  # an older schema or a locked file: no registered roots
+        return []
 
 
 class _NoSpec:

@@ -244,12 +244,12 @@ class MemoryItem(BaseModel):
     id: str
     kind: Kind
     text: str
-    project: str  # absolute project path
-    spec: str | None = None  # absolute spec folder
+    project: str  # the project key (``identity``): the same on every machine
+    spec: str | None = None  # spec folder, relative to the project root
     session: str | None = None  # session number ("3") or episodic session id
     time: datetime = Field(default_factory=utcnow)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    source: str = ""  # the file on disk that holds it
+    source: str = ""  # the file that holds it, relative to the project root
 
     def content_hash(self) -> str:
         """Hash of what is embedded: unchanged text is never embedded twice."""
@@ -268,8 +268,9 @@ class Hit(BaseModel):
     session: str | None = None
     time: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-    source: str = ""
+    source: str = ""  # relative to the project root
     backend: Literal["local", "graph"] = "local"
+    local_path: str | None = None  # the source on this machine (None: project not checked out here)
 
 
 class SaveReport(BaseModel):

@@ -17,11 +17,14 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import GraphmemError
 from .models import MemoryItem
 from .redact import redact_items
+
+if TYPE_CHECKING:
+    from .identity import Project
 
 log = logging.getLogger("graphmem.repair")
 
@@ -29,7 +32,20 @@ SPEC_KINDS = ("insight", "file", "pattern", "gotcha", "fact")  # spec files + se
 STRAY_TMP_AGE = 3600.0  # seconds: an older ``.*.tmp`` file is left by an interrupted write
 
 
-def spec_items(project: str, spec: str) -> list[MemoryItem]:
+def project_of(settings: Any, root: str | Path) -> "Project":
+    """The project (``identity``) checked out at ``root``: journal entries and the registry
+    hold local roots, the index holds keys."""
+    from .identity import resolve_project
+
+    return resolve_project(None, root, project_id=getattr(settings, "project_id", None))
+
+
+def spec_key(project: "Project", spec: str | None) -> str | None:
+    """How the index names a spec folder: relative to its project's root."""
+    return project.rel(Path(spec).resolve()) if spec is not None else None
+
+
+def spec_items(project: "Project", spec: str) -> list[MemoryItem]:
     """The items of a spec's memory files (insights, map, bullets) and its sessions' summaries
     (turns and steps have their own catch-up); none when the spec is gone."""
     from .files import SpecStore
@@ -37,30 +53,30 @@ def spec_items(project: str, spec: str) -> list[MemoryItem]:
 
     if not Path(spec).is_dir():
         return []
-    items = list(SpecStore(Path(spec), Path(project)).items())
+    items = list(SpecStore(Path(spec), project).items())
     if (Path(spec) / "memory" / "episodes").is_dir():
         store = EpisodeStore(Path(spec))
         for sid in store.session_ids():
             meta = store.read_session(sid)
             if meta and meta.get("summary"):
-                items.append(summary_item(project, str(store.spec_dir), meta, store.session_file(sid)))
+                items.append(summary_item(project.key, project.rel(store.spec_dir), meta,
+                                          project.rel(store.session_file(sid))))
     return items
 
 
-def project_items(project: str) -> tuple[list[MemoryItem], list[Path]]:
+def project_items(project: "Project") -> tuple[list[MemoryItem], list[Path]]:
     """Every item in a project's files (spec files and every registered source), and its specs."""
     from .files import SpecStore
     from .search import ITEM_SOURCES, spec_folders
 
-    root = Path(project)
-    if not root.is_dir():
+    if not project.root.is_dir():
         return [], []
-    specs = spec_folders(root)
+    specs = spec_folders(project.root)
     items: list[MemoryItem] = []
     for spec in specs:
-        items.extend(SpecStore(spec, root).items())
+        items.extend(SpecStore(spec, project).items())
     for source in ITEM_SOURCES:
-        items.extend(source(root))
+        items.extend(source(project))
     return items, specs
 
 
@@ -93,21 +109,22 @@ async def _replay_entry(local: Any, entry: Any) -> dict[str, int] | None:
 
     upto = await local.healing(generation)  # before the files are read: later rows are kept
     try:
+        project = project_of(local.settings, entry.project)  # the entry holds the local root
         if entry.spec:
-            items = spec_items(entry.project, entry.spec)
+            items = spec_items(project, entry.spec)
         else:
-            items = project_items(entry.project)[0]
+            items = project_items(project)[0]
     except GraphmemError as exc:
         log.warning("index journal: %s not replayed, its files cannot be read: %s",
                     entry.spec or entry.project, exc)
         return None
 
     async def run(index):
-        index.register_project(entry.project)
-        counts = await reconcile(index, entry.project, items, spec=entry.spec,
+        index.register_project(project.key, project.name, str(project.root))
+        counts = await reconcile(index, project.key, items, spec=spec_key(project, entry.spec),
                                  kinds=SPEC_KINDS if entry.spec else None, upto=upto)
         if not entry.spec:
-            index.mark_caught_up(entry.project)
+            index.mark_caught_up(project.key)
         return counts
 
     return await local.healing(run)
@@ -139,18 +156,18 @@ async def replay(local: Any) -> int:
     return done
 
 
-def catch_up(local: Any, project: str) -> None:
+def catch_up(local: Any, project: "Project") -> None:
     """Journal a project this database has not indexed whole yet (a new home, a database
     rebuilt after damage, a home older than the journal), so that the next replay indexes
     everything its files hold."""
     from .index.journal import Journal
 
-    if Path(project).is_dir() and not local.index.caught_up(project):
-        Journal(Path(local.settings.home)).add_project(project)
+    if project.root.is_dir() and not local.index.caught_up(project.key):
+        Journal(Path(local.settings.home)).add_project(str(project.root))
 
 
 # ---- drift and fixes (``graphmem doctor``) ----------------------------------------------------
-def file_items(project: str, spec: str | None) -> list[MemoryItem]:
+def file_items(project: "Project", spec: str | None) -> list[MemoryItem]:
     """Every searchable item the files of a spec (or, with None, of the project) hold."""
     if spec is None:
         return project_items(project)[0]
@@ -158,32 +175,32 @@ def file_items(project: str, spec: str | None) -> list[MemoryItem]:
 
     items = spec_items(project, spec)
     if (Path(spec) / "memory" / "episodes").is_dir():
-        items += list(EpisodeStore(Path(spec)).items(Path(project)))
+        items += list(EpisodeStore(Path(spec)).items(project))
     return items
 
 
-def index_drift(index: Any, project: str, spec: str | None) -> dict[str, Any]:
+def index_drift(index: Any, project: "Project", spec: str | None) -> dict[str, Any]:
     """Files vs index for a spec (or project): counts and the ids missing or extra."""
     files = {i.id for i in file_items(project, spec)}
-    rows = set(index.hashes(project, spec=spec))
+    rows = set(index.hashes(project.key, spec=spec_key(project, spec)))
     return {"files": len(files), "index": len(rows), "missing": sorted(files - rows),
             "extra": sorted(rows - files)}
 
 
-async def fix_index(local: Any, project: str, spec: str | None) -> dict[str, int]:
+async def fix_index(local: Any, project: "Project", spec: str | None) -> dict[str, int]:
     """Replay the journal, then make the index rows of a spec (or project) match its files."""
     replayed = await replay(local)
 
     async def run(index):
         upto = index.generation()
         items = file_items(project, spec)
-        index.register_project(project)
-        return await reconcile(index, project, items, spec=spec, upto=upto)
+        index.register_project(project.key, project.name, str(project.root))
+        return await reconcile(index, project.key, items, spec=spec_key(project, spec), upto=upto)
 
     async def mark(index):
         counts = await run(index)
         if spec is None:
-            index.mark_caught_up(project)
+            index.mark_caught_up(project.key)
         return counts
 
     counts = await local.healing(mark)
@@ -204,7 +221,7 @@ async def fix_graph(mem: Any) -> dict[str, Any]:
         if missing:
             await graph.save([i for i in await mem.items() if i.id in missing], extract=False)
         if drift["extra"]:
-            await graph.delete_items(str(mem.project_dir), drift["extra"])
+            await graph.delete_items(mem.project.key, drift["extra"])
     except GraphmemError as exc:
         return {"graph": f"failed: {exc}"}
     return {"graph": "written", "replayed": synced.get("replayed", 0), "added": len(missing),
@@ -259,14 +276,14 @@ def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
         st = index.stats()
         rows.insert(0, row("database", "ok", f"{db.db_path(home)}: {st['items']} item(s), "
                            f"{st['vectors']} vector(s), {st['projects']} project(s)"))
+        from .identity import resolve_project
+
         project = spec = None
         if ctx.spec_dir is not None:
-            from .files import SpecStore
-
-            store = SpecStore(ctx.spec_dir, ctx.project_dir)
-            project, spec = str(store.project_dir), str(store.spec_dir)
+            project = resolve_project(ctx.spec_dir, ctx.project_dir, project_id=settings.project_id)
+            spec = str(Path(ctx.spec_dir).resolve())
         elif ctx.project_dir is not None:
-            project = str(Path(ctx.project_dir).resolve())
+            project = project_of(settings, ctx.project_dir)
         if project is None:
             return
         d = index_drift(index, project, spec)
@@ -304,22 +321,23 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
         out: dict[str, Any] = {"index": [], "graph": [], "temp_files_removed": []}
         if spec_dir is not None:
             first = AsyncMemory(spec_dir, project_dir, settings=settings)
-            targets = [(str(first.project_dir), [first])]
+            targets = [(first.project, [first])]
         else:
             if project_dir is not None:
-                projects = [str(Path(project_dir).resolve())]
-            else:
-                projects = [p["path"] for p in AsyncMemory(None, ".", settings=settings)
-                            .backends.local.index.projects()]
-            targets = [(p, [AsyncMemory(s, p, settings=settings) for s in spec_folders(Path(p))])
-                       for p in projects if Path(p).is_dir()]
+                roots = [str(Path(project_dir).resolve())]
+            else:  # every project checked out here that the registry knows
+                roots = [p["root"] for p in AsyncMemory(None, ".", settings=settings)
+                         .backends.local.index.projects() if p["root"] and not p["legacy"]]
+            projects = [project_of(settings, r) for r in roots if Path(r).is_dir()]
+            targets = [(p, [AsyncMemory(s, p.root, settings=settings)
+                            for s in spec_folders(p.root)]) for p in projects]
         for project, mems in targets:
             one = mems[0] if spec_dir is not None else None
-            owner = one or AsyncMemory(None, project, settings=settings)
+            owner = one or AsyncMemory(None, project.root, settings=settings)
             try:
                 counts = await fix_index(owner.backends.local, project,
                                          str(one.spec_dir) if one else None)
-                out["index"].append(dict(counts, project=project,
+                out["index"].append(dict(counts, project=str(project.root), key=project.key,
                                          spec=str(one.spec_dir) if one else None))
                 for mem in mems:
                     out["graph"].append(dict(await fix_graph(mem), spec=str(mem.spec_dir)))

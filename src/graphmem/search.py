@@ -33,15 +33,15 @@ RRF_K = 10
 CODE_POOL = 30  # local candidates that freshness and the query's code re-order (code/freshness.py)
 CODE_EXTRA = 10  # memories anchored to the files a query names, added beside them
 
-# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(project_dir) -> items.
-ITEM_SOURCES: list[Callable[[Path], Iterable[MemoryItem]]] = []
+# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
+ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
 
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
               "dist", "build", ".pytest_cache"}
 _LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
 
 
-def register_item_source(fn: Callable[[Path], Iterable[MemoryItem]]) -> None:
+def register_item_source(fn: Callable[[Any], Iterable[MemoryItem]]) -> None:
     """Let another store (episodic sessions ...) feed ``reindex`` with its items."""
     if fn not in ITEM_SOURCES:
         ITEM_SOURCES.append(fn)
@@ -124,6 +124,7 @@ class SearchMixin:
         """``search``'s hits and how many retired or superseded ones it left out."""
         query, kinds = check_query(query, scope, kinds, limit)
         query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
+        self.search_notes: list[str] = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
         if not isinstance(include_history, bool):
@@ -131,33 +132,44 @@ class SearchMixin:
         if scope == "spec" and self.spec_dir is None:
             raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
                                   field="scope")
-        projects = None if scope == "all" else [str(self.project_dir)]
-        spec = str(self.spec_dir) if scope == "spec" else None
+        projects = None if scope == "all" else [self.project.key]
+        spec = self.spec_key if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
+        await self._adopt()
         be = self.backends
         # A few more candidates than asked: hits about the code the query names may rise.
         fetch = min(MAX_LIMIT, max(limit, CODE_POOL))
         local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
+                                      catch_up=self.project if projects else None,
                                       limit=fetch, rerank=rerank)
         graph = await self._search_graph(query, projects, spec, kinds, limit)
         from .code import with_freshness
-
-        hits = fuse(local, graph, fetch) if graph else local
-        specs = {h.spec for h in hits if h.spec} | ({str(self.spec_dir)} if self.spec_dir else set())
-        if spec is not None:
-            specs = {spec}
-
-        def anchored(files: set[str], known: set[str]) -> list[Hit]:
-            return [h for h in self._hits_by_id(anchored_to(sorted(specs), files, CODE_EXTRA), known)
-                    if kinds is None or h.kind in kinds]
-
         from .code.freshness import anchored_to
 
-        hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored)
+        hits = fuse(local, graph, fetch) if graph else local
+        hits = self.backends.localise(hits, self.project)
+        specs = {self._spec_dir_of(h) for h in hits} - {None}
+        if spec is not None:
+            specs = {Path(self.project_dir) / spec}
+        elif self.spec_dir is not None:
+            specs.add(Path(self.spec_dir))
+
+        def anchored(files: set[str], known: set[str]) -> list[Hit]:
+            found = self._hits_by_id(anchored_to(sorted(map(str, specs)), files, CODE_EXTRA), known)
+            return [h for h in found if kinds is None or h.kind in kinds]
+
+        hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored,
+                              spec_dir_of=self._spec_dir_of)
         from .validity import apply_validity
 
-        hits, hidden = apply_validity(hits, include_history)
+        hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
         return hits[:limit], hidden
+
+    def _spec_dir_of(self, hit: Hit) -> Path | None:
+        """The spec folder on this machine that holds a hit of this project (None otherwise)."""
+        if not hit.spec or hit.project != self.project.key:
+            return None
+        return Path(self.project_dir) / hit.spec
 
     def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
@@ -165,7 +177,7 @@ class SearchMixin:
 
         ids = [i for i in ids if i not in known]
         rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
-        return [_hit(rows[i], 0.0) for i in ids if i in rows]
+        return self.backends.localise([_hit(rows[i], 0.0) for i in ids if i in rows], self.project)
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
@@ -180,11 +192,15 @@ class SearchMixin:
                                              spec=spec, exclude=self.backends.known_locally),
                                           self.settings.graph.search_deadline)
         except asyncio.TimeoutError:
-            log.warning("graph search slower than %.1fs; the local index answered",
-                        self.settings.graph.search_deadline)
+            note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
+                    "the local index answered alone")
+            log.warning(note)
+            self.search_notes.append(note)
             return None
         except GraphError as exc:
-            log.warning("graph search failed (%s); the local index answered", exc)
+            note = f"graph search failed ({exc}); the local index answered alone"
+            log.warning(note)
+            self.search_notes.append(note)
             return None
         if hits is None:
             return None
@@ -216,27 +232,29 @@ class SearchMixin:
         from .code.freshness import anchored_to
 
         specs = [self.spec_dir] if self.spec_dir is not None else spec_folders(Path(self.project_dir))
-        hits = with_freshness(self._hits_by_id(anchored_to(specs, paths)), self.project_dir)
+        hits = with_freshness(self._hits_by_id(anchored_to(specs, paths)), self.project_dir,
+                              spec_dir_of=self._spec_dir_of)
         return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
 
     async def reindex(self) -> dict[str, Any]:
         """Rebuild this project's part of the local index from its files."""
-        project = Path(self.project_dir)
+        project = self.project
+        await self._adopt(rebuild=False)  # rows of an older release go; this rebuild replaces them
         await self._ep_settle()  # no queued session row may land after the rebuild
         items: list[MemoryItem] = []
-        specs = spec_folders(project)
+        specs = spec_folders(project.root)
         from .files import SpecStore
 
         for spec in specs:
             items.extend(SpecStore(spec, project).items())
         for source in ITEM_SOURCES:
             items.extend(source(project))
-        counts = await self.backends.reindex_local(str(project), items)
+        counts = await self.backends.reindex_local(project, items)
         from .code.anchors import backfill
 
-        counts["anchors"] = backfill(project, items)
+        counts["anchors"] = backfill(project.root, items)
         counts["specs"] = len(specs)
-        counts["graph"] = await self.backends.rebuild_graph(str(project), items, specs)
+        counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
         return counts
 
 

@@ -128,7 +128,10 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
                                 rerank=req.get("rerank", False))
         rows = [h.model_dump(mode="json") for h in hits]
         text = _render(rows, req.get("render"))
-        return {"hits": rows} if text is None else {"hits": rows, "text": text}
+        out: dict[str, Any] = {"hits": rows} if text is None else {"hits": rows, "text": text}
+        if getattr(mem, "search_notes", None):
+            out["notes"] = mem.search_notes  # the client prints them on stderr: never silent
+        return out
     except GraphmemError as exc:
         return {"error": str(exc), "exit": exc.exit_code}
     except Exception as exc:  # a bug: say so in the log, let the client answer in-process

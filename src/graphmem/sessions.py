@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 from .errors import StorageError, ValidationError
+from .identity import Project
 from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
                              step_item, summary_item, turn_item)
 from .models import _SURROGATE, MemoryItem, SaveReport, utcnow
@@ -262,6 +263,7 @@ class SessionsMixin:
         except ValueError as exc:
             raise ValidationError(str(exc), field="summary") from None
         self._check_size(summary, "summary")
+        await self._graph_guard()
         clean, ep = self._clean(summary.strip()), self._ep
 
         def put(meta: dict) -> dict:
@@ -271,7 +273,8 @@ class SessionsMixin:
         with self._index_journal() as entry:
             meta = ep.store.update_session(sid, put)
             ep.resync(sid)
-            item = summary_item(str(self.project_dir), ep.spec, meta, ep.store.session_file(sid))
+            item = summary_item(self.project.key, self.project.rel(ep.store.spec_dir), meta,
+                                self.project.rel(ep.store.session_file(sid)))
             return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
                                          entry)
 
@@ -339,15 +342,16 @@ class SessionsMixin:
                         exc)
 
     def _session_items(self, sid: str) -> list[MemoryItem]:
-        ep, project = self._ep, str(self.project_dir)
+        ep, proj = self._ep, self.project
         meta = ep.store.require(sid)
+        key, spec, rel = proj.key, proj.rel(ep.store.spec_dir), proj.rel
         folder = ep.store.session_dir(sid)
-        items = [turn_item(project, ep.spec, sid, t, folder / TURNS)
+        items = [turn_item(key, spec, sid, t, rel(folder / TURNS))
                  for t in ep.store.read_lines(sid, TURNS)]
-        items += [step_item(project, ep.spec, sid, s, folder / STEPS)
+        items += [step_item(key, spec, sid, s, rel(folder / STEPS))
                   for s in ep.store.read_lines(sid, STEPS)]
         if meta.get("summary"):
-            items.append(summary_item(project, ep.spec, meta, ep.store.session_file(sid)))
+            items.append(summary_item(key, spec, meta, rel(ep.store.session_file(sid))))
         return items
 
     async def rebuild_episode_index(self) -> int:
@@ -356,7 +360,7 @@ class SessionsMixin:
 
     def episode_items(self):
         """Every searchable item of this spec's sessions (for ``reindex``)."""
-        return EpisodeStore(self.spec_dir).items(self.project_dir)
+        return EpisodeStore(self.spec_dir).items(self.project)
 
     # ---- consolidation ------------------------------------------------------------------
     async def consolidate(self, sessions: int = 50, concurrency: int = 8, project: bool = False,
@@ -441,10 +445,10 @@ def episode_specs(project_dir: Path) -> list[Path]:
     return found
 
 
-def project_episode_items(project_dir: Path) -> Iterator[MemoryItem]:
+def project_episode_items(project: "Project") -> Iterator[MemoryItem]:
     """Every turn, step and session summary of a project, for ``reindex``."""
-    for spec in episode_specs(Path(project_dir)):
-        yield from EpisodeStore(spec).items(Path(project_dir).resolve())
+    for spec in episode_specs(project.root):
+        yield from EpisodeStore(spec).items(project)
 
 
 register_item_source(project_episode_items)

@@ -123,9 +123,11 @@ class _EpisodeState:
 
     def items(self, sid: str, turns: list[dict], steps: list[dict]) -> list[MemoryItem]:
         """Turns and steps as searchable items."""
-        folder = self.store.session_dir(sid)
-        return ([turn_item(self.project, self.spec, sid, t, folder / TURNS) for t in turns]
-                + [step_item(self.project, self.spec, sid, s, folder / STEPS) for s in steps])
+        proj = self.mem.project  # items carry the project key and root-relative paths
+        key, spec, folder = proj.key, proj.rel(self.store.spec_dir), self.store.session_dir(sid)
+        turns_src, steps_src = proj.rel(folder / TURNS), proj.rel(folder / STEPS)
+        return ([turn_item(key, spec, sid, t, turns_src) for t in turns]
+                + [step_item(key, spec, sid, s, steps_src) for s in steps])
 
     def _clean(self, records: Any) -> Any:
         """Records re-read from the files, redacted for the index: the files may predate

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from . import search_client
 from .errors import ConfigError
@@ -39,6 +39,55 @@ class GraphSettings(_Section):
     # costs this once, then the circuit breaker skips the graph for ``retry_after``
     connect_timeout: float = Field(default=1.5, gt=0)
     retry_after: float = 30.0  # seconds before a failed graph server is tried again
+
+    @field_validator("falkordb_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return check_falkordb_url(v) if v else None
+
+    @field_validator("falkordb_host")
+    @classmethod
+    def _host(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or any(c.isspace() or c in "/@" for c in v.strip())):
+            raise ValueError(f"{v!r} is not a host name")
+        return v.strip() if v else None
+
+    @field_validator("falkordb_port")
+    @classmethod
+    def _port(cls, v: int | None) -> int | None:
+        if v is not None and not 1 <= v <= 65535:
+            raise ValueError(f"port {v} is not from 1 to 65535")
+        return v
+
+
+def check_falkordb_url(url: str) -> str:
+    """A FalkorDB URL as redis-py reads it: ``redis://[:password@]host[:port][/db]``,
+    ``rediss://...`` (TLS) or ``unix:///path/to.sock``; a ValueError says what is wrong (never
+    echoing a password)."""
+    from urllib.parse import urlsplit
+
+    url = url.strip()
+    if "://" not in url:
+        raise ValueError("must start with redis://, rediss:// or unix:// "
+                         "(e.g. redis://:PASSWORD@falkordb.example.com:6379)")
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ValueError(f"scheme {parts.scheme!r} is not redis, rediss or unix")
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("a unix:// URL needs the socket path (unix:///run/falkordb.sock)")
+        return url
+    if not parts.hostname:
+        raise ValueError("names no host (redis://HOST:PORT)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("has a port that is not a number from 1 to 65535") from None
+    if port == 0:
+        raise ValueError("has a port that is not a number from 1 to 65535")
+    if "@" in parts.netloc and not parts.password:
+        raise ValueError("has a user part but an empty password (redis://:PASSWORD@HOST:PORT)")
+    return url
 
 
 class OpenAISettings(_Section):
@@ -137,6 +186,7 @@ class Settings(_Section):
     """The settings root."""
 
     home: Path = Field(default_factory=default_home)
+    project_id: str | None = None  # names every project of this process (see ``identity``)
     redact: bool = True
     max_item_bytes: int = Field(default=1_000_000, ge=1)
     graph: GraphSettings = Field(default_factory=GraphSettings)
@@ -177,8 +227,13 @@ class Settings(_Section):
             return cls.model_validate(data)
         except pydantic.ValidationError as exc:
             err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"setting {where}: {err['msg']}") from None
+            loc = tuple(str(p) for p in err["loc"])
+            where = ".".join(loc)
+            names = [n for n, path in ENV_NAMES.items() if path == loc and merged.get(n)]
+            if names:  # the variable the user set, not only our tree's name for it
+                where = f"{names[-1]} ({where})"
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise ConfigError(f"setting {where}: {msg}") from None
 
 
 def _coerce(name: str, value: str) -> Any:
@@ -199,6 +254,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHITI_ENABLED": ("graph", "mode"),
     "GRAPHMEM_GRAPH": ("graph", "mode"),
     "GRAPHMEM_HOME": ("home",),
+    "GRAPHMEM_PROJECT_ID": ("project_id",),
     "GRAPHMEM_REDACT": ("redact",),
     "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
     "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),

@@ -39,6 +39,6 @@ class GraphSyncMixin:
         graph = await self.backends.graph_store()
         if graph is None:
             return {"graph": "off", "files": len(items), "queued": queued}
-        in_graph = await graph.item_ids(str(self.project_dir), str(self.spec_dir))
+        in_graph = await graph.item_ids(self.project.key, self.spec_key)
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
                 "missing": sorted(items - in_graph), "extra": sorted(in_graph - items)}

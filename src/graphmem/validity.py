@@ -22,7 +22,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import NotFoundError, ValidationError
 from .models import Hit, parse_iso, utcnow
@@ -82,7 +82,8 @@ def validity_log(spec_dir: str | Path) -> ValidityLog:
         return log.refresh()
 
 
-def apply_validity(hits: list[Hit], include_history: bool) -> tuple[list[Hit], int]:
+def apply_validity(hits: list[Hit], include_history: bool,
+                   spec_dir_of: Callable[[Hit], Path | None]) -> tuple[list[Hit], int]:
     """Hits without retired/superseded ones (and how many were hidden), or all of them marked.
 
     A memory only *possibly* superseded (the rule in ``possible_update``) stays, marked, and
@@ -90,7 +91,8 @@ def apply_validity(hits: list[Hit], include_history: bool) -> tuple[list[Hit], i
     """
     out, hidden = [], 0
     for hit in hits:
-        ev = validity_log(hit.spec).events.get(hit.id) if hit.spec else None
+        where = spec_dir_of(hit)
+        ev = validity_log(where).events.get(hit.id) if where else None
         if ev is None:
             out.append(hit)
         elif include_history or ev.get("state") == POSSIBLY:
@@ -163,7 +165,7 @@ class ValidityMixin:
         if self.spec_dir is None:
             raise ValidationError("this operation needs a spec folder", field="spec_dir")
         rows = self.backends.local.index.rows_by_id([item_id])
-        if not rows or rows[0]["spec"] != str(self.spec_dir):
+        if not rows or rows[0]["spec"] != self.spec_key:
             raise NotFoundError(f"no memory {item_id} in {self.spec_dir}")
         return rows[0]
 
@@ -191,7 +193,7 @@ class ValidityMixin:
             return
         path = self.files.bullet_file(kind)
         for old in older_versions(path, self.files.load_bullets(kind), text):
-            old_id = stable_id(str(self.project_dir), str(self.spec_dir), kind, old)
+            old_id = stable_id(self.project.key, self.spec_key, kind, old)
             if old_id != new_id:
                 self._log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
                                 new_id, None)
@@ -224,7 +226,7 @@ class ValidityMixin:
         from .models import stable_id
 
         clean = self._clean(" ".join(new_text.split()) if isinstance(new_text, str) else new_text)
-        new_id = stable_id(str(self.project_dir), str(self.spec_dir), row["kind"], clean)
+        new_id = stable_id(self.project.key, self.spec_key, row["kind"], clean)
         if new_id == id:
             raise ValidationError("is the same text as the memory it would supersede",
                                   field="new_text")

@@ -28,10 +28,12 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
 
 
 def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str | None = None,
-                   fetch: Callable[[set[str], set[str]], list[Hit]] | None = None) -> list[Hit]:
+                   fetch: Callable[[set[str], set[str]], list[Hit]] | None = None,
+                   spec_dir_of: Callable[[Hit], Path | None] | None = None) -> list[Hit]:
     """``hits`` with ``metadata["freshness"]`` set, gone ones last; with ``query``, hits anchored
     to the files and symbols the query names rise (see ``freshness.annotate``), and
-    ``fetch(files, known_ids)`` may add the memories anchored to those files."""
+    ``fetch(files, known_ids)`` may add the memories anchored to those files. ``spec_dir_of``
+    tells where a hit's spec folder is (hits of other projects have none)."""
     from .freshness import annotate, named_code
     from .tree import snapshot
 
@@ -42,7 +44,7 @@ def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str |
         focus = named_code(query, snap) if query else None
         if focus and fetch is not None:
             hits = hits + fetch(focus, {h.id for h in hits})
-        return annotate(hits, project_dir, focus=focus, snap=snap)
+        return annotate(hits, project_dir, focus=focus, snap=snap, spec_dir_of=spec_dir_of)
     except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
         log.warning("freshness not computed: %s", exc)
         return hits

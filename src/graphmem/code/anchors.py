@@ -234,9 +234,9 @@ def book(spec_dir: str | Path) -> AnchorBook:
 def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
     """For ``reindex``: anchor every item whose spec's ``anchors.jsonl`` does not name it yet."""
     by_spec: dict[str, list[MemoryItem]] = {}
-    for it in items:
+    for it in items:  # an item names its spec relative to the project root
         if it.spec:
-            by_spec.setdefault(it.spec, []).append(it)
+            by_spec.setdefault(str(Path(project_dir) / it.spec), []).append(it)
     written = 0
     for spec, its in by_spec.items():
         known = book(spec).records

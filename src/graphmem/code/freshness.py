@@ -21,7 +21,7 @@ get no state. Results are memoised per (anchor record, snapshot).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..models import Hit
 from .anchors import book
@@ -107,7 +107,8 @@ def named_code(query: str, snap: Snapshot) -> set[str]:
 
 
 def annotate(hits: list[Hit], project_dir: str | Path | None,
-             focus: set[str] | None = None, snap: Snapshot | None = None) -> list[Hit]:
+             focus: set[str] | None = None, snap: Snapshot | None = None,
+             spec_dir_of: Callable[[Hit], Path | None] | None = None) -> list[Hit]:
     """Each anchored hit gets ``metadata["freshness"]``; gone ones move ``GONE_DROP`` places down.
 
     ``focus``: files the query names; a hit anchored to one gains ``FOCUS_OWN`` (it names that
@@ -120,11 +121,12 @@ def annotate(hits: list[Hit], project_dir: str | Path | None,
     out: list[Hit] = []
     boosted = False
     for hit in hits:
-        b = book(hit.spec) if hit.spec else None
+        where = spec_dir_of(hit) if spec_dir_of else (hit.spec if hit.project == str(root) else None)
+        b = book(where) if where else None
         rec = b.records.get(hit.id) if b else None
         if rec is None and b is not None and hit.kind in ("turn", "step") and hit.session:
             rec = b.session_record(hit.session)  # a prompt naming no file: its session's files
-        if rec is None or str(root) != hit.project:
+        if rec is None:
             out.append(hit)
             continue
         snap = snap or snapshot(root, max_age=0)

@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, parse_iso, stable_id
@@ -37,6 +37,9 @@ from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
 from .spec_store import CorruptFileWarning, quarantine
+
+if TYPE_CHECKING:
+    from ..identity import Project
 
 log = logging.getLogger("graphmem.files.episodes")
 
@@ -404,16 +407,18 @@ class EpisodeStore:
             if meta is not None:
                 yield meta, self.read_lines(sid, TURNS), self.read_lines(sid, STEPS)
 
-    def items(self, project: str | Path) -> Iterator[MemoryItem]:
-        """Every searchable item of this spec's sessions (used to rebuild indexes and the graph)."""
+    def items(self, project: "Project") -> Iterator[MemoryItem]:
+        """Every searchable item of this spec's sessions (used to rebuild indexes and the graph);
+        keyed by ``project.key`` with paths relative to its root."""
+        key, spec, rel = project.key, project.rel(self.spec_dir), project.rel
         for meta, turns, steps in self.records():
             sid = meta["session_id"]
             for t in turns:
-                yield turn_item(str(project), str(self.spec_dir), sid, t, self.session_dir(sid) / TURNS)
+                yield turn_item(key, spec, sid, t, rel(self.session_dir(sid) / TURNS))
             for s in steps:
-                yield step_item(str(project), str(self.spec_dir), sid, s, self.session_dir(sid) / STEPS)
+                yield step_item(key, spec, sid, s, rel(self.session_dir(sid) / STEPS))
             if meta.get("summary"):
-                yield summary_item(str(project), str(self.spec_dir), meta, self.session_file(sid))
+                yield summary_item(key, spec, meta, rel(self.session_file(sid)))
 
 
 # ---- memory items ---------------------------------------------------------------------------
@@ -421,7 +426,7 @@ def _when(rec: dict) -> datetime:
     return parse_iso(rec.get("at")) or datetime.now(timezone.utc)
 
 
-def turn_item(project: str, spec: str, sid: str, t: dict, source: Path) -> MemoryItem:
+def turn_item(project: str, spec: str, sid: str, t: dict, source: str | Path) -> MemoryItem:
     """A conversation turn as a searchable item (kind "turn")."""
     user = t.get("metadata") if isinstance(t.get("metadata"), dict) else {}
     meta = {**user, "role": t.get("role"), "speaker": user.get("speaker") or t.get("role"),
@@ -449,7 +454,7 @@ def step_text(name: str, status: str, payload: Any) -> str:
     return text
 
 
-def step_item(project: str, spec: str, sid: str, s: dict, source: Path) -> MemoryItem:
+def step_item(project: str, spec: str, sid: str, s: dict, source: str | Path) -> MemoryItem:
     """An execution step as a searchable item (kind "step")."""
     meta = {"step": s.get("name"), "status": s.get("status"), "step_index": s.get("index"),
             "step_id": s.get("id")}
@@ -459,7 +464,7 @@ def step_item(project: str, spec: str, sid: str, s: dict, source: Path) -> Memor
         project=project, spec=spec, session=sid, time=_when(s), metadata=meta, source=str(source))
 
 
-def summary_item(project: str, spec: str, meta: dict, source: Path) -> MemoryItem:
+def summary_item(project: str, spec: str, meta: dict, source: str | Path) -> MemoryItem:
     """A session's summary as a searchable fact; one id per session, so a new summary replaces it."""
     sid = meta["session_id"]
     when = parse_iso(meta.get("summary_updated_at")) or parse_iso(meta.get("started_at"))

@@ -19,13 +19,16 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..models import MemoryItem, normalise, parse_iso, stable_id
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
 from .clear import clear_memory_folder
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
+
+if TYPE_CHECKING:
+    from ..identity import Project
 
 log = logging.getLogger("graphmem.files")
 
@@ -78,9 +81,13 @@ _BULLETS_LOCK = threading.Lock()
 class SpecStore:
     """Reads and writes one spec's memory folder. Inputs are validated and redacted upstream."""
 
-    def __init__(self, spec_dir: Path, project_dir: Path | None = None):
+    def __init__(self, spec_dir: Path, project: "Project | Path | None" = None):
+        from ..identity import Project, resolve_project
+
         self.spec_dir = Path(spec_dir).resolve()
-        self.project_dir = Path(project_dir).resolve() if project_dir else self.spec_dir.parent.parent
+        # The project names the items (its key) and anchors their paths (its root).
+        self.project = project if isinstance(project, Project) else resolve_project(spec_dir, project)
+        self.project_dir = self.project.root
         self.memory_dir = self.spec_dir / "memory"
         self.insights_dir = self.memory_dir / "session_insights"
         self.map_file = self.memory_dir / "codebase_map.json"
@@ -96,7 +103,8 @@ class SpecStore:
         return real_dir(self.memory_dir)
 
     def _scope(self) -> tuple[str, str]:
-        return str(self.project_dir), str(self.spec_dir)
+        """(project key, spec folder relative to the project root): the same on every machine."""
+        return self.project.key, self.project.rel(self.spec_dir)
 
     def _read_json(self, path: Path) -> Any | None:
         try:
@@ -273,7 +281,8 @@ class SpecStore:
         project, spec = self._scope()
         session = str(data.get("session_number", ""))
         when = parse_iso(data.get("timestamp")) or _mtime(source)
-        base = dict(project=project, spec=spec, session=session, time=when, source=str(source))
+        base = dict(project=project, spec=spec, session=session, time=when,
+                    source=self.project.rel(source))
         items: list[MemoryItem] = []
         for field in INSIGHT_LISTS:
             for text in data.get(field) or []:
@@ -295,7 +304,7 @@ class SpecStore:
     def map_items(self, files: dict[str, str]) -> list[MemoryItem]:
         project, spec = self._scope()
         base = dict(project=project, spec=spec, session=None, time=_mtime(self.map_file),
-                    source=str(self.map_file))
+                    source=self.project.rel(self.map_file))
         return [_file_item(project, spec, p, v, base) for p, v in files.items() if isinstance(v, str)]
 
     def bullet_items(self, kind: str, texts: list[str]) -> list[MemoryItem]:
@@ -303,7 +312,7 @@ class SpecStore:
         path = self.bullet_file(kind)
         when = _mtime(path)
         return [MemoryItem(id=stable_id(project, spec, kind, t), kind=kind, text=t, project=project,
-                           spec=spec, time=when, source=str(path)) for t in texts]
+                           spec=spec, time=when, source=self.project.rel(path)) for t in texts]
 
     def items(self) -> Iterator[MemoryItem]:
         """Every searchable item in this spec's files (used to rebuild indexes and the graph)."""

@@ -66,8 +66,24 @@ def check(sections: dict, settings: Any, ctx: Any) -> None:
         return
     from ..memory import Memory
 
+    from .._sync import run
+
     with Memory(ctx.spec_dir, ctx.project_dir, settings=settings) as mem:
         d = mem.drift()
+        try:
+            got = run(mem.backends.graph_embedder(mem.project.key))
+            graph = run(mem.backends.graph_store())
+            ours = (graph.embedder.name, int(graph.embedder.dimension))
+        except Exception as exc:  # reported, never fatal to the rest of the report
+            rows.append(row("embedder", "warn", f"not checked: {exc}"))
+        else:
+            if got is None:
+                rows.append(row("embedder", "ok", f"no graph yet for {mem.project.key}; the first "
+                                f"write records {ours[0]} ({ours[1]}-d)"))
+            elif got == ours:
+                rows.append(row("embedder", "ok", f"{got[0]} ({got[1]}-d), the same as here"))
+            else:
+                rows.append(row("embedder", "error", str(graph.mismatch(mem.project.key, got))))
     if d["graph"] != "on":
         return
     missing, extra = len(d["missing"]), len(d["extra"])

@@ -387,12 +387,16 @@ def server_facts(ep: Endpoint) -> dict[str, Any]:
             "graphs": sorted(graphs)}
 
 
-def ensure_endpoint(settings: Settings) -> Endpoint:
-    """Where to connect: the external server if configured, else the (started) embedded one."""
+def ensure_endpoint(settings: Settings, start: bool = True) -> Endpoint:
+    """Where to connect: the external server if configured, else the (started) embedded one.
+    ``start=False``: an embedded server that is not running is a ServerError, not started."""
     ext = external_endpoint(settings)
     if ext is not None:
         reason = ping(ext, timeout=settings.graph.connect_timeout)
         if reason is not None:
             raise ServerError(f"FalkorDB at {ext.describe()} is not reachable: {reason}")
         return ext
-    return EmbeddedServer(settings).ensure()
+    embedded = EmbeddedServer(settings)
+    if not start and embedded.running() is None:
+        raise ServerError("the embedded FalkorDB is not running")
+    return embedded.ensure()

@@ -29,6 +29,7 @@ from .schema import rrf
 
 log = logging.getLogger("graphmem.graph")
 MAX_IN_FLIGHT = 32
+SEARCH_RETRY = 1.0  # seconds after a failed connection before a search tries again
 
 BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
 EXTRACT_FIELDS = {"what_worked", "what_failed", "recommendations_for_next_session"}
@@ -70,6 +71,7 @@ class GraphStore:
         self._down_until = 0.0
         self.last_error: str | None = None
         self._ready: set[str] = set()  # graphs whose meta and indexes were checked this process
+        self._embedders: dict[str, tuple[str, int, str]] = {}  # graph -> (model, dim, project)
         self._graphitis: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._connect_lock = asyncio.Lock()
@@ -91,8 +93,9 @@ class GraphStore:
             return True
         return time.monotonic() >= self._down_until and self.breaker.open_reason() is None
 
-    async def connect(self, force: bool = False) -> None:
-        """Reach the server (starting the embedded one if needed); raises ServerError."""
+    async def connect(self, force: bool = False, start: bool = True) -> None:
+        """Reach the server (starting the embedded one if needed, unless not ``start``);
+        raises ServerError."""
         async with self._connect_lock:
             if self._client is not None:
                 return
@@ -106,7 +109,7 @@ class GraphStore:
             from . import server
 
             try:
-                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings)
+                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings, start)
             except ServerError as exc:
                 self._mark_down(str(exc))
                 if server.is_hung(str(exc)):
@@ -158,23 +161,34 @@ class GraphStore:
 
     def _mark_down(self, reason: str) -> None:
         self.last_error = reason.splitlines()[0][:300] if reason else "unknown error"
-        self._down_until = time.monotonic() + self.settings.graph.retry_after
+        self._failed_at = time.monotonic()
+        self._down_until = self._failed_at + self.settings.graph.retry_after
 
-    async def _drop_client(self, reason: str) -> None:
+    _failed_at = float("-inf")
+
+    async def _drop_client(self, reason: str, client: Any = None, mark: bool = True) -> None:
+        """Forget the current client (only if it is still ``client``, when given: a query that
+        failed on an old client must not close the one another query has just reconnected)."""
+        if client is not None and client is not self._client:
+            return
         client, self._client = self._client, None
         self._ready.clear()
+        self._embedders.clear()
         self._graphitis.clear()
-        self._mark_down(reason)
+        if mark:
+            self._mark_down(reason)
         if client is not None:
             try:
                 await client.connection.aclose()
             except Exception:  # the connection is already broken; closing is best effort
                 pass
 
-    async def _query(self, gid: str, cypher: str, params: dict | None = None, ro: bool = False):
+    async def _query(self, gid: str, cypher: str, params: dict | None = None, ro: bool = False,
+                     retry: bool = True):
         if self._client is None:
             await self.connect()
-        graph = self._client.select_graph(gid)
+        client = self._client
+        graph = client.select_graph(gid)
         text = schema.with_params(cypher, params)  # our serialiser: much faster on vectors
         try:
             async with self._slots:
@@ -183,26 +197,58 @@ class GraphStore:
             return res
         except Exception as exc:
             if _connection_error(exc):
-                await self._drop_client(f"{type(exc).__name__}: {exc}")
+                reason = f"{type(exc).__name__}: {exc}"
+                await self._drop_client(reason, client, mark=not retry)
+                if retry:
+                    # A restarted or replaced server (every pooled connection is dead): connect
+                    # again at once and try once more, rather than pausing the graph. A dead
+                    # embedded server is not restarted here: the write is queued in the outbox.
+                    try:
+                        await self.connect(force=True, start=False)
+                    except ServerError:
+                        raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+                    return await self._query(gid, cypher, params, ro, retry=False)
                 raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
             if "empty key" in str(exc):  # read of a graph that does not exist yet
                 return None
             raise GraphError(f"FalkorDB query failed on graph {gid}: {exc}") from None
 
     # ---- graphs ----------------------------------------------------------------------------
+    async def recorded_embedder(self, project: str) -> tuple[str, int] | None:
+        """(model, dimension) recorded in a project's graph; None for a graph not made yet."""
+        gid = schema.group_id(project)
+        res = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension", ro=True)
+        rows = res.result_set if res is not None else []
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def mismatch(self, project: str, got: tuple[str, int]) -> IndexMismatchError | None:
+        """The error for a graph whose vectors come from another embedder than ours, or None."""
+        name, dim = self.embedder.name, int(self.embedder.dimension)
+        if got == (name, dim):
+            return None
+        return IndexMismatchError(
+            f"the graph of project {project} holds vectors from embedder {got[0]} ({got[1]}-d), "
+            f"but this machine's embedder is {name} ({dim}-d); vectors of two embedders are never "
+            f"mixed. Configure {got[0]} here (GRAPHMEM_EMBEDDER_PROVIDER, "
+            f"GRAPHMEM_LOCAL_EMBEDDING_MODEL ...), or move to a new graph: another project id "
+            f"(GRAPHMEM_PROJECT_ID) or `graphmem reindex`, which rebuilds this project's graph "
+            f"with {name} from this machine's files (every machine must then use {name})")
+
+    async def check_embedder(self, project: str) -> None:
+        """Refuse (IndexMismatchError) when the project's graph was built by another embedder;
+        a new graph is claimed for ours."""
+        await self._prepare(schema.group_id(project), project)
+
     async def _prepare(self, gid: str, project: str) -> None:
         """Check the graph's recorded embedder; on a new graph create indexes and the record."""
         if gid in self._ready:
             return
-        res = await self._query(gid, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension", ro=True)
-        rows = res.result_set if res is not None else []
+        got = await self.recorded_embedder(project)
         name, dim = self.embedder.name, int(self.embedder.dimension)
-        if rows:
-            got_name, got_dim = rows[0]
-            if got_name != name or int(got_dim) != dim:
-                raise IndexMismatchError(
-                    f"the graph of {project} holds vectors from embedder {got_name} ({got_dim} "
-                    f"dimensions), but {name} ({dim}) is configured: run `graphmem reindex`")
+        if got is not None:
+            err = self.mismatch(project, got)
+            if err is not None:
+                raise err
         else:
             await self._create_indexes(gid)
             await self._query(gid, "MERGE (m:GraphmemMeta {key: 'graph'}) SET m.embedder = $name, "
@@ -350,6 +396,7 @@ class GraphStore:
             if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
                 raise GraphError(f"cannot delete graph {gid}: {exc}") from None
         self._ready.discard(gid)
+        self._embedders.pop(gid, None)
         self._graphitis.pop(gid, None)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -360,15 +407,22 @@ class GraphStore:
                                 {"spec": spec or ""}, ro=True)
         return {r[0] for r in res.result_set} if res is not None else set()
 
-    async def graphs(self) -> list[str]:
+    async def graphs(self, retry: bool = True) -> list[str]:
         """Names of every graphmem project graph on the server."""
         if self._client is None:
             await self.connect()
+        client = self._client
         try:
-            names = await self._client.list_graphs()
+            names = await client.list_graphs()
         except Exception as exc:
             if _connection_error(exc):
-                await self._drop_client(f"{type(exc).__name__}: {exc}")
+                await self._drop_client(f"{type(exc).__name__}: {exc}", client, mark=not retry)
+                if retry:  # a restarted server: as in ``_query``
+                    try:
+                        await self.connect(force=True, start=False)
+                    except ServerError:
+                        raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+                    return await self.graphs(retry=False)
                 raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
             raise GraphError(f"cannot list graphs: {exc}") from None
         return sorted(n for n in names if n.startswith(schema.GROUP_PREFIX))
@@ -384,7 +438,13 @@ class GraphStore:
         fetched for the excluded ones (when all are excluded, no second query runs)."""
         if not query.strip():
             return []
+        if self._client is None and time.monotonic() - self._failed_at > SEARCH_RETRY \
+                and self.breaker.open_reason() is None:
+            # A search tries a refused server again after a second, not after ``retry_after``:
+            # a restarted server answers at once (a hung one trips the home's breaker instead).
+            await self.connect(force=True)
         gids = [schema.group_id(p) for p in projects] if projects is not None else await self.graphs()
+        gids = await self._same_embedder(gids, strict=projects is not None)
         if not gids:
             return []
         from ..providers.base import embed_query
@@ -423,6 +483,31 @@ class GraphStore:
                                          for g, u in wanted.items()))
         rows = {r[0]: r for res in fetched if res is not None for r in res.result_set}
         return [_hit(rows[ids[i]], fused[i] / best) for i in top if ids[i] in rows]
+
+    async def _same_embedder(self, gids: list[str], strict: bool) -> list[str]:
+        """The graphs whose vectors our embedder can compare with. A graph of another embedder
+        is an error when named (``strict``: project or spec scope), skipped with a warning in an
+        every-project search (its cosines would fail the whole query)."""
+        todo = [g for g in gids if g not in self._embedders]
+        if todo:
+            found = await asyncio.gather(*(self._query(
+                g, "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension, m.project", ro=True)
+                for g in todo))
+            for g, res in zip(todo, found):
+                rows = res.result_set if res is not None else []
+                if rows:
+                    self._embedders[g] = (str(rows[0][0]), int(rows[0][1]), str(rows[0][2]))
+        keep = []
+        for g in gids:
+            rec = self._embedders.get(g)
+            err = self.mismatch(rec[2], rec[:2]) if rec else None
+            if err is None:
+                keep.append(g)
+            elif strict:
+                raise err
+            else:
+                log.warning("graph search skips %s: %s", g, err)
+        return keep
 
     async def _candidates(self, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
                           k: int, spec: str | None) -> tuple[list, list]:

@@ -176,11 +176,15 @@ def move_aside(home: Path, reason: str) -> Path | None:
 
 
 def _salvage_projects(copy: Path) -> list[str]:
-    """The project paths a damaged database's registry still yields (often none)."""
+    """The project roots a damaged database's registry still yields (often none): ``root``
+    where recorded (``path`` holds the project key since schema 3), else ``path``."""
     try:
         conn = sqlite3.connect(f"file:{copy}?mode=ro&immutable=1", uri=True)
         try:
-            return [r[0] for r in conn.execute("SELECT path FROM projects")]
+            try:
+                return [r[0] for r in conn.execute("SELECT COALESCE(root, path) FROM projects")]
+            except sqlite3.OperationalError:  # a registry older than the root column
+                return [r[0] for r in conn.execute("SELECT path FROM projects")]
         finally:
             conn.close()
     except sqlite3.Error:

@@ -53,7 +53,14 @@ CREATE TABLE search_deleted (rowid INTEGER NOT NULL, gen INTEGER NOT NULL);
 CREATE INDEX search_deleted_gen ON search_deleted(gen);
 INSERT INTO search_meta VALUES ('floor', '0');
 INSERT INTO search_meta SELECT 'instance', lower(hex(randomblob(8)));
+"""), (3, """
+ALTER TABLE projects ADD COLUMN root TEXT;
+ALTER TABLE projects ADD COLUMN legacy INTEGER NOT NULL DEFAULT 0;
+UPDATE projects SET root = path, legacy = 1;
 """)])
+# Version 3: ``projects.path`` holds the project KEY (``identity``), ``root`` where the project is
+# checked out on this machine. Rows written before (keyed by absolute path, with absolute spec
+# paths in their items' ids) are marked ``legacy`` until ``migrate_legacy`` rebuilds them.
 
 
 def group_id(project_path: str) -> str:
@@ -139,20 +146,39 @@ class LocalIndex:
                 f"the local index in {self.home} holds vectors from {stored}, but the configured "
                 f"embedder is {mine}; run `graphmem reindex` to rebuild it with the new embedder")
 
-    def register_project(self, path: str, name: str | None = None) -> int:
-        """Add or touch a project in the registry; returns its id."""
+    def register_project(self, path: str, name: str | None = None, root: str | None = None) -> int:
+        """Add or touch a project (by key) in the registry, with its root here when known;
+        returns its id."""
         now = time.time()
         self.conn.execute(
-            "INSERT INTO projects(path, name, group_id, last_seen) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT(path) DO UPDATE SET last_seen=excluded.last_seen",
-            (path, name or Path(path).name, group_id(path), now))
+            "INSERT INTO projects(path, name, group_id, last_seen, root) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(path) DO UPDATE SET last_seen=excluded.last_seen, "
+            "name=COALESCE(?, name), root=COALESCE(excluded.root, root)",
+            (path, name or Path(path).name, group_id(path), now, root, name))
         return self.conn.execute("SELECT id FROM projects WHERE path=?", (path,)).fetchone()[0]
 
     def projects(self) -> list[dict[str, Any]]:
-        """The registry: every project this home has indexed."""
-        rows = self.conn.execute("SELECT id, path, name, group_id, last_seen FROM projects "
-                                 "ORDER BY last_seen DESC").fetchall()
+        """The registry: every project this home has indexed (``path`` is the project key)."""
+        rows = self.conn.execute("SELECT id, path, name, group_id, last_seen, root, legacy "
+                                 "FROM projects ORDER BY last_seen DESC").fetchall()
         return [dict(r) for r in rows]
+
+    def forget_project(self, key: str, keep: bool = False) -> None:
+        """Drop a project's items; its registry row too unless ``keep`` (then it is no longer
+        legacy: the caller rebuilds it under the same key)."""
+        self.delete(project=key)
+        with self._lock:
+            if keep:
+                self.conn.execute("UPDATE projects SET legacy = 0 WHERE path=?", (key,))
+            else:
+                self.conn.execute("DELETE FROM projects WHERE path=? AND NOT EXISTS "
+                                  "(SELECT 1 FROM search_items i WHERE i.project_id = projects.id)",
+                                  (key,))
+
+    def roots(self) -> dict[str, str]:
+        """Project key -> where it is checked out on this machine (registered roots only)."""
+        return {r[0]: r[1] for r in self.conn.execute(
+            "SELECT path, root FROM projects WHERE root IS NOT NULL AND legacy = 0")}
 
     def caught_up(self, project: str) -> bool:
         """Whether this database has indexed the project's files whole (``mark_caught_up``)."""
