@@ -82,16 +82,19 @@ def test_truncated_session_json_is_moved_aside_and_reads_go_on(spec_dir):
     assert any("session_002.json.corrupt-" in r["detail"] for r in report["sections"]["files"])
 
 
-def test_invalid_utf8_gotchas_moved_aside(spec_dir):
+def test_invalid_utf8_gotchas_keep_their_good_bullets(spec_dir):
+    """One bad byte no longer hides the whole file (issue 14, finding 8): see test_files_salvage."""
     m = Memory(spec_dir)
     m.append_gotcha("fine")
     path = spec_dir / "memory" / "gotchas.md"
-    path.write_bytes(path.read_bytes() + b"- bad \xff\xfe bytes\n")
+    original = path.read_bytes() + b"- bad \xff\xfe bytes\n"
+    path.write_bytes(original)
     with pytest.warns(CorruptFileWarning, match="gotchas.md"):
-        assert Memory(spec_dir).load_gotchas() == []
-    assert list(path.parent.glob("gotchas.md.corrupt-*"))
-    Memory(spec_dir).append_gotcha("after")  # writing goes on with a fresh file
-    assert Memory(spec_dir).load_gotchas() == ["after"]
+        assert Memory(spec_dir).load_gotchas() == ["fine", "bad \ufffd\ufffd bytes"]
+    [side] = path.parent.glob("gotchas.md.corrupt-*")
+    assert side.read_bytes() == original  # the damaged original, kept aside
+    Memory(spec_dir).append_gotcha("after")
+    assert Memory(spec_dir).load_gotchas() == ["fine", "bad \ufffd\ufffd bytes", "after"]
 
 
 def test_corrupt_codebase_map_moved_aside_then_rewritten(spec_dir):

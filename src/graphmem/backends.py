@@ -128,6 +128,10 @@ class Backends:
             self.register(mem.project)
         except Exception as exc:  # the registry is derived too: a failure never fails a save
             log.warning("project registry not updated: %s", exc)
+        if self.settings.graph.mode != "off":  # who and where, for teammates sharing the graph
+            from .team import stamp
+
+            items = stamp(items, self.settings, mem.project_dir)
         report.index = await self.write_index(items, entry, mem.project)
         report.graph, note = await self.write_graph(mem, items)
         if note:
@@ -249,8 +253,9 @@ class Backends:
         if self.settings.graph.mode == "off":
             return "off", None
         from .files.outbox import Outbox
+        from .team import stamp
 
-        items = self.clean(items)
+        items = self.clean(stamp(items, self.settings, mem.project_dir))  # stamp: no-op after ``write``
         outbox = Outbox(mem.files.memory_dir)
         try:
             graph = await self.graph_store()
@@ -315,8 +320,10 @@ class Backends:
 
     async def rebuild_graph(self, project: str, items: list[MemoryItem],
                             specs: list | None = None) -> str:
-        """Make a project's graph hold exactly ``items`` (``graphmem reindex``) -> status.
-        The outboxes of ``specs`` are emptied: the rebuild covers what they held."""
+        """Make a project's graph hold exactly ``items`` (``graphmem reindex``) -> status; on a
+        shared server (``GRAPHMEM_FALKORDB_URL``), only the items written from this machine are
+        replaced, never a teammate's. The outboxes of ``specs`` are emptied: the rebuild covers
+        what they held."""
         from .errors import GraphmemError
 
         if self.settings.graph.mode == "off":
@@ -326,9 +333,18 @@ class Backends:
             if graph is None:
                 return "off"
             await graph.connect(force=True)
-            await graph.drop_project(project)
+            from .graph.server import external_endpoint
+            from .team import host
+
+            shared = external_endpoint(self.settings) is not None
+            if not shared:  # on a shared server teammates' items stay (``reindex`` stamped ours)
+                await graph.drop_project(project)
             for start in range(0, len(items), 1000):  # each chunk gets the write timeout
                 await graph.save(items[start:start + 1000], extract=False)
+            if shared:
+                stale = await graph.item_ids(project, host=host(self.settings)) - {i.id for i in items}
+                if stale:  # gone from this machine's files: tombstoned for the others too
+                    await graph.delete_items(project, sorted(stale))
         except GraphmemError as exc:
             log.warning("graph rebuild of %s failed: %s", project, exc)
             return f"failed: {exc}"

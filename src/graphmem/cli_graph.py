@@ -122,6 +122,9 @@ def _cmd_sync(args: argparse.Namespace) -> int:
                   f"queued (graph: {s['graph']})")
         print(f"graph: {d['graph']}; replayed {d['replayed']} item(s); "
               f"{d['remaining']} still queued")
+        if d.get("pulled"):
+            print(f"from teammates: took in {d['pulled']['items']} item(s), dropped "
+                  f"{d['pulled']['deleted']} deleted")
     _emit(args, data, show)
     return 0 if data["remaining"] == 0 else 1
 

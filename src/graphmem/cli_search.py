@@ -108,6 +108,7 @@ def show_hits(rows: list[dict], console) -> None:
     """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
     Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
     from .display import safe_data
+    from .insight_items import count_note
 
     wrap = {"soft_wrap": not console.is_terminal}
     rows = safe_data(rows)  # the server renders with this function too
@@ -119,7 +120,12 @@ def show_hits(rows: list[dict], console) -> None:
         console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
         # where to open it here; a teammate's project not checked out here: key and stored path
         where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
-        console.print(f"    [dim]{escape(where)}[/]", highlight=False, **wrap)
+        meta = h.get("metadata") or {}
+        seen = count_note(meta)  # a retry loop's item: how often, since when
+        who = (f" (by {meta['author']}" + (f" on {meta['host']})" if meta.get("host") else ")")
+               if meta.get("author") else "")
+        console.print(f"    [dim]{escape(where + who + ('; ' + seen if seen else ''))}[/]",
+                      highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:

@@ -1,12 +1,15 @@
 """Batch consolidation: what the recent sessions taught, deduplicated into ``memory_summary.md``.
 
-Sources, per spec folder: each ``session_insights/session_NNN.json`` (gotchas, what failed,
-recommendations, patterns, what worked) and each episodic session's summary. "Most recent" means
+Sources, per spec folder: each ``session_insights/session_NNN.json`` in any shape
+(``insight_shapes``: gotchas, what failed, recommendations, patterns, what worked, outcomes) and
+each episodic session's summary. "Most recent" means
 the most recently written session files. Episodic sessions that have not ended are *active* and
 skipped (their summary may still change); insight files are written once a session is over, so
 they are never active. At most 32 facts are kept per session, in that order of categories.
 
-Facts equal after normalisation merge; so do facts of one category whose embeddings are nearly the
+Facts equal after normalisation merge (and so do the rounds of one subtask's retry loop that
+differ only in numbers, ``insight_shapes.retry_key``; a line cited by more than ``MAX_CITED``
+sessions shows their count instead of their names); so do facts of one category whose embeddings are nearly the
 same (cosine >= ``NEAR``, tuned on the bundled bge-small, which the local default embedder hands
 this pass) unless exactly one of them is negated. A merged fact cites every session it came from
 and ranks by how many sessions said it, then by recency. With an LLM configured, the LLM rewrites
@@ -25,6 +28,7 @@ import asyncio
 import json
 import logging
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,16 +36,19 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from .errors import GraphmemError, StorageError, ValidationError
+from .errors import GraphmemError, ProviderError, StorageError, ValidationError
 from .files.atomic import atomic_write_text
 from .files.lock import folder_lock
 from .files.safe import is_link, private_dir, read_bytes, real_dir
-from .models import normalise
+from . import insight_shapes
+from .insight_shapes import retry_key
+from .lru import LRU
 from .redact import redact_text
 
 log = logging.getLogger("graphmem.consolidate")
 
 FACTS_PER_SESSION = 32
+MAX_CITED = 5  # sessions named on one line; more are shown as a count
 NEAR = 0.92
 LOCK_NAME = "consolidate.lock"
 # (category, insight key or None for episodic summaries, heading) - most useful first.
@@ -54,6 +61,7 @@ CATEGORIES = [
     ("summary", None, "Session summaries"),
 ]
 HEADINGS = {c: h for c, _, h in CATEGORIES}
+_VECTORS: "weakref.WeakKeyDictionary[Any, LRU]" = weakref.WeakKeyDictionary()  # fact vectors
 _NEGATION = re.compile(r"\b(not|never|no|don't|dont|doesn't|didn't|avoid|without|cannot|can't)\b")
 
 
@@ -90,6 +98,9 @@ class Fact:
     rank: int = 0  # order first seen: lower is more recent
 
     def line(self) -> str:
+        if len(self.sessions) > MAX_CITED:  # a retry loop: its count, not thousands of labels
+            return (f"- {self.text} (seen in {len(self.sessions)} sessions, latest "
+                    f"{self.sessions[0]}, earliest {self.sessions[-1]})")
         return f"- {self.text} (sessions: {', '.join(self.sessions)})"
 
 
@@ -128,14 +139,16 @@ def _same(text: str) -> str:
     return text
 
 
-def read_facts(ref: SessionRef, clean: Callable[[str], str] = _same) -> tuple[bool, list[tuple[str, str]]]:
-    """(active, [(category, text)]) of one session, capped at ``FACTS_PER_SESSION``.
+def read_facts(ref: SessionRef, clean: Callable[[str], str] = _same
+               ) -> tuple[bool, list[tuple[str, str, str]]]:
+    """(active, [(category, text, key)]) of one session, capped at ``FACTS_PER_SESSION``; facts
+    with one key merge (``insight_shapes.retry_key``: rounds of one subtask's retry loop do).
 
     ``clean`` (redaction) sees each text as stored, before it is split into bullets or joined.
     """
     try:
         data = json.loads(read_bytes(ref.path).decode("utf-8"))
-    except (OSError, ValueError, StorageError) as exc:
+    except (OSError, ValueError, RecursionError, StorageError) as exc:
         log.warning("consolidate: cannot read %s (%s); skipped", ref.path, exc)
         return False, []
     if not isinstance(data, dict):
@@ -153,16 +166,34 @@ def read_facts(ref: SessionRef, clean: Callable[[str], str] = _same) -> tuple[bo
                                             if ln.strip())
             facts = [("summary", b) for b in bullets] if many else [("summary", " ".join(bullets))]
     else:
-        for category, key, _ in CATEGORIES:
-            if key is None:
-                continue
-            value: Any = data
-            for part in key.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            for text in value if isinstance(value, list) else []:
-                if isinstance(text, str) and text.strip():
-                    facts.append((category, " ".join(clean(text).split())))
-    return False, [f for f in facts if f[1]][:FACTS_PER_SESSION]
+        subtask = insight_shapes.session_facts(data).get("subtask")
+        by_category: dict[str, list[str]] = {}
+        for entry in insight_shapes.entries(data):  # every shape (insight_shapes)
+            category = _category(entry, data)
+            if category:
+                by_category.setdefault(category, []).append(" ".join(clean(entry.text).split()))
+        facts = [(c, text) for c, _, _ in CATEGORIES for text in by_category.get(c, [])]
+        return False, [(c, t, retry_key(t, subtask)) for c, t in facts if t][:FACTS_PER_SESSION]
+    return False, [(c, t, retry_key(t)) for c, t in facts if t][:FACTS_PER_SESSION]
+
+
+_FAILED = {"failed", "failure", "error", "blocked", "rejected", "incomplete"}
+
+
+def _category(entry: "insight_shapes.Entry", data: dict) -> str | None:
+    """The summary section of one learning (None: not summarised, e.g. subtask names)."""
+    if entry.kind in ("gotcha", "pattern"):
+        return entry.kind
+    name = entry.field.rsplit(".", 1)[-1]
+    if name == "approach_outcome":  # where the outcome was read: top level or in discoveries
+        outcome: Any = data
+        for part in entry.field.split("."):
+            outcome = outcome.get(part) if isinstance(outcome, dict) else None
+        status = outcome.get("status") if isinstance(outcome, dict) else None
+        failed = data.get("success") is False or str(status).lower() in _FAILED
+        return "failed" if failed else "worked"
+    return {"what_failed": "failed", "what_worked": "worked", "recommendations": "recommendation",
+            "recommendations_for_next_session": "recommendation"}.get(name)
 
 
 async def collect(refs: list[SessionRef], concurrency: int,
@@ -185,10 +216,6 @@ async def collect(refs: list[SessionRef], concurrency: int,
 
 
 # ---- dedupe --------------------------------------------------------------------------------
-def _key(text: str) -> str:
-    return normalise(text).rstrip(" .!;:,")
-
-
 def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: ConsolidationReport) -> list[Fact]:
     """Merge facts equal after normalisation; fills the session counts of ``report``."""
     facts: dict[str, Fact] = {}
@@ -199,8 +226,7 @@ def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: Consolida
             continue
         if items:
             report.sessions_with_facts += 1
-        for category, text in items:
-            k = _key(text)
+        for category, text, k in items:
             if not k:
                 continue
             if k in facts:
@@ -221,7 +247,19 @@ async def near_dedupe(facts: list[Fact], embedder: Any, threshold: float = NEAR)
         return facts, 0
     own = getattr(embedder, "similarity", None)  # an embedder may name a better judge of sameness
     embedder = own() if own is not None else embedder
-    vecs = np.asarray(await embedder.embed([f.text for f in facts]), dtype=np.float32)
+    try:  # a long-lived process (MCP server) embeds each fact once per embedder
+        memo = _VECTORS.setdefault(embedder, LRU(20_000))
+    except TypeError:  # an embedder that cannot be weakly referenced: no memory
+        memo = LRU(20_000)
+    have = {f.text: v for f in facts if (v := memo.get(f.text)) is not None}
+    todo = list(dict.fromkeys(f.text for f in facts if f.text not in have))
+    if todo:
+        got = await embedder.embed(todo)
+        if len(got) != len(todo):
+            raise ProviderError(f"the embedder returned {len(got)} vectors for {len(todo)} facts")
+        for text, vec in zip(todo, got):
+            have[text] = memo.put(text, np.asarray(vec, dtype=np.float32))
+    vecs = np.stack([have[f.text] for f in facts]).astype(np.float32)
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     kept: list[int] = []
     dropped = 0

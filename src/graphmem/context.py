@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from .errors import ValidationError
+from .insight_items import count_note
 from .models import Hit, normalise
 
 MIN_TOKENS, MAX_TOKENS = 20, 200_000
@@ -48,7 +49,8 @@ def _where(hit: Hit, project_dir: Path | None) -> str:
         pass
     if hit.session and hit.kind in ("insight", "turn", "step", "fact"):
         src = f"{src}, session {hit.session}"
-    return src
+    seen = count_note(hit.metadata)  # many sessions said it: one line with their count
+    return f"{src}; {seen}" if seen else src
 
 
 def _freshness(hit: Hit) -> dict:

@@ -218,7 +218,10 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     @tool(title="Save session insights", annotations=_writes("Save session insights", True),
           description="Save one session's learnings (subtasks_completed, discoveries{files_understood, "
                       "patterns_found, gotchas_encountered}, what_worked, what_failed, "
-                      "recommendations_for_next_session) as session_NNN.json; returns which stores took it.")
+                      "recommendations_for_next_session; today's Auto-Claude keys file_insights, "
+                      "patterns_discovered, gotchas_discovered, recommendations, approach_outcome, "
+                      "changed_files, subtask_id, success are read too) as session_NNN.json; returns "
+                      "which stores took it.")
     async def save_session_insights(
             session_num: Annotated[int, _int("1-based session number", ge=1, le=999_999)],
             insights: Annotated[SessionInsights, Field(

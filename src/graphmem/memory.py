@@ -76,8 +76,10 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
         """The derived backends (local index, graph), created on first use."""
         if self._backends is None:
             from .backends import Backends
+            from .code import register_root
 
             self._backends = Backends(self.settings)
+            register_root(self.project.key, self.project_dir)  # for the code graph's writes
         return self._backends
 
     _adopted = False
@@ -149,14 +151,18 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
         model = parse(SessionInsights, insights, "insights")
         self._check_size(insights, "insights")
         await self._graph_guard()
-        data = self._clean(model.model_dump())
+        data = self._clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
         with self._index_journal() as entry:
             old = self.files.read_session_insights(session_num)
             path, saved = self.files.save_session_insights(session_num, data)
-            items = self.files.session_items(saved, path)
+            items = self.files.insight_items(only_session=session_num)  # counted over all sessions
+            old_items = self.files.session_items(old, path) if old is not None else []
+            shared = {i.id for i in old_items} - {i.id for i in items}
+            if shared:  # what the old version shared with other sessions: counted again without it
+                items += [i for i in self.files.insight_items() if i.id in shared]
             report = await self._propagate(items, SaveReport(path=str(path)), entry)
         if old is not None:  # saved again: what only the old version held is no longer memory
-            await self._forget_replaced(self.files.session_items(old, path), items)
+            await self._forget_replaced(old_items, items)
         return report
 
     async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
@@ -225,22 +231,23 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
 
     async def load_gotchas(self) -> list[str]:
         """Every gotcha, in file order."""
-        return self.files.load_bullets("gotcha")
+        return self.files.all_bullets("gotcha")
 
     async def load_patterns(self) -> list[str]:
         """Every pattern, in file order."""
-        return self.files.load_bullets("pattern")
+        return self.files.all_bullets("pattern")
 
     # ---- whole spec -------------------------------------------------------------------------
     async def summary(self) -> dict[str, Any]:
         """Counts and the last three sessions, in the reference's shape."""
-        insights = self.files.load_all_insights()
+        sessions = self.files.sessions()  # read once for every count
+        recent = [self.files.insight_copy(s) for _, s in sessions[-3:]]
         return {
-            "total_sessions": len(insights),
-            "total_files_mapped": len(self.files.load_codebase_map()),
-            "total_patterns": len(self.files.load_bullets("pattern")),
-            "total_gotchas": len(self.files.load_bullets("gotcha")),
-            "recent_insights": insights[-3:],
+            "total_sessions": len(sessions),
+            "total_files_mapped": len(self.files.load_codebase_map(sessions)),
+            "total_patterns": len(self.files.all_bullets("pattern", sessions)),
+            "total_gotchas": len(self.files.all_bullets("gotcha", sessions)),
+            "recent_insights": recent,
         }
 
     async def clear(self) -> None:

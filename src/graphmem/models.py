@@ -107,12 +107,90 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, str_strip_whitespace=False)
 
 
+def _no_nul_in(value: Any, depth: int = 0) -> Any:
+    """Refuse a NUL byte in any string of a JSON value (keys too)."""
+    if isinstance(value, str):
+        _no_nul(value)
+    elif isinstance(value, list) and depth < 32:
+        for v in value:
+            _no_nul_in(v, depth + 1)
+    elif isinstance(value, dict) and depth < 32:
+        for k, v in value.items():
+            _no_nul_in(k, depth + 1)
+            _no_nul_in(v, depth + 1)
+    return value
+
+
+class _Finding(_Strict):
+    """An object of today's Auto-Claude shape; its text fields must be strings."""
+
+    @field_validator("*")
+    @classmethod
+    def _texts(cls, v: Any) -> Any:
+        return _no_nul_in(v)
+
+    def model_post_init(self, __context: Any) -> None:
+        _no_nul_in(self.model_extra or {})
+
+
+class FileInsight(_Finding):
+    """``discoveries.file_insights[]``: one file a session read or changed."""
+
+    file_path: str
+    purpose: str | None = None
+    change_type: str | None = None
+    key_elements: list[str] | None = None
+    file_type: str | None = None
+    key_exports: list[str] | None = None
+    dependencies: list[str] | None = None
+    lines_added: int | None = None
+    lines_of_code: int | None = None
+
+    @field_validator("file_path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return check_relative_path(v)
+
+
+class PatternFound(_Finding):
+    pattern: str | None = None
+    description: str | None = None
+    significance: str | None = None
+
+
+class GotchaFound(_Finding):
+    gotcha: str | None = None
+    description: str | None = None
+    risk: str | None = None
+    mitigation: str | None = None
+
+
+class Recommendation(_Finding):
+    priority: str | None = None
+    category: str | None = None
+    recommendation: str | None = None
+    rationale: str | None = None
+
+
+class ApproachOutcome(_Finding):
+    status: str | None = None
+    summary: str | None = None
+    key_accomplishments: list[str] | None = None
+
+
 class Discoveries(_Strict):
-    """What a session found: file purposes, patterns, gotchas."""
+    """What a session found: file purposes, patterns, gotchas (the reference's keys), and the
+    objects today's Auto-Claude writes beside them (``insight_shapes`` reads both)."""
 
     files_understood: dict[str, str] = Field(default_factory=dict)
     patterns_found: list[str] = Field(default_factory=list)
     gotchas_encountered: list[str] = Field(default_factory=list)
+    file_insights: list[FileInsight] | None = None
+    patterns_discovered: list[str | PatternFound] | None = None
+    gotchas_discovered: list[str | GotchaFound] | None = None
+    recommendations: list[str | Recommendation] | None = None
+    approach_outcome: ApproachOutcome | None = None
+    changed_files: list[str] | None = None
 
     @field_validator("files_understood")
     @classmethod
@@ -138,6 +216,10 @@ class SessionInsights(_Strict):
     what_worked: list[str] = Field(default_factory=list)
     what_failed: list[str] = Field(default_factory=list)
     recommendations_for_next_session: list[str] = Field(default_factory=list)
+    subtask_id: str | None = None
+    success: bool | None = None
+    changed_files: list[str] | None = None
+    approach_outcome: ApproachOutcome | None = None
 
     @field_validator("subtasks_completed", "what_worked", "what_failed",
                      "recommendations_for_next_session")

@@ -136,13 +136,20 @@ class SearchMixin:
         spec = self.spec_key if scope == "spec" else None
         await self._ep_settle()  # session turns queued for the index are in it before we search
         await self._adopt()
+        # After a pull from a shared graph the local index holds what the graph has for this
+        # project, so the graph is not asked again (its search cost more than the pull).
+        pulled = scope != "all" and await self._team_pull()
         be = self.backends
+        from .team import own_key, team_key
+
         # A few more candidates than asked: hits about the code the query names may rise.
         fetch = min(MAX_LIMIT, max(limit, CODE_POOL))
-        local = await be.search_local(query, projects=projects, spec=spec, kinds=kinds,
-                                      catch_up=self.project if projects else None,
-                                      limit=fetch, rerank=rerank)
-        graph = await self._search_graph(query, projects, spec, kinds, limit)
+        # teammates' items taken in from a shared graph rank with the project's own
+        mine = None if projects is None else [*projects, team_key(self.project.key)]
+        local = own_key(await be.search_local(query, projects=mine, spec=spec, kinds=kinds,
+                                              catch_up=self.project if projects else None,
+                                              limit=fetch, rerank=rerank))
+        graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
         from .code import with_freshness
         from .code.freshness import anchored_to
 
@@ -178,6 +185,25 @@ class SearchMixin:
         ids = [i for i in ids if i not in known]
         rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
         return self.backends.localise([_hit(rows[i], 0.0) for i in ids if i in rows], self.project)
+
+    async def _team_pull(self) -> bool:
+        """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
+        worked; never fails a search."""
+        if self.settings.graph.mode == "off":
+            return False
+        from . import team
+        from .errors import GraphmemError, IndexMismatchError
+
+        try:
+            return await asyncio.wait_for(team.pull(self), self.settings.graph.timeout) is not None
+        except IndexMismatchError:  # another embedder's graph: the user must act (as for search)
+            raise
+        except asyncio.TimeoutError:
+            log.warning("taking in the shared graph's changes took over %.0fs; searched without",
+                        self.settings.graph.timeout)
+        except GraphmemError as exc:
+            log.warning("could not take in the shared graph's changes (%s)", exc)
+        return False
 
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
@@ -249,6 +275,10 @@ class SearchMixin:
             items.extend(SpecStore(spec, project).items())
         for source in ITEM_SOURCES:
             items.extend(source(project))
+        if self.settings.graph.mode != "off":
+            from .team import stamp
+
+            items = stamp(items, self.settings, project.root)  # this machine's files: its items
         counts = await self.backends.reindex_local(project, items)
         from .code.anchors import backfill
 

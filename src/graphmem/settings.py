@@ -175,6 +175,21 @@ class IndexSettings(_Section):
     busy_timeout: float = Field(default=30.0, gt=0)
 
 
+class TeamSettings(_Section):
+    """Who and where writes come from, recorded on every item sent to a shared graph."""
+
+    author: str | None = None  # None: git's user.email in the project, else the login name
+    host: str | None = None  # None: this machine's hostname
+
+    @pydantic.field_validator("author", "host")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or len(v) > 200
+                              or any(ord(c) < 32 or ord(c) == 127 for c in v)):
+            raise ValueError("must be 1 to 200 printable characters on one line")
+        return v.strip() if v is not None else v
+
+
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
 
@@ -194,6 +209,7 @@ class Settings(_Section):
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
+    team: TeamSettings = Field(default_factory=TeamSettings)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
@@ -268,6 +284,8 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
     "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
+    "GRAPHMEM_AUTHOR": ("team", "author"),
+    "GRAPHMEM_HOST": ("team", "host"),
     "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),

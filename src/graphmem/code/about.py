@@ -168,7 +168,7 @@ class AboutMixin:
             graph = await self.backends.graph_store()
             if graph is None or not graph.available:
                 return None
-            return await about_mentions(graph, str(self.project_dir), target, snap)
+            return await about_mentions(graph, self.project.key, target, snap)
         except GraphmemError as exc:
             log.info("about %s from the files: the graph cannot answer (%s)", target, exc)
             return None
@@ -185,9 +185,9 @@ class AboutMixin:
         project = Path(self.project_dir)
         await self._ep_settle()
         specs = spec_folders(project)
-        items = [i for spec in specs for i in SpecStore(spec, project).items()]
+        items = [i for spec in specs for i in SpecStore(spec, self.project).items()]
         for source in ITEM_SOURCES:
-            items.extend(source(project))
+            items.extend(source(self.project))
         written = backfill(project, items)
         counts: dict[str, int] = {}
         moved: set[str] = set()
@@ -205,9 +205,10 @@ class AboutMixin:
             from types import SimpleNamespace
 
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
-                part = [i for i in items if i.id in moved and i.spec == str(spec)]
+                part = [i for i in items if i.id in moved and i.spec == self.project.rel(spec)]
                 if part:
-                    owner = SimpleNamespace(files=SpecStore(spec, project))
+                    owner = SimpleNamespace(files=SpecStore(spec, self.project),
+                                            project_dir=self.project_dir)
                     graph, _ = await self.backends.write_graph(owner, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
                 "states": counts, "moved": len(moved), "graph": graph}

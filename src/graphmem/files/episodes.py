@@ -36,7 +36,7 @@ from ..models import MemoryItem, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
-from .spec_store import CorruptFileWarning, quarantine
+from .spec_store import CorruptFileWarning, quarantine, salvage_utf8
 
 if TYPE_CHECKING:
     from ..identity import Project
@@ -132,7 +132,7 @@ class EpisodeStore:
             return []
         return sorted(p.name for p in self.root.iterdir() if not p.name.startswith(".")
                       and not is_link(p) and not is_link(p / "session.json")
-                      and (p / "session.json").is_file())
+                      and ((p / "session.json").is_file() or _orphaned(p)))
 
     # ---- session metadata -----------------------------------------------------------------
     def create_session(self, meta: dict) -> None:
@@ -156,21 +156,61 @@ class EpisodeStore:
         st = file_stat(path) if self._real_folder(sid) else None
         if st is None:
             self._meta.pop(sid, None)
+            if self._real_folder(sid) and _orphaned(self.session_dir(sid)):
+                return self._rebuild(sid, None)  # its session.json was moved aside earlier
             return None
         cached = self._meta.get(sid)
         if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
             return dict(cached[2])
         try:
-            data = json.loads(read_bytes(path).decode("utf-8"))
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
+            data = _session_json(read_bytes(path).decode("utf-8"))
         except FileNotFoundError:
             return None
-        except (UnicodeDecodeError, ValueError) as exc:
-            quarantine(path, type(exc).__name__)
-            return None
+        except (ValueError, RecursionError) as exc:  # ValueError includes UnicodeDecodeError
+            data = self._salvage_session(sid, path, exc)
+            if data is None:
+                return None
+            st = file_stat(path) or st
         self._meta[sid] = (st.st_mtime_ns, st.st_ino, data)
         return dict(data)
+
+    def _salvage_session(self, sid: str, path: Path, exc: Exception) -> dict | None:
+        """A damaged ``session.json`` never hides the session's intact turns and steps: bad bytes
+        are replaced (original kept aside) or, when it cannot be parsed or is no object, it is
+        moved aside and a ``recovered`` one is rebuilt from the turns and steps."""
+        if isinstance(exc, UnicodeDecodeError) and salvage_utf8(path, _session_json, self.lock(sid)):
+            return _session_json(read_bytes(path).decode("utf-8"))
+        with self.lock(sid):
+            try:
+                damaged = read_bytes(path).decode("utf-8", "replace")
+            except FileNotFoundError:
+                damaged = ""
+            side = quarantine(path, str(exc) if isinstance(exc, UnicodeDecodeError) else
+                              f"{type(exc).__name__}: {exc}")
+            return self._rebuild(sid, side.name, _readable_fields(damaged))
+
+    def _rebuild(self, sid: str, side: str | None, known: dict | None = None) -> dict | None:
+        """Write a ``recovered`` session.json from the session's turns and steps (None: none),
+        keeping ``known`` fields read from the damaged file."""
+        path = self.session_file(sid)
+        with self.lock(sid):
+            if file_stat(path) is not None:  # rebuilt meanwhile by another reader
+                return _session_json(read_bytes(path).decode("utf-8"))
+            turns, steps = self.read_lines(sid, TURNS, locked=True), self.read_lines(sid, STEPS, locked=True)
+            if not turns and not steps:
+                return None
+            times = sorted(t for t in (parse_iso(r.get("at")) for r in turns + steps) if t)
+            project = str(self.spec_dir.parent.parent)  # the default layout's project folder
+            meta = {"session_id": sid, "workspace": project, "project": project,
+                    "spec": str(self.spec_dir), "model": None, "mode": None,
+                    "started_at": iso(times[0]) if times else iso(datetime.now(timezone.utc)),
+                    **(known or {}), "ended_at": None, "status": "recovered",
+                    "total_tokens": sum(t["tokens"] for t in turns if isinstance(t.get("tokens"), int)),
+                    "summary": (known or {}).get("summary"), "recovered_from": side}
+            atomic_write_json(path, meta)
+        log.warning("graphmem: session %s rebuilt from its %d turns and %d steps", sid, len(turns),
+                    len(steps))
+        return meta
 
     def require(self, sid: str) -> dict:
         """The session's metadata; NotFoundError when it does not exist."""
@@ -422,6 +462,33 @@ class EpisodeStore:
 
 
 # ---- memory items ---------------------------------------------------------------------------
+_FIELD = re.compile(r'"(workspace|project|spec|model|mode|started_at|summary)"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def _readable_fields(text: str) -> dict:
+    """The string fields still readable in a damaged session.json (e.g. one cut short)."""
+    out = {}
+    for key, value in _FIELD.findall(text):
+        try:
+            out.setdefault(key, json.loads(value))
+        except ValueError:
+            pass
+    return out
+
+
+def _orphaned(folder: Path) -> bool:
+    """A session folder whose session.json is gone but whose turns or steps are there."""
+    return not (folder / "session.json").exists() and any(
+        (folder / n).is_file() and not (folder / n).is_symlink() for n in (TURNS, STEPS))
+
+
+def _session_json(text: str) -> dict:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
 def _when(rec: dict) -> datetime:
     return parse_iso(rec.get("at")) or datetime.now(timezone.utc)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import threading
 import warnings
 from dataclasses import dataclass
@@ -21,8 +22,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..models import MemoryItem, normalise, parse_iso, stable_id
-from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
+from .. import insight_items, insight_shapes
+from ..insight_shapes import Entry
+from ..models import MemoryItem, normalise, stable_id
+from ..errors import StorageError
+from .atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, repair_tail
 from .clear import clear_memory_folder
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
@@ -57,6 +61,48 @@ def quarantine(path: Path, reason: str) -> Path:
     return target
 
 
+def keep_aside(path: Path, raw: bytes, reason: str) -> Path:
+    """Copy a damaged file's bytes to ``<name>.corrupt-<timestamp>`` (listed by ``graphmem doctor``)
+    before its readable part replaces it, and warn with both names."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    side = path.with_name(f"{path.name}.corrupt-{stamp}")
+    atomic_write_bytes(side, raw)
+    msg = (f"graphmem: {path} was damaged ({reason}); its readable records were kept and the "
+           f"damaged original saved as {side.name}")
+    log.warning(msg)
+    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
+    return side
+
+
+def salvage_utf8(path: Path, parse: Any = None, lock: Any = None) -> bool:
+    """Repair a file with invalid UTF-8 under ``lock`` (default: its folder's): bad bytes become
+    U+FFFD, the original is kept aside. ``parse(text)`` must accept the repaired text (else
+    nothing changes and False is returned). True when the file is readable UTF-8 afterwards."""
+    with lock if lock is not None else folder_lock(path.parent):
+        try:
+            raw = read_bytes(path)
+        except FileNotFoundError:
+            return False
+        try:
+            raw.decode("utf-8")
+            return True  # repaired meanwhile by another process
+        except UnicodeDecodeError as exc:
+            reason = f"invalid UTF-8 at byte {exc.start}"
+        text = raw.decode("utf-8", "replace")
+        if parse is not None:
+            try:
+                parse(text)
+            except ValueError:
+                return False
+        keep_aside(path, raw, reason)
+        atomic_write_bytes(path, text.encode("utf-8"))
+        return True
+
+
+class _NeedsSalvage(Exception):
+    """A bullet file holds invalid UTF-8 (repaired outside the cache lock, then reread)."""
+
+
 @dataclass
 class _BulletCache:
     """What we know of a bullet file without rereading it: identity, length, tail and contents."""
@@ -70,6 +116,25 @@ class _BulletCache:
 
 
 _EMPTY = _BulletCache((0, 0), 0, 0, b"", [], set())
+
+
+@dataclass
+class _SessionFile:
+    """One parsed ``session_NNN.json``, valid while its inode, size and mtime are unchanged."""
+
+    key: tuple[int, int, int]
+    data: dict
+    entries: list[Entry]
+    mtime: datetime
+    counted: bool  # its files, patterns and gotchas count in the map and bullets (newer shape)
+    path: Path
+    copy_blob: bytes | None = None  # pickled copy for load_all_insights (faster than deepcopy)
+
+
+# Per insights folder: file name -> parsed file. A long-lived process (MCP server) rereads only
+# the session files that changed; a retry loop leaves thousands of them.
+_SESSIONS: dict[Path, dict[str, _SessionFile]] = {}
+_SESSIONS_LOCK = threading.Lock()
 
 
 # Shared by every SpecStore of the process, so short-lived façades (the compat functions) do not
@@ -115,8 +180,16 @@ class SpecStore:
             return None
         try:
             return json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except UnicodeDecodeError:
+            if salvage_utf8(path, json.loads, self.lock()):  # a bad byte in one string: keep the rest
+                return json.loads(read_bytes(path).decode("utf-8"))
+            quarantine(path, "invalid UTF-8")
+            return None
+        except json.JSONDecodeError as exc:
             quarantine(path, type(exc).__name__)
+            return None
+        except RecursionError:
+            quarantine(path, "nested too deep to read")
             return None
 
     # ---- session insights ----------------------------------------------------------------
@@ -129,6 +202,8 @@ class SpecStore:
         if not real_dirs(self.memory_dir, self.insights_dir) or is_link(path):
             return None
         data = self._read_json(path)
+        if data is not None and not isinstance(data, dict):  # kept aside, never overwritten
+            quarantine(path, f"holds a JSON {type(data).__name__}, not an object")
         return data if isinstance(data, dict) else None
 
     def save_session_insights(self, session_num: int, insights: dict[str, Any]) -> tuple[Path, dict]:
@@ -151,24 +226,73 @@ class SpecStore:
             atomic_write_json(path, data)
         return path, data
 
-    def load_all_insights(self) -> list[dict]:
-        """Every readable session file, oldest first."""
+    def sessions(self) -> list[tuple[Path, _SessionFile]]:
+        """Every readable session file, oldest first, parsed and mapped (``insight_shapes``).
+
+        A file holding valid JSON that is not an object is quarantined like a corrupt one.
+        """
         if not real_dirs(self.memory_dir, self.insights_dir):
             return []
-        out = []
-        for path in sorted(self.insights_dir.glob("session_*.json"), key=_session_order):
-            if is_link(path):
+        with _SESSIONS_LOCK:
+            cache = dict(_SESSIONS.get(self.insights_dir, {}))
+        with os.scandir(self.insights_dir) as it:
+            found = [e for e in it if e.name.startswith("session_") and e.name.endswith(".json")]
+        found.sort(key=lambda e: _name_order(e.name))
+        out, fresh = [], {}
+        for e in found:
+            if e.is_symlink() and is_link(e.path):  # d_type from the listing: no system call
                 continue
-            data = self._read_json(path)
-            if isinstance(data, dict):
-                out.append(data)
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            hit = cache.get(e.name)
+            if hit is None or hit.key != key:
+                path = self.insights_dir / e.name
+                try:  # the folder was checked above; read_bytes refuses a link swapped in since
+                    data = json.loads(read_bytes(path))
+                except FileNotFoundError:
+                    continue
+                except (ValueError, RecursionError):  # bad UTF-8 or JSON: salvaged or quarantined
+                    data = self._read_json(path)
+                if data is None:
+                    continue
+                if not isinstance(data, dict):
+                    quarantine(path, f"holds a JSON {type(data).__name__}, not an object")
+                    continue
+                hit = _SessionFile(key, data, insight_shapes.entries(data),
+                                   datetime.fromtimestamp(st.st_mtime, timezone.utc),
+                                   insight_shapes.newer_shape(data), path)
+            fresh[e.name] = hit
+            out.append((hit.path, hit))
+        with _SESSIONS_LOCK:
+            _SESSIONS[self.insights_dir] = fresh
         return out
+
+    def load_all_insights(self) -> list[dict]:
+        """Every readable session file, oldest first (copies: the parsed files are cached).
+
+        A session in a newer shape also gets the reference's discovery keys, filled from it.
+        """
+        return [self.insight_copy(s) for _, s in self.sessions()]
+
+    def insight_copy(self, s: _SessionFile) -> dict:
+        """A private copy of one parsed session (callers may change it; the cache stays)."""
+        if s.copy_blob is None:  # JSON values only, pickled by us: faster than deepcopy
+            try:
+                s.copy_blob = pickle.dumps(insight_shapes.as_reference(s.data, s.entries), 5)
+            except RecursionError:  # nested deeper than pickle goes: parse the file again
+                return insight_shapes.as_reference(json.loads(read_bytes(s.path)), s.entries)
+        return pickle.loads(s.copy_blob)
 
     # ---- codebase map --------------------------------------------------------------------
     def update_codebase_map(self, discoveries: dict[str, str]) -> Path:
         """Merge ``discoveries`` into the map and refresh ``_metadata``."""
         with self.lock():
             current = self._read_json(self.map_file)
+            if current is not None and not isinstance(current, dict):  # kept aside, not overwritten
+                quarantine(self.map_file, f"holds a JSON {type(current).__name__}, not an object")
             cmap = current if isinstance(current, dict) else {}
             cmap.update(discoveries)
             meta = cmap.get("_metadata") if isinstance(cmap.get("_metadata"), dict) else {}
@@ -178,13 +302,21 @@ class SpecStore:
             atomic_write_json(self.map_file, cmap, sort_keys=True)
         return self.map_file
 
-    def load_codebase_map(self) -> dict[str, str]:
-        """The map without its ``_metadata``."""
+    def load_codebase_map(self, sessions: list | None = None) -> dict[str, str]:
+        """The map without its ``_metadata``, plus the file purposes recorded by sessions in a
+        newer shape than the reference's (``insight_shapes.newer_shape``); the map's own entries
+        win. A session in the reference's shape keeps them to itself, as the reference does."""
+        files: dict[str, str] = {}
+        for _, s in self.sessions() if sessions is None else sessions:
+            if s.counted:
+                files.update((e.path, e.purpose) for e in s.entries if e.kind == "file")
         data = self._read_json(self.map_file)
-        if not isinstance(data, dict):
-            return {}
-        data.pop("_metadata", None)
-        return data
+        if data is not None and not isinstance(data, dict):
+            quarantine(self.map_file, f"holds a JSON {type(data).__name__}, not an object")
+        if isinstance(data, dict):
+            data.pop("_metadata", None)
+            files.update(data)
+        return files
 
     # ---- gotchas and patterns ------------------------------------------------------------
     def bullet_file(self, kind: str) -> Path:
@@ -192,9 +324,18 @@ class SpecStore:
 
     def _refresh_bullets(self, kind: str) -> _BulletCache:
         """Bring the cache up to date, reading only bytes appended since the last look."""
-        path = self.bullet_file(kind)
-        with _BULLETS_LOCK:
-            return self._refresh_locked(path)
+        return self._refresh(self.bullet_file(kind))
+
+    def _refresh(self, path: Path) -> _BulletCache:
+        for _ in range(3):
+            with _BULLETS_LOCK:
+                try:
+                    return self._refresh_locked(path)
+                except _NeedsSalvage:
+                    _BULLETS.pop(path, None)
+            # outside the cache lock: the repair takes the folder lock, which writers take first
+            salvage_utf8(path, lock=self.lock())
+        raise StorageError(f"{path} keeps changing while graphmem repairs its invalid UTF-8")
 
     def _refresh_locked(self, path: Path) -> _BulletCache:
         st = file_stat(path) if self._has_memory_dir() else None
@@ -220,9 +361,7 @@ class SpecStore:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            quarantine(path, "invalid UTF-8")
-            _BULLETS.pop(path, None)
-            return _EMPTY
+            raise _NeedsSalvage() from None  # one bad byte must not hide every other bullet
         # Universal newlines, as the reference reads: a CR ends a line here too.
         for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
             line = line.strip()
@@ -257,9 +396,21 @@ class SpecStore:
 
     def load_bullets(self, kind: str) -> list[str]:
         """Every bullet of ``gotchas.md`` or ``patterns.md``, in file order."""
-        path = self.bullet_file(kind)
+        cache = self._refresh(self.bullet_file(kind))
         with _BULLETS_LOCK:
-            return list(self._refresh_locked(path).bullets)
+            return list(cache.bullets)
+
+    def all_bullets(self, kind: str, sessions: list | None = None) -> list[str]:
+        """The bullets of the file, then the patterns or gotchas recorded by sessions in a newer
+        shape than the reference's (``insight_shapes.newer_shape``), each once."""
+        out = self.load_bullets(kind)
+        seen = {normalise(b) for b in out}
+        for _, s in self.sessions() if sessions is None else sessions:
+            for e in s.entries if s.counted else ():
+                if e.kind == kind and normalise(e.text) not in seen:
+                    seen.add(normalise(e.text))
+                    out.append(e.text)
+        return out
 
     # ---- whole folder --------------------------------------------------------------------
     def clear(self) -> None:
@@ -277,29 +428,26 @@ class SpecStore:
 
     # ---- items for indexes and the graph ---------------------------------------------------
     def session_items(self, data: dict, source: Path) -> list[MemoryItem]:
-        """The searchable items inside one session file."""
+        """The searchable items inside one session file (each counted once)."""
         project, spec = self._scope()
-        session = str(data.get("session_number", ""))
-        when = parse_iso(data.get("timestamp")) or _mtime(source)
-        base = dict(project=project, spec=spec, session=session, time=when,
-                    source=self.project.rel(source))
-        items: list[MemoryItem] = []
-        for field in INSIGHT_LISTS:
-            for text in data.get(field) or []:
-                if isinstance(text, str) and text.strip():
-                    items.append(MemoryItem(
-                        id=stable_id(project, spec, "insight", session, field, text), kind="insight",
-                        text=text.strip(), metadata={"field": field}, **base))
-        disc = data.get("discoveries") if isinstance(data.get("discoveries"), dict) else {}
-        for path, purpose in (disc.get("files_understood") or {}).items():
-            if isinstance(purpose, str):
-                items.append(_file_item(project, spec, path, purpose, base))
-        for kind, key in (("pattern", "patterns_found"), ("gotcha", "gotchas_encountered")):
-            for text in disc.get(key) or []:
-                if isinstance(text, str) and text.strip():
-                    items.append(MemoryItem(id=stable_id(project, spec, kind, text), kind=kind,
-                                            text=text.strip(), metadata={"field": key}, **base))
-        return items
+        rel = self.project.rel(source)
+        return insight_items.session_items(project, spec, data, rel, _mtime(source))
+
+    def insight_items(self, only_session: int | None = None) -> list[MemoryItem]:
+        """Items of every session file, near-identical ones collapsed with a count
+        (``insight_items``); ``only_session``: just the items that session holds."""
+        project, spec = self._scope()
+        folder = self.project.rel(self.insights_dir)  # once: sources are relative to the root
+        return insight_items.collapse(project, spec, [(s.data, f"{folder}/{path.name}", s.mtime,
+                                                       s.entries) for path, s in self.sessions()],
+                                      only_session)
+
+    def _map_file_only(self) -> dict[str, str]:
+        data = self._read_json(self.map_file)
+        if not isinstance(data, dict):
+            return {}
+        data.pop("_metadata", None)
+        return data
 
     def map_items(self, files: dict[str, str]) -> list[MemoryItem]:
         project, spec = self._scope()
@@ -316,19 +464,16 @@ class SpecStore:
 
     def items(self) -> Iterator[MemoryItem]:
         """Every searchable item in this spec's files (used to rebuild indexes and the graph)."""
-        for data in self.load_all_insights():
-            num = data.get("session_number")
-            src = self.session_file(num) if isinstance(num, int) else self.insights_dir
-            yield from self.session_items(data, src)
-        yield from self.map_items(self.load_codebase_map())
+        yield from self.insight_items()
+        yield from self.map_items(self._map_file_only())
         for kind in HEADERS:
             yield from self.bullet_items(kind, self.load_bullets(kind))
 
 
-def _session_order(path: Path) -> tuple[int, str]:
+def _name_order(name: str) -> tuple[int, str]:
     """Numeric order, so session_1000 comes after session_999."""
-    digits = path.stem.removeprefix("session_")
-    return (int(digits) if digits.isdigit() else 1 << 62, path.name)
+    digits = name.removeprefix("session_").removesuffix(".json")
+    return (int(digits) if digits.isdigit() else 1 << 62, name)
 
 
 def _file_item(project: str, spec: str, path: str, purpose: str, base: dict) -> MemoryItem:

@@ -19,6 +19,7 @@ a Graphiti query filtering on them sees the validity the files hold. Code nodes 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from ..models import MemoryItem
@@ -57,10 +58,19 @@ def symbol_uuid(gid: str, path: str, symbol: str) -> str:
     return derived_id(gid, "code-symbol", path, symbol)
 
 
+def spec_dir_of(item: MemoryItem) -> Path | None:
+    """The spec folder on this machine holding ``item`` (None: its project's root is unknown)."""
+    from ..code import ROOTS
+
+    root = ROOTS.get(item.project)
+    return root / item.spec if root is not None and item.spec else None
+
+
 def _own_anchors(item: MemoryItem) -> tuple[dict | None, list[dict]]:
     from ..code.anchors import book
 
-    rec = book(item.spec).records.get(item.id) if item.spec else None
+    spec = spec_dir_of(item)
+    rec = book(spec).records.get(item.id) if spec is not None else None
     if rec is None:
         return None, []
     return rec, [a for a in rec.get("anchors") or [] if isinstance(a, dict) and not a.get("via")
@@ -89,7 +99,7 @@ def build_code_rows(gid: str, items: list[MemoryItem], snap: Any) -> dict[str, A
         rec, own = _own_anchors(item)
         if not own:
             continue
-        ev = validity_log(item.spec).events.get(item.id) or {}
+        ev = validity_log(spec_dir_of(item)).events.get(item.id) or {}
         state = ev.get("state")
         when = item.time.isoformat()
         for a in own:
@@ -130,12 +140,13 @@ def _edge(gid: str, source: str, target: str, name: str, fact: str, when: str) -
 
 async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]) -> None:
     """Write the code nodes and edges of a batch (raises GraphError like every graph write)."""
+    from ..code import ROOTS
     from ..code.tree import snapshot
 
     if not any(_own_anchors(i)[1] for i in items):
         return  # no query at all for a batch naming no code
     try:
-        snap = snapshot(project)
+        snap = snapshot(ROOTS[project])
     except OSError:
         snap = None
     rows = build_code_rows(gid, items, snap)
@@ -156,7 +167,7 @@ async def about_mentions(store: Any, project: str, target: str, snap: Any) -> li
     (its File node, a File whose content moved there, a Symbol of that name)."""
     from ..code.about import Mention, matches
 
-    gid = schema.group_id(project)
+    gid = schema.group_id(project)  # the project's key
     res = await store._query(gid, "MATCH (f:File) WHERE f.gm_code = 'file' RETURN f.gm_path", ro=True)
     known = [r[0] for r in res.result_set] if res is not None else []
     renamed = await store._query(

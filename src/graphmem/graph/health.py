@@ -43,6 +43,11 @@ def check(sections: dict, settings: Any, ctx: Any) -> None:
             running = reason is None
             rows.append(row("server", "ok" if running else "error",
                             f"external {ext.describe()}: " + ("answering" if running else reason)))
+            from ..team import author, host
+
+            rows.append(row("team", "ok", f"shared server: items written here record "
+                            f"{author(settings, ctx.project_dir)} on {host(settings)} "
+                            "(GRAPHMEM_AUTHOR, GRAPHMEM_HOST); searches take in teammates' writes"))
         else:
             st = server.EmbeddedServer(settings).status()
             running = st["running"]

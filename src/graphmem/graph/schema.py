@@ -8,6 +8,11 @@ Per project graph (``group_id`` from the project path) and per batch of items:
     -[:RELATES_TO]->        anchor -> item, name = the relation, fact = the text, fact_embedding
     (:Episodic)             the batch as one episode, MENTIONS every node it touched
     (:GraphmemMeta)         the embedder name and dimension this graph's vectors come from
+    (:GraphmemTombstone)    uuid of a deleted item and when (``gm_written``): other machines
+                            sharing the server drop it from their local index (``team.py``)
+
+Every write stamps ``gm_written`` with the server's clock (ms), the cursor other machines read
+changes by.
 
 Graphiti's own search reads these as ordinary entities, facts and episodes.
 """
@@ -176,7 +181,8 @@ def build_batch(gid: str, items: list[MemoryItem], vectors: dict[str, list[float
             "created_at": when, "gm_kind": item.kind, "gm_project": item.project,
             "gm_spec": item.spec or "", "gm_session": item.session or "", "gm_time": when,
             "gm_source": item.source, "gm_meta": json.dumps(item.metadata, default=str),
-            "gm_hash": item.content_hash()}})
+            "gm_hash": item.content_hash(), "gm_author": str(item.metadata.get("author", "")),
+            "gm_host": str(item.metadata.get("host", ""))}})
         edges.append({"source": a_uuid, "target": item.id, "props": {
             "uuid": derived_id(item.id, a_uuid, "fact"), "name": relation, "fact": item.text,
             "group_id": gid, "episodes": [ep_uuid], "created_at": when, "valid_at": when,
@@ -219,6 +225,7 @@ def nodes_query(label: str) -> str:
 MERGE (n:Entity {{uuid: r.uuid}})
 SET n:{label}
 SET n = r.props
+SET n.gm_written = timestamp()
 SET n.name_embedding = """ + VEC.format("r.vec")
 
 
@@ -239,3 +246,24 @@ SET e.fact_embedding = t.name_embedding"""
 
 HIT_FIELDS = ("n.uuid, n.gm_kind, n.summary, n.gm_project, n.gm_spec, n.gm_session, n.gm_time, "
               "n.gm_meta, n.gm_source")
+
+
+# ---- team: what changed since a cursor (``team.py``) ----------------------------------------
+TEAM_INDEXES = ("CREATE INDEX FOR (n:Entity) ON (n.gm_written)",
+                "CREATE INDEX FOR (t:GraphmemTombstone) ON (t.uuid)",
+                "CREATE INDEX FOR (t:GraphmemTombstone) ON (t.gm_written)")
+# Pages ordered by (gm_written, uuid), each starting after the (t, u) of the row before; the
+# first condition lets the range index on gm_written narrow the scan.
+_AFTER = "n.gm_written >= $t AND (n.gm_written > $t OR n.uuid > $u)"
+CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND " + _AFTER
+                 + " RETURN n.uuid, n.gm_hash, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
+CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE " + _AFTER
+                      + " RETURN n.uuid, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
+ITEMS_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN " + HIT_FIELDS
+AFTER_ALL = "~~~~"  # as a cursor's uuid: past every id written at that ms (ids are [0-9a-f-])
+TOMBSTONE_IDS = """UNWIND $ids AS id
+MERGE (t:GraphmemTombstone {uuid: id})
+SET t.gm_written = timestamp()"""
+TOMBSTONE_SPEC = """MATCH (n:Entity) WHERE n.gm_spec = $spec AND n.gm_kind IS NOT NULL
+MERGE (t:GraphmemTombstone {uuid: n.uuid})
+SET t.gm_written = timestamp()"""

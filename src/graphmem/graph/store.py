@@ -31,6 +31,7 @@ log = logging.getLogger("graphmem.graph")
 MAX_IN_FLIGHT = 32
 SEARCH_RETRY = 1.0  # seconds after a failed connection before a search tries again
 
+PAGE = 5000  # ids per read when listing a graph's items (see ``item_ids``)
 BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
 EXTRACT_FIELDS = {"what_worked", "what_failed", "recommendations_for_next_session"}
 _STOP = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
@@ -71,6 +72,7 @@ class GraphStore:
         self._down_until = 0.0
         self.last_error: str | None = None
         self._ready: set[str] = set()  # graphs whose meta and indexes were checked this process
+        self._team_ready: set[str] = set()  # graphs with the change feed's indexes
         self._embedders: dict[str, tuple[str, int, str]] = {}  # graph -> (model, dim, project)
         self._graphitis: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -173,6 +175,7 @@ class GraphStore:
             return
         client, self._client = self._client, None
         self._ready.clear()
+        self._team_ready.clear()
         self._embedders.clear()
         self._graphitis.clear()
         if mark:
@@ -262,7 +265,8 @@ class GraphStore:
 
         # No HNSW vector index: measured here it makes every write 2-3x slower, is rebuilt on
         # each server start, and brute-force cosine over one project's graph is a few ms.
-        queries = [*get_range_indices(GraphProvider.FALKORDB), *get_fulltext_indices(GraphProvider.FALKORDB)]
+        queries = [*get_range_indices(GraphProvider.FALKORDB), *get_fulltext_indices(GraphProvider.FALKORDB),
+                   *schema.TEAM_INDEXES]
         for q in queries:
             try:
                 await self._query(gid, q)
@@ -376,14 +380,57 @@ class GraphStore:
         return "; ".join(notes) or None
 
     async def delete_spec(self, project: str, spec: str) -> None:
-        """Remove one spec's items, anchors and episodes from its project graph."""
-        await self._query(schema.group_id(project), "MATCH (n) WHERE n.gm_spec = $spec DETACH DELETE n",
-                          {"spec": spec})
+        """Remove one spec's items, anchors and episodes from its project graph (leaving a
+        tombstone per item, so that other machines drop them too)."""
+        gid = schema.group_id(project)
+        await self._team_indexes(gid)
+        await self._query(gid, schema.TOMBSTONE_SPEC, {"spec": spec})
+        await self._query(gid, "MATCH (n) WHERE n.gm_spec = $spec DETACH DELETE n", {"spec": spec})
 
     async def delete_items(self, project: str, ids: list[str]) -> None:
-        """Remove items (and their fact edges) by id from their project graph."""
-        await self._query(schema.group_id(project),
-                          "MATCH (n:Entity) WHERE n.uuid IN $ids DETACH DELETE n", {"ids": list(ids)})
+        """Remove items (and their fact edges) by id from their project graph, leaving tombstones."""
+        gid = schema.group_id(project)
+        await self._team_indexes(gid)
+        await self._query(gid, schema.TOMBSTONE_IDS, {"ids": list(ids)})
+        await self._query(gid, "MATCH (n:Entity) WHERE n.uuid IN $ids DETACH DELETE n", {"ids": list(ids)})
+
+    # ---- team: changes since a cursor ------------------------------------------------------
+    async def _team_indexes(self, gid: str) -> None:
+        """Range indexes the change feed reads by (graphs made before it lack them)."""
+        if gid in self._team_ready:
+            return
+        for q in schema.TEAM_INDEXES:
+            try:
+                await self._query(gid, q)
+            except GraphError as exc:
+                if "already indexed" not in str(exc) and "already exists" not in str(exc):
+                    raise
+        self._team_ready.add(gid)
+
+    async def changes(self, project: str, after: tuple[int, str] = (0, ""),
+                      tombstones: bool = False) -> list[list]:
+        """Items (uuid, hash, written) or tombstones (uuid, written) of a project graph written
+        after the cursor ``after`` = (server ms, uuid), in that order. Read in pages until one
+        comes back empty, so a server's RESULTSET_SIZE cannot cut the feed short."""
+        gid = schema.group_id(project)
+        if gid not in self._team_ready:
+            got = await self.recorded_embedder(project)
+            if got is None:
+                return []  # no graph yet (or not ours): nothing to read, nothing to create
+            err = self.mismatch(project, got)
+            if err is not None:  # its items could be taken in, but never written back
+                raise err
+            await self._team_indexes(gid)
+        query = schema.CHANGED_TOMBSTONES if tombstones else schema.CHANGED_ITEMS
+        rows: list[list] = []
+        t, u = after
+        while True:
+            res = await self._query(gid, query, {"t": t, "u": u, "page": PAGE}, ro=True)
+            page = res.result_set if res is not None else []
+            if not page:
+                return rows
+            rows.extend(page)
+            t, u = page[-1][-1], page[-1][0]
 
     async def drop_project(self, project: str) -> None:
         """Delete a project's whole graph (before a rebuild with another embedder)."""
@@ -396,16 +443,50 @@ class GraphStore:
             if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
                 raise GraphError(f"cannot delete graph {gid}: {exc}") from None
         self._ready.discard(gid)
+        self._team_ready.discard(gid)
         self._embedders.pop(gid, None)
         self._graphitis.pop(gid, None)
 
+    async def server_ms(self, project: str) -> int:
+        """The server's clock (ms), the one ``gm_written`` stamps come from."""
+        res = await self._query(schema.group_id(project), "RETURN timestamp()", ro=True)
+        return int(res.result_set[0][0])
+
+    async def items_by_id(self, project: str, ids: list[str]) -> list[list]:
+        """``HIT_FIELDS`` rows of the given items (those still in the graph), in chunks; a chunk
+        cut short by the server's RESULTSET_SIZE is asked for again without what came back."""
+        gid, rows, pending = schema.group_id(project), [], list(dict.fromkeys(ids))
+        while pending:
+            chunk, pending = pending[:BATCH], pending[BATCH:]
+            res = await self._query(gid, schema.ITEMS_BY_ID, {"ids": chunk}, ro=True)
+            got = res.result_set if res is not None else []
+            rows.extend(got)
+            if got:  # an empty answer: the rest of the chunk was deleted meanwhile
+                seen = {r[0] for r in got}
+                pending = [i for i in chunk if i not in seen] + pending
+        return rows
+
     # ---- reads -----------------------------------------------------------------------------
-    async def item_ids(self, project: str, spec: str | None = None) -> set[str]:
-        """Ids of the items a project graph holds (optionally of one spec)."""
-        where = "n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
-        res = await self._query(schema.group_id(project), f"MATCH (n:Entity) WHERE {where} RETURN n.uuid",
-                                {"spec": spec or ""}, ro=True)
-        return {r[0] for r in res.result_set} if res is not None else set()
+    async def item_ids(self, project: str, spec: str | None = None, host: str | None = None) -> set[str]:
+        """Ids of the items a project graph holds (optionally of one spec, or written from one
+        machine: ``host``).
+
+        Read in pages ordered by id, each starting after the last id seen, until a page comes
+        back empty: a server's RESULTSET_SIZE silently cuts any one reply short (FalkorDB's
+        image defaults to 10,000), so a short page does not mean the end.
+        """
+        where = ("n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
+                 + (" AND n.gm_host = $host" if host is not None else ""))
+        gid, ids, after = schema.group_id(project), set(), ""
+        while True:
+            res = await self._query(gid, f"MATCH (n:Entity) WHERE {where} AND n.uuid > $after "
+                                    f"RETURN n.uuid ORDER BY n.uuid LIMIT {PAGE}",
+                                    {"spec": spec or "", "after": after, "host": host or ""}, ro=True)
+            page = [r[0] for r in res.result_set] if res is not None else []
+            if not page:
+                return ids
+            ids.update(page)
+            after = page[-1]
 
     async def graphs(self, retry: bool = True) -> list[str]:
         """Names of every graphmem project graph on the server."""

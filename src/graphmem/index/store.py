@@ -63,6 +63,16 @@ UPDATE projects SET root = path, legacy = 1;
 # paths in their items' ids) are marked ``legacy`` until ``migrate_legacy`` rebuilds them.
 
 
+# Bumped when the items derived from the files get other ids, so that a database marked under an
+# older version catches each project up once more (dropping the rows under the old ids). 2: a
+# session insight is one item per learning per spec (retry loops collapsed), not one per session.
+ITEM_IDS_VERSION = 2
+
+
+def _caught_up_key(project: str) -> str:
+    return f"caught_up:{ITEM_IDS_VERSION}:{group_id(project)}"
+
+
 def group_id(project_path: str) -> str:
     """The stable graph group id of a project folder (also stored in the registry)."""
     return "gm_" + hashlib.sha1(project_path.encode("utf-8")).hexdigest()[:16]
@@ -182,13 +192,13 @@ class LocalIndex:
 
     def caught_up(self, project: str) -> bool:
         """Whether this database has indexed the project's files whole (``mark_caught_up``)."""
-        return self._meta(f"caught_up:{group_id(project)}") is not None
+        return self._meta(_caught_up_key(project)) is not None
 
     def mark_caught_up(self, project: str) -> None:
         """Record that every item of the project's files was indexed (a rebuilt database lacks
         the mark, so each project is indexed whole again on its first use)."""
         self.conn.execute("INSERT OR REPLACE INTO search_meta VALUES (?, ?)",
-                          (f"caught_up:{group_id(project)}", str(time.time())))
+                          (_caught_up_key(project), str(time.time())))
 
     def project_id(self, path: str) -> int | None:
         row = self.conn.execute("SELECT id FROM projects WHERE path=?", (path,)).fetchone()
