@@ -174,3 +174,17 @@ def test_validity_reaches_the_graph_through_the_outbox_and_survives_reindex(tmp_
         ans = mem.about("refund")
     assert cypher(root, query) == [[rid, "true", "true", "moved to the billing service"]]
     assert ans["source"] == "graph" and [e["id"] for e in ans["history"]] == [rid]
+
+
+def test_about_in_a_project_that_is_not_a_git_repository(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY}, use_git=False)
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(REFUND)
+        rid = mem.search("refund", limit=1)[0].id
+        assert mem.about("refund")["current"][0]["freshness"]["state"] == "current"
+    (root / "src" / "pay.py").write_text(PAY.replace("order.total", "order.total - order.fee"))
+    with Memory(None, root) as mem:
+        ans = mem.about("src/pay.py")
+    assert [e["id"] for e in ans["current"]] == [rid]
+    assert ans["current"][0]["freshness"]["state"] == "changed"
+    assert ans["current"][0]["freshness"]["symbols_changed"] == ["refund"]
