@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..models import Hit, MemoryItem
 
@@ -33,9 +33,27 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
         log.warning("anchors not recorded: %s", exc)
 
 
+def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:
+    """The project files a query names, directly or through a symbol they define, and the
+    snapshot of the tree they were read from (empty and None on any failure: a search goes on
+    without them)."""
+    from .freshness import named_code
+    from .tree import snapshot
+
+    if project_dir is None:
+        return set(), None
+    try:
+        snap = snapshot(project_dir, max_age=0)
+        return named_code(query, snap), snap
+    except Exception as exc:  # noqa: BLE001
+        log.warning("code named by the query not found: %s", exc)
+        return set(), None
+
+
 def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str | None = None,
                    fetch: Callable[[set[str], set[str]], list[Hit]] | None = None,
-                   spec_dir_of: Callable[[Hit], Path | None] | None = None) -> list[Hit]:
+                   spec_dir_of: Callable[[Hit], Path | None] | None = None,
+                   focus: set[str] | None = None, snap: Any = None) -> list[Hit]:
     """``hits`` with ``metadata["freshness"]`` set, gone ones last; with ``query``, hits anchored
     to the files and symbols the query names rise (see ``freshness.annotate``), and
     ``fetch(files, known_ids)`` may add the memories anchored to those files. ``spec_dir_of``
@@ -46,8 +64,9 @@ def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str |
     if not hits or project_dir is None:
         return hits
     try:
-        snap = snapshot(project_dir, max_age=0)  # git: cached against HEAD and the index
-        focus = named_code(query, snap) if query else None
+        snap = snap or snapshot(project_dir, max_age=0)  # git: cached against HEAD + index
+        if focus is None:
+            focus = named_code(query, snap) if query else None
         if focus and fetch is not None:
             hits = hits + fetch(focus, {h.id for h in hits})
         return annotate(hits, project_dir, focus=focus, snap=snap, spec_dir_of=spec_dir_of)
