@@ -379,3 +379,21 @@ def test_an_index_built_with_per_session_ids_is_caught_up_once(spec_dir, isolate
     with Memory(spec_dir) as m:
         hits = m.search("e2e suite times out on checkout", kinds=["insight"], limit=10)
     assert [h.metadata.get("count") for h in hits if "e2e suite" in h.text] == [2]
+
+
+def test_a_replayed_index_write_brings_the_count_up_to_date(spec_dir):
+    """The index journal's replay reconciles by content hash; a retry item's count changes
+    while its text does not, so the replay rewrites it too."""
+    import asyncio
+
+    from graphmem import repair
+
+    same = {"what_failed": ["Flaky: test_upload_resumes"], "subtask_id": "fix-upload", "success": False}
+    with Memory(spec_dir) as m:
+        m.save_session_insights(1, same)
+        # session 2 reaches the files but not the index (as when its index write failed)
+        m.files.save_session_insights(2, same)
+        project, spec = m.files._scope()
+        asyncio.run(repair.reconcile(m.aio.backends.local.index, project, m.files.items(), spec=spec))
+        hits = m.search("flaky upload test", kinds=["insight"], limit=3)
+    assert hits[0].metadata["count"] == 2

@@ -8,7 +8,6 @@ clear reaches B through tombstones; B reads only what changed.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -265,3 +264,22 @@ def test_spec_scope_finds_a_teammates_items_of_the_same_spec(team):
         hits = b.search("billing exports", scope="spec")
     assert [h.text for h in hits] == ["billing exports round totals per line, never per invoice"]
     assert hits[0].local_path.startswith(str(repos["b"] / "auto-claude" / "specs" / "005-billing"))
+
+
+def test_doctor_fix_restores_an_item_as_this_machines(team):
+    """An item missing from the shared graph is written back by ``doctor --fix`` with this
+    machine's author and host, so a later drift still counts it as this machine's."""
+    from graphmem import _sync, repair
+    from graphmem.graph import schema
+
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "007-fix") as a:
+        a.append_gotcha("the fixer keeps who wrote it")
+        key = a.aio.project.key
+        srv.client().execute_command("GRAPH.QUERY", schema.group_id(key),
+                                     "MATCH (n:Entity) WHERE n.gm_kind = 'gotcha' DETACH DELETE n")
+        assert len(a.drift()["missing"]) == 1
+        assert _sync.run(repair.fix_graph(a.aio))["added"] == 1
+        (spec_file,) = [a.spec_dir / "memory" / "gotchas.md"]
+        spec_file.unlink()  # gone from A's files: A's drift must see it as A's own, extra
+        assert len(a.drift()["extra"]) == 1

@@ -91,7 +91,9 @@ async def reconcile(index: Any, project: str, items: Iterable[MemoryItem], *, sp
     for item in redact_items(items) if getattr(index, "redact", True) else items:
         want[item.id] = item  # redacted as the index stores them, so the hashes compare
     have = index.hashes(project, spec=spec, kinds=kinds)
-    todo = [i for i in want.values() if have.get(i.id) != i.content_hash()]
+    # A collapsed retry item's count and times change while its text does not: always rewritten
+    # (a few rows per spec, their vectors kept by content hash).
+    todo = [i for i in want.values() if have.get(i.id) != i.content_hash() or "count" in i.metadata]
     older = have if upto is None else index.hashes(project, spec=spec, kinds=kinds, upto=upto)
     gone = [i for i in older if i not in want]
     if gone:
@@ -219,7 +221,10 @@ async def fix_graph(mem: Any) -> dict[str, Any]:
         graph = await mem.backends.graph_store()
         missing = set(drift["missing"])
         if missing:
-            await graph.save([i for i in await mem.items() if i.id in missing], extract=False)
+            from .team import stamp  # written from this machine: its author and host
+
+            await graph.save(stamp([i for i in await mem.items() if i.id in missing], mem.settings,
+                                   mem.project_dir), extract=False)
         if drift["extra"]:
             await graph.delete_items(mem.project.key, drift["extra"])
     except GraphmemError as exc:

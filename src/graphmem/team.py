@@ -7,9 +7,9 @@ metadata, so hits show both.
 With an external server (``GRAPHMEM_FALKORDB_URL``), a search in ``spec`` or ``project`` scope
 first pulls what this home's local index lacks from the project's graph: items and tombstones
 written after the home's cursor (server time, ``index/team_cursor.py``), which trails the
-server's clock by a margin for writes that committed after a later one was already read. New or changed items are embedded and
-ranked by the local index like this machine's own writes; tombstoned ones are dropped. A pull
-with nothing new costs two indexed queries.
+server's clock by a margin for writes that committed after a later one was already read. New or
+changed items are embedded and ranked by the local index like this machine's own writes;
+tombstoned ones are dropped. A pull with nothing new costs three small indexed queries.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ log = logging.getLogger("graphmem.team")
 # ms, so writes of the last seconds are read again (ids and hashes only) until they are older.
 # compose/ stops any query after TIMEOUT_DEFAULT (30 s), so no write lands later than that.
 MARGIN_MS = 35_000
+BUDGET = 256  # items one pull embeds at most (about 1.3 s with the default local model)
 # Teammates' items live in the local index under the project key plus this suffix (a control
 # character no project id may hold): ranked with the project's own rows, but never taken for
 # this machine's files by a reindex, a journal replay or doctor's index drift, which reconcile
@@ -51,7 +52,6 @@ def own_key(hits: list) -> list:
     """Hits of taken-in items under their project's own key."""
     return [h.model_copy(update={"project": h.project[:-len(TEAM_SUFFIX)]})
             if h.project.endswith(TEAM_SUFFIX) else h for h in hits]
-BUDGET = 256  # items one pull embeds at most (about 1.3 s with the default local model)
 
 
 @functools.lru_cache(maxsize=64)
