@@ -141,12 +141,13 @@ class SearchMixin:
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
         from .code import named_files, with_freshness
-        from .team import own_key, team_key
 
         # When the query names code of the project, a few more candidates than asked: hits
         # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
         focus, snap = named_files(query, self.project_dir)
         fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if focus else limit
+        from .team import own_key, team_key
+
         # teammates' items taken in from a shared graph rank with the project's own
         mine = None if projects is None else [*projects, team_key(self.project.key)]
         local = own_key(await be.search_local(query, projects=mine, spec=spec, kinds=kinds,
