@@ -58,17 +58,16 @@ def turns_and_questions(sample: dict) -> tuple[list[str], list[str], list[tuple[
 
 def forget(emb) -> None:
     """Drop the texts a ColBERT encoder remembers, so that every call times the model."""
-    enc = getattr(emb, "encoder", None)
-    for memo in (getattr(enc, "recent", None), getattr(enc, "recent_docs", None)):
-        if memo is not None:
-            memo.clear()
+    enc = emb.token_encoder
+    if enc is not None:  # the ColBERT encoder: its memories of queries and documents
+        enc.recent.clear()
+        enc.recent_docs.clear()
 
 
 def encode_query(emb, text: str) -> list[float]:
     """A query's vector by the model's query side when it has one; never a remembered answer."""
     forget(emb)
-    own = getattr(emb, "embed_query_sync", None)
-    return own(text) if own is not None else emb.embed_sync([text])[0]
+    return emb.embed_query_sync(text)
 
 
 def quality(emb, samples: list[dict], prefix: str = "") -> dict:
@@ -127,23 +126,23 @@ def session_options(texts: list[str], queries: list[str], rounds: int = 5) -> li
     with the shipped setting's (cosine, worst text)."""
     import onnxruntime as ort
 
-    from graphmem.providers import local
+    from graphmem.providers import onnx_runtime
 
-    path = local._vectrix_dir("bge_small_en")
-    tok = local._tokenizer(path, 512)
+    path = onnx_runtime.model_dir("bge_small_en")
+    tok = onnx_runtime.tokenizer(path, 512)
     levels = {"extended (shipped)": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
               "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
               "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
     sessions = {}
     for label, level in levels.items():
         for threads in (2, 1):
-            opts = local._options(ort, optimise=True)
+            opts = onnx_runtime.session_options(ort, optimise=True)
             opts.graph_optimization_level, opts.intra_op_num_threads = level, threads
             sessions[(label, threads)] = ort.InferenceSession(str(path / "model.onnx"), opts,
                                                               providers=["CPUExecutionProvider"])
 
     def run(sess, text):
-        h = sess.run(["last_hidden_state"], local._feeds(tok.encode_batch([text])))[0][0, 0, :]
+        h = sess.run(["last_hidden_state"], onnx_runtime.feeds(tok.encode_batch([text])))[0][0, 0, :]
         return h / np.linalg.norm(h)
 
     ref = {t: run(sessions[("extended (shipped)", 2)], t) for t in queries + texts[:20]}

@@ -137,10 +137,11 @@ def time_searches(specs: list[Path], settings, scope: str,
     from graphmem import Memory
     from graphmem.index import query as local_query
     from graphmem.providers import get_embedder
+    from graphmem.providers.base import InProcessEmbedder
 
     emb = get_embedder(settings)
-    sync, prefix = getattr(emb, "embed_sync", None), getattr(emb, "query_prefix", "")
-    shared = getattr(emb, "encoder", None)  # the default model: one pass, vector and tokens
+    in_process = isinstance(emb, InProcessEmbedder)
+    shared = emb.token_encoder  # the default model: one pass, vector and tokens
 
     def forget() -> None:  # a new query: the models run
         local_query._VECTORS.clear()
@@ -155,13 +156,13 @@ def time_searches(specs: list[Path], settings, scope: str,
             t = time.perf_counter()
             m.search(q, scope=scope, limit=10)
             out["new"].append((time.perf_counter() - t) * 1000)
-            if sync is not None:
+            if in_process:
                 forget()
                 t = time.perf_counter()
                 if shared is not None:
                     v = shared.query_sync(q).mean(axis=0)  # remembered by the encoder
                 else:
-                    v = np.asarray(sync([prefix + q])[0], np.float32)
+                    v = np.asarray(emb.embed_query_sync(q), np.float32)
                 local_query._remember((emb.name, q), v)  # unit length, as a search keeps it
                 m.search(q, scope=scope, limit=10)
                 out["serial"].append((time.perf_counter() - t) * 1000)
@@ -174,13 +175,12 @@ def time_searches(specs: list[Path], settings, scope: str,
 def embed_ms(settings, qs: list[str]) -> list[float]:
     """The query embedding alone (the model in this thread, nothing else running), in ms."""
     from graphmem.providers import get_embedder
+    from graphmem.providers.base import InProcessEmbedder
 
     emb = get_embedder(settings)
-    sync = getattr(emb, "embed_sync", None)
-    if sync is None:
+    if not isinstance(emb, InProcessEmbedder):
         return []
-    prefix = getattr(emb, "query_prefix", "")
-    one = getattr(emb, "embed_query_sync", None) or (lambda q: sync([prefix + q]))
+    one = emb.embed_query_sync
     one("warm up")
     lat = []
     for q in qs:

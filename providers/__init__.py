@@ -1,9 +1,15 @@
 """LLM, embedder and reranker providers (shipped as ``graphmem.providers``).
 
-Providers are data, not branches: ``PROVIDERS`` maps a name to the module that implements it,
-loaded only when used. Third-party packages add their own through the entry-point group
-``graphmem.providers`` (name = provider name, value = a module exposing ``make_llm``,
-``make_embedder`` and/or ``make_reranker``, and optionally ``validate(settings, role)``).
+Providers are data, not branches: one table maps a provider name to the module that implements
+it, loaded only when used. Built-ins and third parties feed the same table with the same record,
+an entry point of the group ``graphmem.providers`` (name = provider name, value = a module
+exposing ``make_llm``, ``make_embedder`` and/or ``make_reranker``, and optionally
+``validate(settings, role)``); a third-party package declares it in its own pyproject.toml::
+
+    [project.entry-points."graphmem.providers"]
+    mycloud = "mycloud_graphmem"
+
+What each returned model can do is declared by the bases in ``base.py``.
 
     from graphmem.providers import get_embedder, get_llm, validate
     problems = validate(settings)        # every problem at once, in plain words
@@ -13,26 +19,18 @@ loaded only when used. Third-party packages add their own through the entry-poin
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import threading
+from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    from .base import LLM, Embedder, Reranker
+from .base import LLM, Embedder, Reranker, as_embedder, as_reranker
 
 ENTRY_POINT_GROUP = "graphmem.providers"
-PROVIDERS: dict[str, str] = {
-    "openai": "graphmem.providers.openai",
-    "anthropic": "graphmem.providers.anthropic",
-    "azure_openai": "graphmem.providers.azure_openai",
-    "ollama": "graphmem.providers.ollama",
-    "voyage": "graphmem.providers.voyage",
-    "local": "graphmem.providers.local",
-}
+BUILTINS = {name: f"graphmem.providers.{name}"
+            for name in ("openai", "anthropic", "azure_openai", "ollama", "voyage", "local")}
 ALIASES = {"azure": "azure_openai", "azureopenai": "azure_openai", "voyageai": "voyage"}
 ROLES = {"llm": "make_llm", "embedder": "make_embedder", "reranker": "make_reranker"}
 
@@ -40,31 +38,39 @@ _cache: dict[tuple[str, str], Any] = {}
 _lock = threading.RLock()
 
 
-def _entry_points() -> dict[str, Any]:
-    from importlib.metadata import entry_points
+def _builtins() -> dict[str, EntryPoint]:
+    return {name: EntryPoint(name, target, ENTRY_POINT_GROUP) for name, target in BUILTINS.items()}
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+def registry() -> dict[str, EntryPoint]:
+    """Every provider by name: the built-ins, then installed entry points (a plugin cannot take
+    a built-in's name: "openai" is always graphmem's own)."""
+    table = _builtins()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        table.setdefault(ep.name, ep)
+    return table
 
 
 def known_providers() -> list[str]:
     """Every provider name: built-in ones and those installed through entry points."""
-    return sorted(set(PROVIDERS) | set(_entry_points()))
+    return sorted(registry())
 
 
 def load_provider(name: str) -> Any:
     """The module (or object) implementing provider ``name``; ConfigError lists the known ones."""
     key = ALIASES.get(name.strip().lower(), name.strip().lower()) if isinstance(name, str) else name
-    if key in PROVIDERS:  # built-ins win: an installed plugin cannot hijack "openai"
-        return importlib.import_module(PROVIDERS[key])
-    eps = _entry_points()
-    if key in eps:
-        try:
-            return eps[key].load()
-        except Exception as exc:
-            raise ConfigError(f"provider {key!r} (from entry point {eps[key].value}) failed to load: "
-                              f"{exc}") from None
-    raise ConfigError(f"unknown provider {name!r}; known providers: "
-                      f"{', '.join(sorted(set(PROVIDERS) | set(eps)))}")
+    # A built-in needs no scan of the installed distributions (~10 ms): they cannot replace it.
+    table = _builtins() if key in BUILTINS else registry()
+    if key not in table:
+        raise ConfigError(f"unknown provider {name!r}; known providers: {', '.join(sorted(table))}")
+    ep = table[key]
+    try:
+        return ep.load()
+    except Exception as exc:
+        if key in BUILTINS:  # graphmem's own module is broken: the traceback is the finding
+            raise
+        raise ConfigError(f"provider {key!r} (from entry point {ep.value}) failed to load: "
+                          f"{exc}") from None
 
 
 def providers_for(role: str) -> list[str]:
@@ -104,26 +110,36 @@ def _check(settings: Any, role: str, name: str) -> ModuleType:
     return mod
 
 
+# What each role's model must be: a declared subclass passes as it is, an object written
+# against the earlier duck-typed interface is wrapped once, here (``base.as_embedder``).
+_DECLARE = {"llm": lambda obj: obj, "embedder": as_embedder, "reranker": as_reranker}
+
+
 def _get(settings: Any, role: str, name: str) -> Any:
     key = (role, _fingerprint(settings))
     with _lock:
         if key not in _cache:
-            _cache[key] = getattr(_check(settings, role, name), ROLES[role])(settings)
+            made = getattr(_check(settings, role, name), ROLES[role])(settings)
+            try:
+                _cache[key] = _DECLARE[role](made)
+            except AttributeError as exc:  # e.g. an embedder without a dimension
+                raise ConfigError(f"provider {name!r} made a {role} that is not one: {exc}; see "
+                                  "graphmem.providers.base") from None
         return _cache[key]
 
 
-def get_embedder(settings: Any) -> "Embedder":
+def get_embedder(settings: Any) -> Embedder:
     """The configured embedder (``providers.embedder``, default ``local``), built once per settings."""
     return _get(settings, "embedder", settings.providers.embedder or "local")
 
 
-def get_llm(settings: Any) -> "LLM | None":
+def get_llm(settings: Any) -> LLM | None:
     """The configured LLM, or None when ``providers.llm`` is unset."""
     name = settings.providers.llm
     return _get(settings, "llm", name) if name else None
 
 
-def get_reranker(settings: Any) -> "Reranker | None":
+def get_reranker(settings: Any) -> Reranker | None:
     """The configured reranker, or None when ``providers.reranker`` is unset."""
     name = settings.providers.reranker
     return _get(settings, "reranker", name) if name else None

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
+from .base import LLM
 from .http import HTTPProvider, VendorHTTP, endpoint_problems, malformed, vendor_http
 from .structured import generate_validated, normalise_messages, schema_name
 
@@ -36,7 +37,7 @@ def split_messages(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, 
     return system, turns
 
 
-class AnthropicLLM(HTTPProvider):
+class AnthropicLLM(HTTPProvider, LLM):
     """A Claude model on the Messages API."""
 
     def __init__(self, model: str, http: VendorHTTP):

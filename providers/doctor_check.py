@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..health import Row
+
 
 def mask(secret: Any) -> str:
     """A key shown as ``sk-…wxyz``: enough to tell keys apart, never enough to use one."""
@@ -68,44 +70,42 @@ async def _live(settings: Any) -> list[tuple[str, str, str]]:
 
 def _fused_status() -> tuple[str, str]:
     """The fused copies of the local ColBERT model and cross-encoder (``local_fuse.py``)."""
-    from .local import _vectrix_dir
     from .local_fuse import status
+    from .onnx_runtime import model_dir
 
     try:
-        sources = {name: _vectrix_dir(sub) / "model.onnx"
+        sources = {name: model_dir(sub) / "model.onnx"
                    for name, sub in (("ColBERT", "colbert"), ("cross-encoder", "reranker_en"))}
     except Exception as exc:  # noqa: BLE001 - validate() reports missing model files
         return "warn", f"local model files: {exc}"
     return status(sources)
 
 
-def check(sections: dict, settings: Any, ctx: Any) -> None:
-    """Append the providers section to a doctor report."""
-    from graphmem.doctor import row
-
+def check(settings: Any, live: bool = False) -> list[Row]:
+    """The providers section of a doctor report; ``live``: one cheap call to each provider."""
     from . import validate
 
-    rows = sections.setdefault("providers", [])
+    rows = []
     ps = settings.providers
-    rows.append(row("llm", "ok", _describe(settings, "llm", ps.llm) if ps.llm
+    rows.append(Row("llm", "ok", _describe(settings, "llm", ps.llm) if ps.llm
                     else "none (structured writes and plain summaries only)"))
-    rows.append(row("embedder", "ok", _describe(settings, "embedder", ps.embedder or "local")))
-    rows.append(row("reranker", "ok", _describe(settings, "reranker", ps.reranker)
+    rows.append(Row("embedder", "ok", _describe(settings, "embedder", ps.embedder or "local")))
+    rows.append(Row("reranker", "ok", _describe(settings, "reranker", ps.reranker)
                     if ps.reranker else "none"))
     if (ps.embedder or "local") == "local" or ps.reranker == "local":
-        rows.append(row("fused models", *_fused_status()))
+        rows.append(Row("fused models", *_fused_status()))
     used = {ps.llm, ps.embedder, ps.reranker}
     for name, (env, section) in _KEYS.items():
         secret = getattr(ps, section).api_key
         if name in used or secret is not None:
-            rows.append(row(env, "ok" if secret is not None else "warn", mask(secret)))
+            rows.append(Row(env, "ok" if secret is not None else "warn", mask(secret)))
     problems = validate(settings)
     for problem in problems:
-        rows.append(row("problem", "error", problem))
+        rows.append(Row("problem", "error", problem))
     if not problems:
-        rows.append(row("configuration", "ok", "no problems found"))
-    if ctx.check and not problems:
-        from graphmem._sync import run
+        rows.append(Row("configuration", "ok", "no problems found"))
+    if live and not problems:
+        from .._sync import run
 
-        for name, status, detail in run(_live(settings)):
-            rows.append(row(name, status, detail))
+        rows.extend(Row(*found) for found in run(_live(settings)))
+    return rows

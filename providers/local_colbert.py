@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..lru import LRU, nbytes
-from .local import INLINE, _cache_dir, _load, _pool, _session, _texts, _vectrix_dir
+from .base import INLINE, InProcessEmbedder, TokenEncoder
+from .local_fuse import fused
+from .onnx_runtime import cache_dir, load_session, model_dir, pool, shared_model, unit_rows
 
 NAME = "local/answerai-colbert-small-v1"
 DIM = 384
@@ -35,15 +37,15 @@ def _skip(token: str) -> bool:
     return all(unicodedata.category(c).startswith("P") for c in token.lstrip("#")) if token else True
 
 
-class ColbertEncoder:
+class ColbertEncoder(TokenEncoder):
     """Per-token unit vectors for queries and documents (one text per ONNX run)."""
 
     name = NAME
     dimension = DIM
 
-    def __init__(self, cache_dir: Any = None) -> None:
-        self.path = _vectrix_dir("colbert")  # checks the files now; loads them on first use
-        self.cache_dir = cache_dir
+    def __init__(self, cache: Any = None) -> None:
+        self.path = model_dir("colbert")  # checks the files now; loads them on first use
+        self.cache_dir = cache
         self._loaded: tuple[Any, Any, set] | None = None
         self._lock = threading.Lock()
         self.recent = LRU(RECENT_QUERY_BYTES, size=nbytes)  # query text -> token matrix
@@ -56,7 +58,8 @@ class ColbertEncoder:
             if self._loaded is None:
                 from tokenizers import Tokenizer
 
-                session = _session(self.path, self.cache_dir, fuse=True)
+                session = load_session(self.path, self.cache_dir,
+                                       prefer=fused(self.path / "model.onnx"))
                 tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tok.no_padding()  # the shipped file pads every text to 512
                 tok.no_truncation()
@@ -80,8 +83,7 @@ class ColbertEncoder:
         if skip_punct:
             keep = [i + 2 for i, t in enumerate(toks) if not _skip(t)]
             hidden = hidden[keep] if keep else hidden[:1]  # text of punctuation only: [CLS]
-        norms = np.linalg.norm(hidden, axis=1, keepdims=True)
-        return (hidden / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit_rows(hidden).astype(np.float32)
 
     def query_sync(self, text: str) -> Any:
         """(tokens, 384) unit vectors of a query, markers included (they match context).
@@ -95,6 +97,10 @@ class ColbertEncoder:
             got = self.recent.put(text, _shared(self._run(text, Q_MARKER, QUERY_TOKENS,
                                                           skip_punct=False)))
         return got
+
+    def recalled_query(self, text: str) -> Any:
+        """The query's token matrix if one of the last queries was this text, else None."""
+        return self.recent.get(text)
 
     def documents_sync(self, texts: Sequence[str]) -> list[Any]:
         """One (tokens, 384) matrix of unit vectors per text.
@@ -112,7 +118,7 @@ class ColbertEncoder:
         if len(todo) <= INLINE:
             got.update(zip(todo, map(one, todo)))
         else:  # two texts at once, as ``local.BgeEmbedder`` does: each still runs alone
-            got.update(zip(todo, _pool().map(one, todo)))
+            got.update(zip(todo, pool().map(one, todo)))
         return [got[t] for t in texts]
 
 
@@ -130,7 +136,7 @@ def mean_vector(mat: Any) -> list[float]:
     return (v / max(float(np.linalg.norm(v)), 1e-12)).tolist()
 
 
-class ColbertMeanEmbedder:
+class ColbertMeanEmbedder(InProcessEmbedder):
     """An embedder from the same ColBERT pass: the mean of a text's token vectors (384-d).
 
     Chosen as the local default by LoCoMo: alone it finds more evidence than bge-small (dense-only
@@ -144,37 +150,24 @@ class ColbertMeanEmbedder:
     name = "local/answerai-colbert-small-v1"  # its vectors: the token matrices' means
     dimension = DIM
 
-    def __init__(self, encoder: ColbertEncoder) -> None:
-        self.encoder = encoder  # the index sees this and reuses the pass for token vectors
+    def __init__(self, encoder: ColbertEncoder,
+                 similar: Callable[[], InProcessEmbedder] | None = None) -> None:
+        self.token_encoder = encoder  # the index sees this and reuses the pass for token vectors
+        self._similar = similar
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         """Document vectors computed in the calling thread."""
-        return [mean_vector(m) for m in self.encoder.documents_sync(list(texts))]
+        return [mean_vector(m) for m in self.token_encoder.documents_sync(list(texts))]
 
     def embed_query_sync(self, text: str) -> list[float]:
         """A query's vector: the mean of its query-side token vectors (markers included)."""
-        return mean_vector(self.encoder.query_sync(text))
+        return mean_vector(self.token_encoder.query_sync(text))
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One 384-dimension unit vector per text."""
-        texts = _texts(texts)
-        if len(texts) <= INLINE:
-            return self.embed_sync(texts)
-        import asyncio
-
-        return await asyncio.to_thread(self.embed_sync, texts)
-
-    async def embed_query(self, text: str) -> list[float]:
-        """The vector for one search query."""
-        return self.embed_query_sync(text)
-
-    def similarity(self) -> Any:
+    def similarity_embedder(self) -> InProcessEmbedder:
         """The embedder for deciding that two texts say the same thing (consolidation's
         near-duplicates): bge-small. Mean token vectors crowd together (unrelated facts at
         cosine .97, a reworded one at .98), which ranks well but separates duplicates badly."""
-        from .local import BgeEmbedder
-
-        return _load("bge-small-en-v1.5", lambda: BgeEmbedder(self.encoder.cache_dir))
+        return self._similar() if self._similar is not None else self
 
 
 def pack(mat: Any) -> bytes:
@@ -199,7 +192,7 @@ def unpack(blob: bytes, dim: int = DIM) -> tuple[Any, Any]:
 
 def shared_encoder(settings: Any) -> ColbertEncoder:
     """The process's one ColBERT encoder (the embedder and the late stage share it)."""
-    return _load("colbert", lambda: ColbertEncoder(_cache_dir(settings)))
+    return shared_model("colbert", lambda: ColbertEncoder(cache_dir(settings)))
 
 
 def make_late_encoder(settings: Any) -> ColbertEncoder | None:

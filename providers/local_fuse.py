@@ -25,8 +25,8 @@ The build takes ~10 s and ~100 MB of memory once; the file is kept under the mod
 the source file's size and the library versions. Any failure (no ``onnx``, an unexpected graph, a
 read-only cache) logs a warning and the shipped model is used as it is.
 
-The same cache holds one graph built here, not shipped: the late stage's token product
-(``maxsim_session``).
+The same cache holds one graph built by the index, not shipped: the late stage's token product
+(``graphmem.index.maxsim``).
 """
 
 from __future__ import annotations
@@ -37,17 +37,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .onnx_runtime import model_cache
+
 log = logging.getLogger("graphmem.providers")
 _lock = threading.Lock()  # one build at a time in a process (another process may build too)
-
-
-def model_cache() -> Path:
-    """Where rebuilt models live: shared by every GRAPHMEM_HOME of the user."""
-    env = os.environ.get("GRAPHMEM_MODEL_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "graphmem"
 
 
 def _off() -> bool:
@@ -216,55 +209,3 @@ def _fuse(source: Path, target: Path, layers: int) -> None:
     if got != layers:
         raise ValueError(f"fused {got} of {layers} attention layers")
     model.save_model_to_file(str(target))
-
-
-_maxsim: list[Any] = []  # the session, once made (None: numpy does the products)
-
-
-def maxsim_session() -> Any:
-    """An onnxruntime session of int8 tokens x scales x query tokens, for the late stage's one
-    product per search (``index/late.py``). Its threads sleep when idle, where numpy's OpenBLAS
-    threads spin on the core the next query's encoder needs (``index/blas.py``). The three-node
-    graph is written to the model cache once (making it imports ``onnx``); None if that fails."""
-    with _lock:
-        if not _maxsim:
-            _maxsim.append(None)
-            try:
-                import onnxruntime as ort
-
-                from .local import _options
-
-                path = model_cache() / "maxsim-v1-onnx-ir8.onnx"
-                if not path.is_file():
-                    _write_maxsim(path)
-                _maxsim[0] = ort.InferenceSession(str(path), _options(ort, optimise=True),
-                                                  providers=["CPUExecutionProvider"])
-            except Exception as exc:  # noqa: BLE001 - numpy does the same, a little slower
-                log.info("late interaction products run in numpy: %s", exc)
-        return _maxsim[0]
-
-
-def maxsim_failed() -> None:
-    """A session that failed while running: numpy does the products from now on."""
-    with _lock:
-        _maxsim[:] = [None]
-
-
-def _write_maxsim(path: Path) -> None:
-    from onnx import TensorProto, helper
-
-    from ..files.atomic import atomic_write_bytes
-
-    f, i8 = TensorProto.FLOAT, TensorProto.INT8
-    graph = helper.make_graph(
-        [helper.make_node("Cast", ["tokens"], ["tokens_f"], to=f),
-         helper.make_node("MatMul", ["tokens_f", "query"], ["raw"]),
-         helper.make_node("Mul", ["raw", "scales"], ["sims"])], "maxsim",
-        [helper.make_tensor_value_info("tokens", i8, ["n", "d"]),
-         helper.make_tensor_value_info("scales", f, ["n", 1]),
-         helper.make_tensor_value_info("query", f, ["d", "q"])],
-        [helper.make_tensor_value_info("sims", f, ["n", "q"])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, model.SerializeToString())

@@ -12,6 +12,7 @@ from typing import Any, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
+from .base import LLM, Embedder
 from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, endpoint_problems,
                    malformed,
                    vendor_http)
@@ -27,7 +28,7 @@ def _http(settings: Any) -> VendorHTTP:
                       key_env="OLLAMA_BASE_URL")
 
 
-class OllamaLLM(HTTPProvider):
+class OllamaLLM(HTTPProvider, LLM):
     """A chat model served by Ollama."""
 
     def __init__(self, model: str, http: VendorHTTP):
@@ -69,7 +70,7 @@ class OllamaLLM(HTTPProvider):
         return await generate_validated(self.name, normalise_messages(messages), schema, call)
 
 
-class OllamaEmbedder(HTTPProvider):
+class OllamaEmbedder(HTTPProvider, Embedder):
     """An embedding model served by Ollama."""
 
     def __init__(self, model: str, dimension: int, http: VendorHTTP):

@@ -13,6 +13,7 @@ from typing import Any, Sequence, TypeVar
 from pydantic import BaseModel
 
 from ..errors import ProviderError
+from .base import LLM, Embedder
 from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, endpoint_problems,
                    malformed,
                    vendor_http)
@@ -31,7 +32,7 @@ def _reasoning(model: str | None) -> bool:
     return bool(model) and model.startswith(("o1", "o3", "o4", "gpt-5"))
 
 
-class OpenAIChat(HTTPProvider):
+class OpenAIChat(HTTPProvider, LLM):
     """An LLM on the chat-completions API (OpenAI or Azure OpenAI)."""
 
     def __init__(self, name: str, http: VendorHTTP, path: str, model: str | None,
@@ -101,7 +102,7 @@ class OpenAIChat(HTTPProvider):
         return await generate_validated(self.name, messages, schema, call)
 
 
-class OpenAIEmbedder(HTTPProvider):
+class OpenAIEmbedder(HTTPProvider, Embedder):
     """An embedder on the embeddings API (OpenAI or Azure OpenAI)."""
 
     def __init__(self, name: str, dimension: int, http: VendorHTTP, path: str, model: str | None,

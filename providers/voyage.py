@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
+from .base import Embedder
 from .http import (HTTPProvider, VendorHTTP, batches, check_texts, check_vectors, endpoint_problems,
                    malformed,
                    vendor_http)
@@ -21,7 +22,7 @@ EMBEDDING_DIMS = {"voyage-3": 1024, "voyage-3-lite": 512, "voyage-3-large": 1024
 MAX_INPUTS, MAX_CHARS = 1000, 200_000
 
 
-class VoyageEmbedder(HTTPProvider):
+class VoyageEmbedder(HTTPProvider, Embedder):
     """A Voyage embedding model."""
 
     def __init__(self, model: str, dimension: int, http: VendorHTTP, send_dimension: bool):

@@ -212,11 +212,11 @@ def test_token_best_is_the_same_in_onnxruntime_and_numpy(monkeypatch):
     for j, doc in enumerate(docs):
         if doc is not None:
             expected[:, j] = (qm @ (doc[0].astype(np.float32) * doc[1][:, None]).T).max(axis=1)
-    from graphmem.providers import local_fuse
+    from graphmem.index import maxsim
 
-    assert local_fuse.maxsim_session() is not None  # the onnxruntime path is the one measured
+    assert maxsim.maxsim_session() is not None  # the onnxruntime path is the one measured
     fast = late.token_best(qm, docs)
-    monkeypatch.setattr(local_fuse, "_maxsim", [None])
+    monkeypatch.setattr(maxsim, "_maxsim", [None])
     slow = late.token_best(qm, docs)
     for got in (fast, slow):
         assert np.isnan(got[:, 2]).all()

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from graphmem.providers import local, local_fuse
+from graphmem.providers import local, local_fuse, onnx_runtime
 from graphmem.providers.local_colbert import ColbertEncoder
 
 TEXTS = ["The staging proxy strips Authorization headers on redirects.",
@@ -28,7 +28,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_fused_model_is_built_once_and_computes_what_the_shipped_one_does(cache, monkeypatch):
-    source = local._vectrix_dir("colbert") / "model.onnx"
+    source = onnx_runtime.model_dir("colbert") / "model.onnx"
     assert local_fuse.status({"ColBERT": source}) == ("ok", f"{cache}: ColBERT built on first use")
     built = local_fuse.fused(source)
     assert local_fuse.status({"ColBERT": source}) == ("ok", f"{cache}: ColBERT ready")
@@ -48,7 +48,7 @@ def test_fused_model_is_built_once_and_computes_what_the_shipped_one_does(cache,
 
 def test_the_switch_turns_fusing_off(cache, monkeypatch):
     monkeypatch.setenv("GRAPHMEM_FUSE_MODELS", "off")
-    source = local._vectrix_dir("colbert") / "model.onnx"
+    source = onnx_runtime.model_dir("colbert") / "model.onnx"
     assert local_fuse.fused(source) is None
     assert not cache.exists()
     assert local_fuse.status({"ColBERT": source})[1].startswith("off (GRAPHMEM_FUSE_MODELS)")
@@ -58,7 +58,7 @@ def test_doctor_warns_when_the_cache_cannot_be_written(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("GRAPHMEM_MODEL_CACHE", str(blocker / "cache"))
-    source = local._vectrix_dir("colbert") / "model.onnx"
+    source = onnx_runtime.model_dir("colbert") / "model.onnx"
     status, detail = local_fuse.status({"ColBERT": source})
     assert status == "warn" and "cannot be written" in detail and "GRAPHMEM_MODEL_CACHE" in detail
 
@@ -77,7 +77,7 @@ def test_a_model_that_cannot_be_fused_runs_as_shipped_and_leaves_nothing(cache, 
 
 
 def test_a_damaged_fused_model_is_replaced_by_the_shipped_one(cache, caplog):
-    source = local._vectrix_dir("reranker_en") / "model.onnx"
+    source = onnx_runtime.model_dir("reranker_en") / "model.onnx"
     pairs = [("why is the login token lost?", TEXTS[0]), ("why is the login token lost?", TEXTS[2])]
     good = local.CrossEncoderReranker().score_sync(pairs)
     built = local_fuse.fused(source)

@@ -10,8 +10,8 @@ import pytest
 
 from graphmem import providers
 from graphmem.errors import ConfigError, ValidationError
-from graphmem.providers import local
-from graphmem.providers.base import Embedder, Reranker, embed_query
+from graphmem.providers import local, onnx_runtime
+from graphmem.providers.base import Embedder, Reranker
 from graphmem.settings import Settings
 
 TRIPLES = [  # (text, paraphrase, unrelated)
@@ -39,7 +39,7 @@ def offline():
     mp.setattr(socket.socket, "connect_ex", refuse)
     mp.setattr(socket, "create_connection", refuse)
     mp.setattr(socket, "getaddrinfo", refuse)
-    local._models.clear()
+    onnx_runtime.forget_models()
     providers.clear_cache()
     yield
     mp.undo()
@@ -82,7 +82,7 @@ def test_bge_batch_order_and_padding_do_not_change_vectors(offline):
     assert _cos(batch[-1], alone) > 0.99
     assert max(range(len(batch)), key=lambda i: _cos(batch[i], alone)) == len(batch) - 1
     assert _cos(batch[0], asyncio.run(emb.embed([long_]))[0]) > 0.99
-    assert asyncio.run(embed_query(emb, short)) == pytest.approx(alone, abs=1e-5)
+    assert asyncio.run(emb.embed_query(short)) == pytest.approx(alone, abs=1e-5)
     assert asyncio.run(emb.embed([])) == []
 
 
@@ -167,15 +167,15 @@ def test_text_pool_is_remade_in_a_forked_child():
 
     import threading
 
-    gate = threading.Barrier(local.PARALLEL + 1)
-    running = [local._pool().submit(gate.wait) for _ in range(local.PARALLEL)]
+    gate = threading.Barrier(onnx_runtime.PARALLEL + 1)
+    running = [onnx_runtime.pool().submit(gate.wait) for _ in range(onnx_runtime.PARALLEL)]
     gate.wait()  # every thread of the parent's pool exists (and is busy at once)
     for f in running:
         f.result()
     pid = os.fork()
     if pid == 0:  # the child: the inherited executor has no threads; work must still run
         signal.alarm(20)  # a hang ends the child with SIGALRM instead of hanging the suite
-        ok = list(local._pool().map(lambda x: x * 2, range(4))) == [0, 2, 4, 6]
+        ok = list(onnx_runtime.pool().map(lambda x: x * 2, range(4))) == [0, 2, 4, 6]
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

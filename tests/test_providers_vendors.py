@@ -435,10 +435,8 @@ def test_wrong_dimension_from_vendor_is_caught(make):
 
 
 def test_voyage_query_uses_query_input_type(make):
-    from graphmem.providers.base import embed_query
-
     server, emb = make(CASES[5])
-    vec = asyncio.run(embed_query(emb, "where is the graph?"))
+    vec = asyncio.run(emb.embed_query("where is the graph?"))
     assert len(vec) == 1024 and server.requests[0]["body"]["input_type"] == "query"
 
 

@@ -245,8 +245,10 @@ async def near_dedupe(facts: list[Fact], embedder: Any, threshold: float = NEAR)
 
     if len(facts) < 2 or embedder is None:
         return facts, 0
-    own = getattr(embedder, "similarity", None)  # an embedder may name a better judge of sameness
-    embedder = own() if own is not None else embedder
+    from .providers.base import Embedder
+
+    if isinstance(embedder, Embedder):  # it may name a better judge of sameness (declared)
+        embedder = embedder.similarity_embedder()
     try:  # a long-lived process (MCP server) embeds each fact once per embedder
         memo = _VECTORS.setdefault(embedder, LRU(20_000))
     except TypeError:  # an embedder that cannot be weakly referenced: no memory

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from .health import row  # one report line (subsystems import it from graphmem.health)
+
 # Each check appends rows to a section. Other modules register theirs here (providers, graph...).
 CHECKS: list[Callable[[dict[str, list[dict]], Any, "DoctorContext"], None]] = []
 
@@ -16,10 +18,6 @@ class DoctorContext:
         self.spec_dir = spec_dir
         self.project_dir = project_dir
         self.check = check
-
-
-def row(name: str, status: str, detail: str) -> dict:
-    return {"name": name, "status": status, "detail": detail}
 
 
 def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
@@ -63,7 +61,7 @@ def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """Configured providers, masked keys, validate() problems (``graphmem.providers.doctor_check``)."""
     from .providers.doctor_check import check
 
-    check(sections, settings, ctx)
+    sections.setdefault("providers", []).extend(r.as_dict() for r in check(settings, ctx.check))
 
 
 CHECKS.append(_providers)

@@ -251,7 +251,7 @@ def remove_stray_temps(memory_dir: Path, age: float = STRAY_TMP_AGE) -> list[Pat
 def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
     """The ``index`` rows of ``graphmem doctor``: database health, copies moved aside, journal
     entries waiting, and drift (files vs index) for the given spec or project."""
-    from .doctor import row
+    from .health import row
     from .index import db
     from .index.journal import Journal
 

@@ -166,7 +166,7 @@ def _request_error(message: str) -> dict[str, Any]:
 
 def health(rows: list[dict]) -> None:
     """``graphmem doctor`` rows: the mode, whether a server runs, and why one last failed."""
-    from .doctor import row
+    from .health import row
     from .search_client import ask, holder
 
     cfg = client_config()

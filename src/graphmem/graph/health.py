@@ -11,7 +11,7 @@ def client_row() -> dict:
     20.3 ms: ``bench/locomo.py --graph``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..doctor import row
+    from ..health import row
 
     try:
         import redis.utils
@@ -28,7 +28,7 @@ def client_row() -> dict:
 
 def check(sections: dict, settings: Any, ctx: Any) -> None:
     """Append the graph section: server, outbox and drift (files vs graph) for the given spec."""
-    from ..doctor import row
+    from ..health import row
     from . import server
 
     rows = sections.setdefault("graph", [])

@@ -528,9 +528,9 @@ class GraphStore:
         gids = await self._same_embedder(gids, strict=projects is not None)
         if not gids:
             return []
-        from ..providers.base import embed_query
+        from ..providers.base import as_embedder
 
-        vec = schema.as_vectors([await embed_query(self.embedder, query)])[0]
+        vec = schema.as_vectors([await as_embedder(self.embedder).embed_query(query)])[0]
         ft = fulltext_query(query)
         k = limit * (4 if kinds or spec else 2)
         per_graph = await asyncio.gather(*(self._candidates(g, vec, ft, kinds, k, spec) for g in gids))

@@ -85,8 +85,10 @@ async def encode_missing(index: Any, pairs: Sequence[tuple[str, str]]) -> dict[s
 def shares_pass(index: Any) -> bool:
     """True when the index's embedder is the mean of its late encoder's token vectors: then one
     model pass gives a text both its vector and its token matrix (``encode_shared``)."""
-    enc = getattr(index, "late", None)
-    return enc is not None and getattr(index.embedder, "encoder", None) is enc
+    from ..providers.base import as_embedder
+
+    enc, emb = getattr(index, "late", None), as_embedder(index.embedder)
+    return enc is not None and emb is not None and emb.token_encoder is enc
 
 
 async def encode_shared(index: Any, pairs: dict[str, str],
@@ -173,7 +175,9 @@ async def refill(index: Any) -> int:
 async def query_tokens(enc: Any, query: str, inline: bool = False):
     """The query's token matrix: the encoder's own memory of its last queries, else encoded on a
     worker thread (onnxruntime releases the GIL), or in this thread when ``inline``."""
-    got = getattr(enc, "recent", {}).get(query)
+    from ..providers.base import as_token_encoder
+
+    got = as_token_encoder(enc).recalled_query(query)
     if got is not None:
         return got
     return enc.query_sync(query) if inline else await asyncio.to_thread(enc.query_sync, query)
@@ -228,7 +232,7 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
 
 def _products(mats, scales, qm):
     """int8 token rows times their scales times the query's tokens, as float32."""
-    from ..providers.local_fuse import maxsim_failed, maxsim_session
+    from .maxsim import maxsim_failed, maxsim_session
 
     session = maxsim_session()
     if session is not None and mats.shape[1] == qm.shape[1]:

@@ -39,18 +39,15 @@ async def query_vector(embedder: Any, query: str):
     got = _recall(key)
     if got is not None:
         return got
-    sync = getattr(embedder, "embed_sync", None)
-    query_sync = getattr(embedder, "embed_query_sync", None)
-    if query_sync is not None:  # a model that encodes queries its own way
-        vec = await asyncio.to_thread(query_sync, query)
-    elif sync is not None:
+    from ..providers.base import InProcessEmbedder, as_embedder
+
+    embedder = as_embedder(embedder)
+    if isinstance(embedder, InProcessEmbedder):
         # An in-process model: run it on a worker thread (onnxruntime releases the GIL) while
         # the caller scores words on this one.
-        prefix = getattr(embedder, "query_prefix", "")
-        vec = (await asyncio.to_thread(sync, [prefix + query]))[0]
+        vec = await asyncio.to_thread(embedder.embed_query_sync, query)
     else:
-        embed = getattr(embedder, "embed_query", None)
-        vec = (await embed(query)) if embed else (await embedder.embed([query]))[0]
+        vec = await embedder.embed_query(query)
     return _remember(key, vec)
 
 

