@@ -13,8 +13,8 @@ from graphmem.cli_mcp import parse_http
 from graphmem.mcp_server import build_server
 
 TOOLS = {"save_session_insights", "add_gotcha", "add_pattern", "update_codebase_map", "search_memory",
-         "get_context", "record_turn", "end_session", "list_sessions", "memory_summary"}
-READ_ONLY = {"search_memory", "get_context", "list_sessions", "memory_summary"}
+         "get_context", "record_turn", "end_session", "list_sessions", "memory_summary", "about"}
+READ_ONLY = {"search_memory", "get_context", "list_sessions", "memory_summary", "about"}
 
 
 def _text(result) -> str:

@@ -277,7 +277,7 @@ command("doctor", "check settings, files, index and graph health")(_cmd_doctor)(
 
 # Commands of other areas register themselves from their own modules.
 _COMMAND_MODULES = ("graphmem.cli_search", "graphmem.cli_sessions", "graphmem.cli_graph",
-                    "graphmem.cli_mcp")
+                    "graphmem.cli_mcp", "graphmem.cli_code")
 
 
 # The commands an agent runs on every tool call load only their own module (a cold start budget).

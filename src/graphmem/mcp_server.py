@@ -256,6 +256,16 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return await use(spec_dir, project_dir, lambda m: m.supersede(id, new_text))
 
+    @tool(title="About a file or symbol", annotations=_reads("About a file or symbol"),
+          description="Everything known about a file (path relative to the project) or a symbol "
+                      "(function, class, method name): current memories first, newest first, "
+                      "then retired and superseded ones, oldest first; each with its freshness "
+                      "(current, changed, moved, gone).")
+    async def about(
+            path_or_symbol: Annotated[str, Field(description="e.g. src/pay.py or Client.charge")],
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        return await use(spec_dir, project_dir, lambda m: m.about(path_or_symbol))
+
     @tool(title="Add a pattern", annotations=_writes("Add a pattern", True),
           description="Record a code pattern to follow in this codebase (one line; duplicates are ignored).")
     async def add_pattern(text: Annotated[str, Field(description="the pattern, one line")],

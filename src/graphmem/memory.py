@@ -27,11 +27,12 @@ from .search import SearchMixin
 from .sessions import SessionsMixin
 from .sync import GraphSyncMixin
 from .validity import ValidityMixin
+from .code.about import AboutMixin
 
 log = logging.getLogger("graphmem")
 
 
-class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
+class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, AboutMixin):
     """Memory for one spec folder of one project (async API).
 
     Search, sessions and graph sync live in mixins (``search.py``, ``sessions.py``, ``sync.py``);
@@ -75,8 +76,10 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
         """The derived backends (local index, graph), created on first use."""
         if self._backends is None:
             from .backends import Backends
+            from .code import register_root
 
             self._backends = Backends(self.settings)
+            register_root(self.project.key, self.project_dir)  # for the code graph's writes
         return self._backends
 
     _adopted = False
@@ -105,10 +108,11 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin):
         report.items = len(items)
         await self._adopt()
         if items:
-            await self.backends.write(self, items, report, entry)
             from .code import record_anchors
 
+            # anchors first: the graph write links the items to the code they name
             record_anchors(self.project_dir, self.spec_dir, items)
+            await self.backends.write(self, items, report, entry)
         elif entry is not None:
             entry.finish()
         return report

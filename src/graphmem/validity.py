@@ -197,6 +197,7 @@ class ValidityMixin:
             if old_id != new_id:
                 self._log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
                                 new_id, None)
+                await self._validity_to_graph([old_id])
 
     async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
         """Mark a memory as no longer true (it stays in the files; searches hide it)."""
@@ -206,7 +207,9 @@ class ValidityMixin:
                                   field="reason")
         await self._ep_settle()
         self._own_item(id)
-        return self._log_event(id, "retired", reason.strip(), None, at)
+        ev = self._log_event(id, "retired", reason.strip(), None, at)
+        await self._validity_to_graph([id])  # code/about.py: ABOUT edges take invalid_at
+        return ev
 
     async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
@@ -228,4 +231,5 @@ class ValidityMixin:
             raise ValidationError("is the same text as the memory it would supersede",
                                   field="new_text")
         ev = self._log_event(id, "superseded", reason or "superseded", new_id, at)
+        await self._validity_to_graph([id])
         return {**ev, "new_id": new_id, "path": report.path}

@@ -348,6 +348,9 @@ class GraphStore:
             await self._query(gid, schema.nodes_query(label), {"rows": group})
         await self._query(gid, schema.EPISODE, {"episode": rows["episode"], "mentions": rows["mentions"]})
         await self._query(gid, schema.EDGES, {"rows": rows["edges"]})
+        from .code_graph import write_code  # File/Symbol nodes and ABOUT edges (code_graph.py)
+
+        await write_code(self, gid, items[0].project, items)
 
     async def _extract(self, items: list[MemoryItem]) -> str | None:
         """Free text through Graphiti's own extraction; failures are reported, never raised."""

@@ -1,0 +1,88 @@
+"""``graphmem about``, ``graphmem anchors refresh`` and ``graphmem hooks install|uninstall``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .cli import _emit, command
+
+
+def _about_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path_or_symbol", help="a file path relative to the project (src/x.py), or a "
+                   "symbol name (refund, Client.charge)")
+    p.add_argument("--spec-dir", type=Path, default=None, help="only this spec folder's memories")
+    p.add_argument("--project-dir", type=Path, default=None,
+                   help="project root (default: two levels above the spec folder, else the "
+                        "current folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _project(args: argparse.Namespace) -> Path | None:
+    if args.project_dir is None and getattr(args, "spec_dir", None) is None:
+        return Path.cwd()
+    return args.project_dir
+
+
+def _cmd_about(args: argparse.Namespace) -> int:
+    from .code.about import format_about
+    from .memory import Memory
+
+    with Memory(args.spec_dir, _project(args)) as m:
+        ans = m.about(args.path_or_symbol)
+    return _emit(args, ans, format_about)
+
+
+command("about", "everything known about a file or symbol: current memories first, then history")(
+    _cmd_about)(_about_args)
+
+
+def _anchors_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["refresh"], help="refresh: anchor new items and record "
+                   "every anchored memory's freshness (what the git hooks run)")
+    p.add_argument("--project-dir", type=Path, default=None,
+                   help="project root (default: the current folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_anchors(args: argparse.Namespace) -> int:
+    from .memory import Memory
+
+    with Memory(None, _project(args)) as m:
+        out = m.refresh_anchors()
+    return _emit(args, out, lambda o: print(
+        f"Anchors refreshed at {o['head'] or 'a non-git tree'}: {o['anchored']} new, states "
+        + (", ".join(f"{k} {v}" for k, v in sorted(o["states"].items())) or "none")))
+
+
+command("anchors", "refresh the anchors of a project's memories (run by the git hooks)")(
+    _cmd_anchors)(_anchors_args)
+
+
+def _hooks_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["install", "uninstall"],
+                   help="install: post-commit, post-merge and post-checkout hooks that refresh "
+                        "anchors in the background (an existing hook is chained, run first); "
+                        "uninstall: remove them and restore chained hooks")
+    p.add_argument("--project-dir", type=Path, default=None,
+                   help="the git repository (default: the current folder)")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _cmd_hooks(args: argparse.Namespace) -> int:
+    from . import hooks
+
+    project = _project(args)
+    if args.action == "install":
+        out = hooks.install(project)
+        return _emit(args, out, lambda o: print(
+            f"Installed {', '.join(o['installed'])} in {o['hooks_dir']}"
+            + (f" (chained to your {', '.join(o['chained'])})" if o["chained"] else "")))
+    out = hooks.uninstall(project)
+    return _emit(args, out, lambda o: print(
+        f"Removed {', '.join(o['removed']) or 'no graphmem hooks'} from {o['hooks_dir']}"
+        + (f"; restored your {', '.join(o['restored'])}" if o["restored"] else "")))
+
+
+command("hooks", "install or remove git hooks that refresh anchors after commits and checkouts")(
+    _cmd_hooks)(_hooks_args)
