@@ -65,3 +65,19 @@ def need(path: Path, what: str, variable: str) -> None:
 
         print(f"skipped: {what} not found at {path}; set {variable} to run this benchmark")
         sys.exit(0)
+
+
+# Vocabulary of the synthetic memories the graph and team benches write.
+WORDS = {
+    "adj": "async nightly legacy shared remote cached signed nested partial stale encrypted "
+           "sharded pooled lazy batched streaming retried orphaned compressed versioned".split(),
+    "what": "cache queue parser scheduler router migration token session logger worker socket "
+            "config index uploader renderer validator billing invoice webhook crawler".split(),
+    "verb": "drops retries blocks leaks duplicates corrupts delays skips rejects reorders "
+            "truncates serialises locks expires throttles".split(),
+    "obj": "messages requests rows events files headers payloads timestamps users jobs batches "
+           "credentials images reports tickets".split(),
+    "cond": ["under load", "after a restart", "on windows", "with unicode names", "behind the proxy",
+             "during deploys", "when the disk is full", "at midnight utc", "with empty input",
+             "in dry runs", "over ipv6", "for admin users"],
+}

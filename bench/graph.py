@@ -23,21 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median, pct, table, write_json  # noqa: E402
-
-WORDS = {
-    "adj": "async nightly legacy shared remote cached signed nested partial stale encrypted "
-           "sharded pooled lazy batched streaming retried orphaned compressed versioned".split(),
-    "what": "cache queue parser scheduler router migration token session logger worker socket "
-            "config index uploader renderer validator billing invoice webhook crawler".split(),
-    "verb": "drops retries blocks leaks duplicates corrupts delays skips rejects reorders "
-            "truncates serialises locks expires throttles".split(),
-    "obj": "messages requests rows events files headers payloads timestamps users jobs batches "
-           "credentials images reports tickets".split(),
-    "cond": ["under load", "after a restart", "on windows", "with unicode names", "behind the proxy",
-             "during deploys", "when the disk is full", "at midnight utc", "with empty input",
-             "in dry runs", "over ipv6", "for admin users"],
-}
+from _common import WORDS, median, pct, table, write_json  # noqa: E402
 
 
 def make_items(project: str, n: int, rnd: random.Random):

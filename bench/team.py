@@ -33,22 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import pct, table, write_json  # noqa: E402
+from _common import WORDS, pct, table, write_json  # noqa: E402
 from compose_helpers import ComposeServer  # noqa: E402  (the compose file's server line)
-
-WORDS = {
-    "adj": "async nightly legacy shared remote cached signed nested partial stale encrypted "
-           "sharded pooled lazy batched streaming retried orphaned compressed versioned".split(),
-    "what": "cache queue parser scheduler router migration token session logger worker socket "
-            "config index uploader renderer validator billing invoice webhook crawler".split(),
-    "verb": "drops retries blocks leaks duplicates corrupts delays skips rejects reorders "
-            "truncates serialises locks expires throttles".split(),
-    "obj": "messages requests rows events files headers payloads timestamps users jobs batches "
-           "credentials images reports tickets".split(),
-    "cond": ["under load", "after a restart", "on windows", "with unicode names", "behind the proxy",
-             "during deploys", "when the disk is full", "at midnight utc", "with empty input",
-             "in dry runs", "over ipv6", "for admin users"],
-}
 
 
 def sentence(rnd: random.Random, i: int, who: str) -> str:

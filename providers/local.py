@@ -53,8 +53,6 @@ class BgeEmbedder(InProcessEmbedder):
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors computed in the calling thread."""
-        import numpy as np
-
         # One text per run: the int8 model quantises activations dynamically, with one scale per
         # tensor (DynamicQuantizeLinear), so in a batch the other texts and the padding change a
         # text's vector (cosine 0.993-0.999 to its lone vector). Alone, a text always gets the

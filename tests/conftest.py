@@ -35,6 +35,19 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _stop_servers_under(tmp_path)
 
 
+
+@pytest.fixture
+def graph_on(monkeypatch: pytest.MonkeyPatch, isolated_env: Path):
+    """The graph on, with the offline wordllama embedder; yields the test's home and stops its
+    embedded FalkorDB afterwards."""
+    from graphmem import Settings
+    from graphmem.graph import server
+
+    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    yield isolated_env
+    server.EmbeddedServer(Settings.load()).stop()
+
 def _stop_servers_under(root: Path) -> None:
     """Stop every embedded FalkorDB whose data folder lies under ``root`` (tests own their homes)."""
     pid_files = list(root.rglob("falkordb/server.json")) if root.exists() else []

@@ -100,14 +100,6 @@ def test_about_through_cli_and_mcp(tmp_path):
     assert [e["id"] for e in ans["history"]] == [ids[PIN7], ids[CHARGE]]
 
 
-@pytest.fixture
-def graph_on(monkeypatch, isolated_env):
-    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
-    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
-    yield
-    server.EmbeddedServer(Settings.load()).stop()
-
-
 def cypher(root: Path, query: str) -> list:
     ep = server.EmbeddedServer(Settings.load()).endpoint()
     client = server.sync_client(ep)

@@ -12,21 +12,10 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from graphmem import Memory, Settings
 from graphmem.files.outbox import Outbox
 from graphmem.graph import server
 from graphmem.graph.schema import group_id
-
-
-@pytest.fixture
-def graph_on(monkeypatch, isolated_env):
-    """Graph on, the local wordllama embedder; the test's server is stopped afterwards."""
-    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
-    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
-    yield
-    server.EmbeddedServer(Settings.load()).stop()
 
 
 def cypher(graph: str, query: str) -> list:

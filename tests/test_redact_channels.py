@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from test_mcp import _data, _session
 from test_redact import CORES, SECRETS
 
 from conftest import run_cli
+
 from graphmem import Memory
 from graphmem.errors import ValidationError
 from graphmem.mcp_server import build_server
@@ -185,17 +185,6 @@ def test_mcp_every_kind_in_every_field(spec_dir: Path, isolated_env: Path):
         _data(await c.call_tool("end_session", {"session_id": sid}))
     _session(build_server(spec_dir), steps)
     assert leaks(stores(spec_dir, isolated_env)) == []
-
-
-@pytest.fixture
-def graph_on(monkeypatch, isolated_env):
-    from graphmem import Settings
-    from graphmem.graph import server
-
-    monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
-    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
-    yield
-    server.EmbeddedServer(Settings.load()).stop()
 
 
 def test_graph_holds_no_secret(graph_on, spec_dir: Path, isolated_env: Path):

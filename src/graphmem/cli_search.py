@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import _console, _emit, command, deprecated_alias, escape, status
+from .cli import (_console, _emit, _memory, _spec_args, command, deprecated_alias, escape,
+                  status)
 
 KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
 # literal here so that building the parser does not import pydantic
@@ -205,16 +206,11 @@ command("context", "markdown of relevant memories for a task, ready for a prompt
 def _retire_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="the memory's id (from `graphmem search --json`)")
     p.add_argument("--reason", required=True, help="why it is no longer true")
-    p.add_argument("--spec-dir", type=Path, required=True, help="the spec folder that holds it")
-    p.add_argument("--project-dir", type=Path, default=None, help="project root (default: "
-                   "two levels above the spec folder)")
-    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    _spec_args(p)
 
 
 def _cmd_retire(args: argparse.Namespace) -> int:
-    from .memory import Memory
-
-    with Memory(args.spec_dir, args.project_dir) as m:
+    with _memory(args) as m:
         ev = m.retire(args.id, args.reason)
     return _emit(args, ev, lambda e: print(f"Retired {e['item']} ({e['reason']})."))
 
@@ -226,16 +222,11 @@ command("retire", "mark a memory as no longer true; searches leave it out")(
 def _supersede_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="the old gotcha's or pattern's id (from `graphmem search --json`)")
     p.add_argument("new_text", help="the memory that replaces it, one line")
-    p.add_argument("--spec-dir", type=Path, required=True, help="the spec folder that holds it")
-    p.add_argument("--project-dir", type=Path, default=None, help="project root (default: "
-                   "two levels above the spec folder)")
-    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    _spec_args(p)
 
 
 def _cmd_supersede(args: argparse.Namespace) -> int:
-    from .memory import Memory
-
-    with Memory(args.spec_dir, args.project_dir) as m:
+    with _memory(args) as m:
         ev = m.supersede(args.id, args.new_text)
     return _emit(args, ev, lambda e: print(f"Superseded {e['item']} by {e['new_id']}."))
 
