@@ -265,3 +265,23 @@ def test_a_fifo_in_place_of_a_memory_file_is_refused_without_hanging(spec_dir: P
         m.append_pattern("x")
     with pytest.raises(StorageError, match="patterns.md is not a regular file"):
         m.load_patterns()
+
+
+def test_linked_validity_and_anchor_logs_are_refused(spec_dir: Path, target: Path):
+    from graphmem.code.anchors import book
+    from graphmem.validity import validity_log
+
+    with Memory(spec_dir) as m:
+        m.append_gotcha("Refunds over 500 EUR need a second approver")
+        item = m.search("refund approver", kinds=["gotcha"], limit=1)[0].id
+    for name in ("validity.jsonl", "anchors.jsonl"):
+        (memory(spec_dir) / name).unlink(missing_ok=True)
+        (memory(spec_dir) / name).symlink_to(target / "notes.txt")
+    before = snapshot(target)
+    with pytest.raises(StorageError, match="symbolic link"):
+        validity_log(spec_dir)
+    with pytest.raises(StorageError, match="symbolic link"):
+        book(spec_dir)
+    with Memory(spec_dir) as m, pytest.raises(StorageError, match="symbolic link"):
+        m.retire(item, "the approval limit moved")
+    assert snapshot(target) == before

@@ -18,13 +18,14 @@ never hidden.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from .errors import NotFoundError, ValidationError
+from .files.atomic import append_line
+from .files.jsonl_tail import JsonlTail, tail
 from .models import Hit, parse_iso, utcnow
 
 FILE_NAME = "validity.jsonl"
@@ -39,47 +40,20 @@ def validity_file(spec_dir: str | Path) -> Path:
     return Path(spec_dir) / "memory" / FILE_NAME
 
 
-class ValidityLog:
+class ValidityLog(JsonlTail):
     """Item id -> its latest validity event, read incrementally from one ``validity.jsonl``."""
 
-    def __init__(self, path: Path):
-        self.path, self.offset, self.events, self.ino = path, 0, {}, None
+    def reset(self) -> None:
+        self.events: dict[str, dict] = {}
 
-    def refresh(self) -> "ValidityLog":
-        try:
-            st = self.path.stat()
-        except OSError:
-            self.offset, self.events = 0, {}
-            return self
-        if st.st_ino != self.ino or st.st_size < self.offset:
-            self.ino, self.offset, self.events = st.st_ino, 0, {}
-        if st.st_size > self.offset:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read(st.st_size - self.offset)
-            end = data.rfind(b"\n") + 1
-            for line in data[:end].splitlines():
-                try:
-                    ev = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(ev, dict) and isinstance(ev.get("item"), str):
-                    self.events[ev["item"]] = ev
-            self.offset += end
-        return self
-
-
-_logs: dict[str, ValidityLog] = {}
+    def take(self, rec: dict) -> None:
+        if isinstance(rec.get("item"), str):
+            self.events[rec["item"]] = rec
 
 
 def validity_log(spec_dir: str | Path) -> ValidityLog:
     """The (cached, refreshed) validity events of one spec folder."""
-    path = validity_file(spec_dir)
-    with _lock:
-        log = _logs.get(str(path))
-        if log is None:
-            log = _logs[str(path)] = ValidityLog(path)
-        return log.refresh()
+    return tail(ValidityLog, validity_file(spec_dir))
 
 
 def apply_validity(hits: list[Hit], include_history: bool,
@@ -177,12 +151,7 @@ class ValidityMixin:
               "invalid_at": when.isoformat(timespec="seconds"),
               "recorded_at": utcnow().isoformat(timespec="seconds")}
         path = validity_file(self.spec_dir)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
-                     0o600)
-        try:
-            os.write(fd, (json.dumps(ev, ensure_ascii=False) + "\n").encode("utf-8"))
-        finally:
-            os.close(fd)
+        append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
         return ev
 
     async def _flag_updates(self, kind: str, text: str, new_id: str) -> None:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+from ..files.atomic import append_line
+from ..files.jsonl_tail import JsonlTail, tail
+from ..files.safe import real_dir
 from ..models import MemoryItem
 from .tree import Snapshot, snapshot
 
@@ -38,7 +39,6 @@ MAX_ANCHORS = 40
 EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_lock = threading.Lock()
 
 
 def anchors_file(spec_dir: str | Path) -> Path:
@@ -148,65 +148,33 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
                                 **({"session": g["session"]} if g["session"] else {}),
                                 "anchors": g["anchors"]}, ensure_ascii=False) + "\n"
                     for g in groups.values())
-    _append(anchors_file(spec_dir), lines)
+    path = anchors_file(spec_dir)
+    real_dir(path.parent, create=True)
+    append_line(path, lines, sync=False)  # derived: reindex writes it again
     return len(groups)
 
 
-def _append(path: Path, text: str) -> None:
-    """One ``O_APPEND`` write, so concurrent writers never interleave inside a line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        data = text.encode("utf-8")
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
-
-
-class AnchorBook:
+class AnchorBook(JsonlTail):
     """Item id -> its latest anchor record, read incrementally from one ``anchors.jsonl``."""
 
-    def __init__(self, path: Path):
-        self.path, self.offset, self.records = path, 0, {}
+    def reset(self) -> None:
+        self.records: dict[str, dict] = {}
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
-        self.ino = None
 
     def session_record(self, session: str) -> dict | None:
         """A record for an unanchored turn or step: its session's other files, ``via`` session."""
         return self.sessions.get(session)
 
-    def refresh(self) -> "AnchorBook":
-        try:
-            st = self.path.stat()
-        except OSError:
-            self.offset, self.records = 0, {}
-            return self
-        if st.st_ino != self.ino or st.st_size < self.offset:  # replaced or cut: read again
-            self.ino, self.offset, self.records, self.sessions = st.st_ino, 0, {}, {}
-            self.by_path = {}
-        if st.st_size == self.offset:
-            return self
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read(st.st_size - self.offset)
-        end = data.rfind(b"\n") + 1  # a line still being written is read next time
-        for line in data[:end].splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("anchors"), list):
-                for item_id in rec.get("items") or []:
-                    self.records[item_id] = rec
-                for path in {a.get("path") for a in rec["anchors"] if isinstance(a, dict)}:
-                    self.by_path.setdefault(path, []).extend(rec.get("items") or [])
-                if isinstance(rec.get("session"), str):
-                    self._add_session(rec)
-        self.offset += end
-        return self
-
+    def take(self, rec: dict) -> None:
+        if not isinstance(rec.get("anchors"), list):
+            return
+        for item_id in rec.get("items") or []:
+            self.records[item_id] = rec
+        for path in {a.get("path") for a in rec["anchors"] if isinstance(a, dict)}:
+            self.by_path.setdefault(path, []).extend(rec.get("items") or [])
+        if isinstance(rec.get("session"), str):
+            self._add_session(rec)
 
     def _add_session(self, rec: dict) -> None:
         got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
@@ -218,17 +186,9 @@ class AnchorBook:
                 got["anchors"].append({"path": a.get("path"), "blob": a.get("blob"), "via": "session"})
 
 
-_books: dict[str, AnchorBook] = {}
-
-
 def book(spec_dir: str | Path) -> AnchorBook:
     """The (cached, refreshed) anchors of one spec folder."""
-    path = anchors_file(spec_dir)
-    with _lock:
-        b = _books.get(str(path))
-        if b is None:
-            b = _books[str(path)] = AnchorBook(path)
-        return b.refresh()
+    return tail(AnchorBook, anchors_file(spec_dir))
 
 
 def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:

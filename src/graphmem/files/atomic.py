@@ -58,8 +58,9 @@ def atomic_write_json(path: Path, data: Any, *, sort_keys: bool = False) -> None
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False))
 
 
-def append_line(path: Path, line: str) -> None:
-    """Append one complete line with a single ``write`` and fsync it.
+def append_line(path: Path, line: str, *, sync: bool = True) -> None:
+    """Append one complete line (or several, as one text) with a single ``write`` and fsync it
+    (``sync=False`` for derived files that ``reindex`` writes again).
 
     Used for append-only files (bullets, JSON Lines). The caller holds the folder lock. A line is
     written whole by one system call; after a power cut a torn last line is possible, and
@@ -69,7 +70,8 @@ def append_line(path: Path, line: str) -> None:
     fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # never appends through a link
     try:
         os.write(fd, data)
-        os.fdatasync(fd)
+        if sync:
+            os.fdatasync(fd)
     finally:
         os.close(fd)
 
