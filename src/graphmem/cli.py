@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -312,21 +311,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class _CliFormat(logging.Formatter):
-    """graphmem's warnings as the CLI's own lines (``graphmem: warning: ...``), made safe for a
-    terminal; a library that configured the root logger does not print them a second time."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        from .display import safe_display
-
-        return f"graphmem: {record.levelname.lower()}: {safe_display(record.getMessage())}"
-
-
 def _log_to_stderr() -> None:
+    """graphmem's warnings as the CLI's own lines (``graphmem: warning: ...``), made safe for a
+    terminal, and printed once: a library that configured the root logger does not repeat them."""
+    import logging  # here, not at the top: `--version` and `--help` stay light
+
+    class CliFormat(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            from .display import safe_display
+
+            return f"graphmem: {record.levelname.lower()}: {safe_display(record.getMessage())}"
+
     logger = logging.getLogger("graphmem")
     if not any(getattr(h, "_graphmem_cli", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(_CliFormat())
+        handler.setFormatter(CliFormat())
         handler._graphmem_cli = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
         logger.setLevel(logging.WARNING)
@@ -338,7 +337,6 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
-    _log_to_stderr()
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -347,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .errors import GraphmemError
 
+    _log_to_stderr()
     try:
         return int(args._fn(args) or 0)
     except GraphmemError as exc:
