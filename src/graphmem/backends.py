@@ -133,7 +133,7 @@ class Backends:
 
             items = stamp(items, self.settings, mem.project_dir)
         report.index = await self.write_index(items, entry, mem.project)
-        report.graph, note = await self.write_graph(mem, items)
+        report.graph, note = await self.write_graph(mem.files.memory_dir, mem.project_dir, items)
         if note:
             report.detail = note
 
@@ -241,7 +241,7 @@ class Backends:
         graph = await self.graph_store()
         return await graph.recorded_embedder(project_key) if graph is not None else None
 
-    async def write_graph(self, mem: "AsyncMemory",
+    async def write_graph(self, memory_dir: Path, project_dir: Path,
                           items: list[MemoryItem]) -> tuple[str, str | None]:
         """Write to the graph, or queue in the outbox -> ("written" | "queued" | "off", note).
 
@@ -255,8 +255,8 @@ class Backends:
         from .files.outbox import Outbox
         from .team import stamp
 
-        items = self.clean(stamp(items, self.settings, mem.project_dir))  # stamp: no-op after ``write``
-        outbox = Outbox(mem.files.memory_dir)
+        items = self.clean(stamp(items, self.settings, project_dir))  # stamp: no-op after ``write``
+        outbox = Outbox(memory_dir)
         try:
             graph = await self.graph_store()
             if graph is None:

@@ -65,7 +65,7 @@ class SessionsMixin:
     async def _ep_graph(self, sid: str, done: Appended) -> None:
         """Write freshly appended records to the graph (or its outbox) before the callers return."""
         items = self._ep.items(sid, done.turns, done.steps)
-        _, note = await self.backends.write_graph(self, items)
+        _, note = await self.backends.write_graph(self.files.memory_dir, self.project_dir, items)
         if note:
             log.info("session %s: %s", sid, note)
 

@@ -202,14 +202,11 @@ class AboutMixin:
                 self._write_states(spec, snap, counts, moved)
         graph = "off"
         if moved and self.settings.graph.mode != "off":
-            from types import SimpleNamespace
-
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
                 part = [i for i in items if i.id in moved and i.spec == self.project.rel(spec)]
                 if part:
-                    owner = SimpleNamespace(files=SpecStore(spec, self.project),
-                                            project_dir=self.project_dir)
-                    graph, _ = await self.backends.write_graph(owner, part)
+                    graph, _ = await self.backends.write_graph(
+                        SpecStore(spec, self.project).memory_dir, self.project_dir, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
                 "states": counts, "moved": len(moved), "graph": graph}
 
@@ -244,7 +241,7 @@ class AboutMixin:
             return
         items = [i for i in self.files.items() if i.id in wanted]
         if items:
-            await self.backends.write_graph(self, items)
+            await self.backends.write_graph(self.files.memory_dir, self.project_dir, items)
 
 
 def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
