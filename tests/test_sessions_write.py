@@ -27,6 +27,7 @@ import json, os, signal, sys
 from pathlib import Path
 from graphmem import Memory
 from graphmem.index import db
+from graphmem.index.episode_writer import writer
 
 spec, home = Path(sys.argv[1]), Path(sys.argv[2])
 m = Memory(spec)
@@ -38,7 +39,7 @@ blocker.execute("BEGIN IMMEDIATE")
 ids = [m.record_turn(sid, "user" if i % 2 == 0 else "assistant",
                      f"turn {i}: the zebrafish aquarium heater is flaky") for i in range(5)]
 m.record_step(sid, "pytest", "failed", {"failed": 3})
-queued = m.aio._ep.writer.pending
+queued = writer().pending
 print(json.dumps({"sid": sid, "ids": ids, "queued": queued}), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """

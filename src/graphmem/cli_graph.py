@@ -74,7 +74,7 @@ def _outbox_specs(project_dir: Path | None) -> list[tuple[Path, Path]]:
     from .files.outbox import OUTBOX_NAME
     from .index.db import db_path
     from .index.store import LocalIndex
-    from .search import spec_folders
+    from .files.walk import spec_folders
     from .settings import Settings
 
     if project_dir is not None:

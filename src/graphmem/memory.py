@@ -2,45 +2,59 @@
 
 Write path: validate -> redact -> file store (truth, atomic, locked) -> local index -> graph
 (or the outbox when the graph fails). Read path: files for lists, the index or graph for search.
-``AsyncMemory`` is the core; ``Memory`` is its synchronous wrapper.
+``AsyncMemory`` is the core; ``Memory`` (``sync_memory.py``) is its synchronous twin.
+
+``AsyncMemory`` owns one ``Scope`` (project, spec folder) and small collaborators in
+``graphmem/facade/``, each given what it uses and nothing else; every public method is one call
+into one of them:
+
+    SpecNotes (notes.py)           insights, codebase map, gotchas and patterns, supersede
+    Sessions (sessions.py)         sessions, turns, steps, summaries, consolidation
+    Recall (recall.py)             search and context
+    Validity (validity.py)         retire (the validity log)
+    About (about.py)               about a file or symbol, anchors refresh
+    DerivedSync (derived_sync.py)  the write's derived steps, reindex, outbox sync, drift
+    EpisodeLog (session_log.py)    queued session rows, settled before every read
+    WriteRules (write_rules.py)    size limit and redaction
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import inspect
-import logging
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Sequence
 
-from . import _sync
+from .derived import DerivedRef, DerivedStores
 from .errors import ValidationError
-from .files import SpecStore
+from .facade.about import About
+from .facade.derived_sync import DerivedSync
+from .facade.notes import SpecNotes
+from .facade.recall import Recall
+from .facade.session_log import EpisodeLog
+from .facade.sessions import Sessions
+from .facade.validity import Validity
+from .facade.write_rules import WriteRules
 from .identity import resolve_project
-from .models import (_SURROGATE, CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights,
-                     SessionNumber, check_json, parse)
-from .redact import redact
+from .models import _SURROGATE, Hit, MemoryItem, SaveReport
+from .scope import Scope
 from .settings import Settings
-from .search import SearchMixin
-from .sessions import SessionsMixin
-from .sync import GraphSyncMixin
-from .validity import ValidityMixin
-from .code.about import AboutMixin
 
-log = logging.getLogger("graphmem")
+if TYPE_CHECKING:
+    from .files.spec_store import SpecStore
+    from .identity import Project
 
 
-class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, AboutMixin):
+class AsyncMemory:
     """Memory for one spec folder of one project (async API).
 
-    Search, sessions and graph sync live in mixins (``search.py``, ``sessions.py``, ``sync.py``);
-    this module holds construction and the spec file-store operations.
+    With only ``project_dir`` (``spec_dir=None``) it searches, builds contexts and reindexes
+    the whole project; operations on spec files raise ``ValidationError`` naming ``spec_dir``.
+    ``backends``: derived stores to share (one index view and one set of models for many
+    ``AsyncMemory`` objects, as the warm search server does); by default each opens its own.
     """
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
-                 settings: Settings | None = None):
+                 settings: Settings | None = None, backends: DerivedStores | None = None):
         for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise ValidationError(f"must be a folder path (str or Path), got "
@@ -48,225 +62,276 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
             if value is not None and _SURROGATE.search(os.fspath(value)):
                 raise ValidationError("must be a folder path that is valid UTF-8 (it is stored "
                                       "in the index)", field=name)
-        self._backends = None
-        if spec_dir is None and project_dir is not None and "\x00" not in str(project_dir):
-            # Project-wide reads (search, context, reindex) need no spec; spec writes refuse.
-            self.settings = settings or Settings.load()
-            self.files = _NoSpec()
-            self.spec_dir = None
-            self.project = resolve_project(None, project_dir, project_id=self.settings.project_id,
-                                           known_roots=_known_roots(self.settings))
-            self.project_dir = self.project.root
-            self.spec_key = None
-            return
-        if spec_dir is None or str(spec_dir) == "" or "\x00" in str(spec_dir):
-            raise ValidationError("must be a folder path", field="spec_dir")
-        if project_dir is not None and (str(project_dir) == "" or "\x00" in str(project_dir)):
-            raise ValidationError("must be a folder path", field="project_dir")
+        project_only = spec_dir is None and project_dir is not None and "\x00" not in str(project_dir)
+        if not project_only:
+            if spec_dir is None or str(spec_dir) == "" or "\x00" in str(spec_dir):
+                raise ValidationError("must be a folder path", field="spec_dir")
+            if project_dir is not None and (str(project_dir) == "" or "\x00" in str(project_dir)):
+                raise ValidationError("must be a folder path", field="project_dir")
         self.settings = settings or Settings.load()
-        self.project = resolve_project(spec_dir, project_dir, project_id=self.settings.project_id)
-        self.files = SpecStore(Path(spec_dir), self.project)
-        self.spec_dir = self.files.spec_dir
-        self.project_dir = self.project.root
-        self.spec_key = self.project.rel(self.spec_dir)  # how items name this spec
+        if project_only:
+            project = resolve_project(None, project_dir, project_id=self.settings.project_id,
+                                      known_roots=_known_roots(self.settings))
+            self.scope = Scope(project)
+        else:
+            project = resolve_project(spec_dir, project_dir, project_id=self.settings.project_id)
+            self.scope = Scope(project, Path(spec_dir).resolve())
+        self._derived = DerivedRef(self.settings, backends, on_open=self._register_root)
+        rules = WriteRules(self.settings)
+        args = (self.settings, self.scope, self._derived)
+        self._episodes = EpisodeLog(*args, rules.clean)
+        self._sync = DerivedSync(*args, self._episodes.settle)
+        self._validity = Validity(*args, rules, self._episodes)
+        self._notes = SpecNotes(*args, rules, self._episodes, self._sync, self._validity)
+        self._sessions = Sessions(*args, rules, self._episodes, self._sync)
+        self._recall = Recall(*args, rules, self._episodes, self._sync)
+        self._about = About(*args, self._episodes, self._recall.hits_by_id)
 
-    # ---- derived backends -----------------------------------------------------------------
+    def _register_root(self) -> None:
+        from .code import register_root
+
+        register_root(self.scope.project.key, self.scope.root)  # for the code graph's writes
+
+    # ---- where it reads and writes -------------------------------------------------------
     @property
-    def backends(self):
-        """The derived backends (local index, graph), created on first use."""
-        if self._backends is None:
-            from .backends import Backends
-            from .code import register_root
+    def project(self) -> "Project":
+        """The project: its key (the same on every machine) and its root here."""
+        return self.scope.project
 
-            self._backends = Backends(self.settings)
-            register_root(self.project.key, self.project_dir)  # for the code graph's writes
-        return self._backends
+    @property
+    def project_dir(self) -> Path:
+        """The project's root folder on this machine."""
+        return self.scope.root
 
-    _adopted = False
+    @property
+    def spec_dir(self) -> Path | None:
+        """The spec folder (resolved), or None for a project-only ``Memory``."""
+        return self.scope.spec_dir
 
-    async def _adopt(self, rebuild: bool = True) -> None:
-        """Once per object: migrate this project's index rows and graph from an older release
-        (keyed by absolute paths) by rebuilding it from its files (``Backends.drop_legacy``)."""
-        if self._adopted:
-            return
-        self._adopted = True
-        from .index.db import db_path
+    @property
+    def spec_key(self) -> str | None:
+        """How items name this spec: its folder relative to the project root."""
+        return self.scope.spec_key
 
-        if self._backends is None and not db_path(self.settings.home).is_file():
-            return  # a new home: nothing older to migrate
-        if await self.backends.drop_legacy(self) and rebuild:
-            await self.reindex()
+    @property
+    def files(self) -> "SpecStore":
+        """The spec's file store, the truth (a project-only ``Memory`` raises ValidationError)."""
+        return self.scope.files
 
-    async def _graph_guard(self) -> None:
-        """Before a file is written: a graph of another embedder refuses the write, so nothing
-        is written that the graph could never take (``Backends.check_graph_embedder``)."""
-        if self.settings.graph.mode != "off":
-            await self.backends.check_graph_embedder(self.project.key)
+    @property
+    def backends(self) -> DerivedStores:
+        """The derived stores (local index, graph): the shared ones, or opened on first use."""
+        return self._derived.get()
 
-    async def _propagate(self, items: list[MemoryItem], report: SaveReport,
-                         entry: Any = None) -> SaveReport:
-        report.items = len(items)
-        await self._adopt()
-        if items:
-            from .code import record_anchors
+    @property
+    def search_notes(self) -> list[str]:
+        """What the caller of the last search should know (e.g. the graph did not answer)."""
+        return self._recall.notes
 
-            # anchors first: the graph write links the items to the code they name
-            record_anchors(self.project_dir, self.spec_dir, items)
-            await self.backends.write(self, items, report, entry)
-        elif entry is not None:
-            entry.finish()
-        return report
-
-    @contextlib.contextmanager
-    def _index_journal(self) -> Iterator[Any]:
-        """A durable index-journal entry around one spec write: made before the files change,
-        dropped once the index has the write; left for replay when it does not (see
-        ``index/journal.py``)."""
-        entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
-        try:
-            yield entry
-        except Exception:
-            if entry is not None:  # the file store refused the write: nothing to replay
-                entry.finish()
-            raise
-        finally:
-            if entry is not None:
-                entry.release()
-
-    def _clean(self, value: Any) -> Any:
-        return redact(value) if self.settings.redact else value
-
-    def _check_size(self, value: Any, field: str) -> None:
-        size = len(str(value).encode("utf-8", "surrogatepass"))
-        if size > self.settings.max_item_bytes:
-            raise ValidationError(f"is {size} bytes, over the limit of {self.settings.max_item_bytes} "
-                                  "(GRAPHMEM_MAX_ITEM_BYTES)", field=field)
-
-    # ---- session insights -----------------------------------------------------------------
+    # ---- session insights, codebase map, gotchas and patterns ----------------------------
     async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``."""
-        parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
-        if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
-            check_json(insights, "insights")
-        model = parse(SessionInsights, insights, "insights")
-        self._check_size(insights, "insights")
-        await self._graph_guard()
-        data = self._clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
-        with self._index_journal() as entry:
-            old = self.files.read_session_insights(session_num)
-            path, saved = self.files.save_session_insights(session_num, data)
-            items = self.files.insight_items(only_session=session_num)  # counted over all sessions
-            old_items = self.files.session_items(old, path) if old is not None else []
-            shared = {i.id for i in old_items} - {i.id for i in items}
-            if shared:  # what the old version shared with other sessions: counted again without it
-                items += [i for i in self.files.insight_items() if i.id in shared]
-            report = await self._propagate(items, SaveReport(path=str(path)), entry)
-        if old is not None:  # saved again: what only the old version held is no longer memory
-            await self._forget_replaced(old_items, items)
-        return report
-
-    async def _forget_replaced(self, old: list[MemoryItem], new: list[MemoryItem]) -> None:
-        """Drop the items of a replaced file that neither the new version nor any other file of
-        the spec holds (a gotcha may also sit in gotchas.md, a file in the map)."""
-        from .errors import GraphmemError
-
-        gone = {i.id for i in old} - {i.id for i in new}
-        if gone:
-            gone -= {i.id for i in self.files.items()}
-        if not gone:
-            return
-        try:
-            await self.backends.forget_items(self, sorted(gone))
-        except GraphmemError as exc:  # the file is saved; a journal entry drops them later
-            log.warning("replaced insights may stay searchable until replayed: %s", exc)
-            entry = self.backends.begin_index_write(str(self.project_dir), str(self.spec_dir))
-            if entry is not None:
-                entry.release()
+        return await self._notes.save_session_insights(session_num, insights)
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
-        return self.files.load_all_insights()
+        return await self._notes.load_all_insights()
 
-    # ---- codebase map -----------------------------------------------------------------------
     async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
         """Merge file purposes into ``codebase_map.json``."""
-        if isinstance(discoveries, dict):
-            check_json(discoveries, "discoveries")
-        files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
-        self._check_size(files, "discoveries")
-        await self._graph_guard()
-        files = self._clean(files)
-        with self._index_journal() as entry:
-            path = self.files.update_codebase_map(files)
-            return await self._propagate(self.files.map_items(files), SaveReport(path=str(path)),
-                                         entry)
+        return await self._notes.update_codebase_map(discoveries)
 
     async def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""
-        return self.files.load_codebase_map()
-
-    # ---- gotchas and patterns -------------------------------------------------------------
-    async def _append(self, kind: str, text: str, flag_updates: bool = True) -> SaveReport:
-        note = parse(Note, {"text": text}, kind, wrapped=True)
-        self._check_size(note.text, kind)
-        await self._graph_guard()
-        clean = self._clean(note.text)
-        with self._index_journal() as entry:
-            added = self.files.append_bullet(kind, clean)
-            report = SaveReport(path=str(self.files.bullet_file(kind)),
-                                files="written" if added else "unchanged")
-            items = self.files.bullet_items(kind, [clean]) if added else []
-            report = await self._propagate(items, report, entry)
-        if items and flag_updates:  # validity.py: an older note this one seems to update
-            await self._flag_updates(kind, clean, items[0].id)
-        return report
+        return await self._notes.load_codebase_map()
 
     async def append_gotcha(self, gotcha: str) -> SaveReport:
         """Add a pitfall to ``gotchas.md`` (deduplicated)."""
-        return await self._append("gotcha", gotcha)
+        return await self._notes.append("gotcha", gotcha)
 
     async def append_pattern(self, pattern: str) -> SaveReport:
         """Add a pattern to ``patterns.md`` (deduplicated)."""
-        return await self._append("pattern", pattern)
+        return await self._notes.append("pattern", pattern)
 
     async def load_gotchas(self) -> list[str]:
         """Every gotcha, in file order."""
-        return self.files.all_bullets("gotcha")
+        return await self._notes.load_bullets("gotcha")
 
     async def load_patterns(self) -> list[str]:
         """Every pattern, in file order."""
-        return self.files.all_bullets("pattern")
+        return await self._notes.load_bullets("pattern")
 
-    # ---- whole spec -------------------------------------------------------------------------
     async def summary(self) -> dict[str, Any]:
         """Counts and the last three sessions, in the reference's shape."""
-        sessions = self.files.sessions()  # read once for every count
-        recent = [self.files.insight_copy(s) for _, s in sessions[-3:]]
-        return {
-            "total_sessions": len(sessions),
-            "total_files_mapped": len(self.files.load_codebase_map(sessions)),
-            "total_patterns": len(self.files.all_bullets("pattern", sessions)),
-            "total_gotchas": len(self.files.all_bullets("gotcha", sessions)),
-            "recent_insights": recent,
-        }
+        return await self._notes.summary()
 
     async def clear(self) -> None:
         """Delete this spec's memory files and its derived index entries."""
-        await self._ep_settle()  # queued session rows land before the spec's rows are dropped
-        await self._adopt()
-        self.files.clear()
-        if self._backends is not None or self.settings.home.exists():
-            await self.backends.forget_spec(self)
+        await self._notes.clear()
 
     async def items(self) -> list[MemoryItem]:
         """Every searchable item held in this spec's files: insights, map, bullets and sessions."""
-        return [*self.files.items(), *self.episode_items()]
+        return await self._notes.items()
 
+    # ---- validity ------------------------------------------------------------------------
+    async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
+        """Mark a memory as no longer true (it stays in the files; searches hide it)."""
+        return await self._validity.retire(id, reason, at=at)
+
+    async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
+        """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
+        logged as superseded by it."""
+        return await self._notes.supersede(id, new_text, reason=reason, at=at)
+
+    # ---- search, context, code -----------------------------------------------------------
+    async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
+                     limit: int = 10, rerank: bool = False, include_history: bool = False
+                     ) -> list[Hit]:
+        """Memories ranked by relevance to ``query`` within this spec, project, or every project.
+
+        Retired and superseded memories are left out unless ``include_history`` (then they carry
+        ``metadata["validity"]``).
+        """
+        return await self._recall.search(query, scope, kinds, limit, rerank, include_history)
+
+    async def context(self, task: str, max_tokens: int = 1500,
+                      files: Sequence[str] | None = None) -> str:
+        """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``.
+
+        ``files``: paths (relative to the project) the agent is working on; memories anchored
+        to them come first, whatever their score.
+        """
+        return await self._recall.context(task, max_tokens, files)
+
+    async def about(self, path_or_symbol: str) -> dict:
+        """Everything known about a file or symbol of this project: current memories first
+        (newest first), then retired and superseded ones (oldest to newest), each with its
+        freshness. Answered from the project's graph when it is on and reachable, else from
+        the files (anchors and validity logs): both give the same answer."""
+        return await self._about.about(path_or_symbol)
+
+    async def refresh_anchors(self) -> dict:
+        """What the git hooks run: anchor the items that have no anchors yet, write each spec's
+        ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved
+        ones to the graph again (their files' ``RENAMED_TO`` edges). Reads never wait for it."""
+        return await self._about.refresh_anchors()
+
+    # ---- derived stores --------------------------------------------------------------------
+    async def reindex(self) -> dict[str, Any]:
+        """Rebuild this project's part of the local index from its files."""
+        return await self._sync.reindex()
+
+    async def sync(self) -> dict[str, Any]:
+        """Replay this spec's graph outbox now (reconnecting at once, without the usual pause).
+
+        Returns ``{"replayed": items, "entries": n, "remaining": items, "graph": status}``; when
+        the graph is still unreachable the entries stay queued and ``graph`` says why. On a
+        shared server, ``pulled`` counts what was taken in from teammates (all of it, see
+        ``team.pull_all``).
+        """
+        return await self._sync.sync()
+
+    async def drift(self) -> dict[str, Any]:
+        """Items in this spec's files but not in the graph, and graph items no file holds (on a
+        shared server, only those written from this machine: the rest are teammates')."""
+        return await self._sync.drift()
+
+    # ---- sessions ----------------------------------------------------------------------------
+    async def start_session(self, workspace: str | None = None, model: str | None = None,
+                            mode: str | None = None, *, at: Any = None) -> str:
+        """Start an episodic session and return its id (workspace defaults to the project folder)."""
+        return await self._sessions.start_session(workspace, model, mode, at=at)
+
+    async def record_turn(self, session_id: str, role: str, content: str, model: str | None = None,
+                          tokens: int | None = None, metadata: dict | None = None,
+                          at: Any = None) -> str:
+        """Append a conversation turn; returns its id once it is on disk."""
+        return await self._sessions.record_turn(session_id, role, content, model, tokens,
+                                                metadata, at)
+
+    async def record_turns(self, session_id: str, turns: list[dict]) -> list[str]:
+        """Append many turns in one write and one fsync (e.g. importing an old trace with ``at``).
+
+        Each turn is a mapping with ``role`` and ``content`` and optionally ``model``, ``tokens``,
+        ``metadata`` and ``at``. Every turn is checked before anything is written; returns the ids.
+        """
+        return await self._sessions.record_turns(session_id, turns)
+
+    async def record_step(self, session_id: str, name: str, status: str, payload: Any = None,
+                          at: Any = None) -> str:
+        """Append an execution step (a tool call, a command, a check); returns its id."""
+        return await self._sessions.record_step(session_id, name, status, payload, at)
+
+    async def end_session(self, session_id: str, *, at: Any = None) -> dict:
+        """Mark the session ended and store its token total (sum of its turns' tokens)."""
+        return await self._sessions.end_session(session_id, at=at)
+
+    async def get_session(self, session_id: str) -> dict:
+        """One session: ids, workspace, times, status, token total, summary, first prompt, counts."""
+        return await self._sessions.get_session(session_id)
+
+    async def set_session_summary(self, session_id: str, summary: str) -> SaveReport:
+        """Store a summary of the session (searchable; consolidation reads it)."""
+        return await self._sessions.set_session_summary(session_id, summary)
+
+    async def get_session_summary(self, session_id: str) -> str | None:
+        """The session's stored summary, or None."""
+        return await self._sessions.get_session_summary(session_id)
+
+    async def get_session_history(self, session_id: str) -> list[dict]:
+        """Every turn of the session in recorded order, read from its file."""
+        return await self._sessions.get_session_history(session_id)
+
+    async def get_session_steps(self, session_id: str) -> list[dict]:
+        """Every execution step of the session in recorded order."""
+        return await self._sessions.get_session_steps(session_id)
+
+    async def get_recent_turns(self, limit: int = 20, session_id: str | None = None) -> list[dict]:
+        """The latest ``limit`` turns (of one session, or of this spec's sessions), oldest first."""
+        return await self._sessions.get_recent_turns(limit, session_id)
+
+    async def list_recent_sessions(self, workspace: str | None = None, limit: int = 20) -> list[dict]:
+        """The latest sessions of a workspace (default: this project), each with its first prompt."""
+        return await self._sessions.list_recent_sessions(workspace, limit)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete a session's files, its index rows and its searchable items."""
+        await self._sessions.delete_session(session_id)
+
+    async def rebuild_episode_index(self) -> int:
+        """Re-read every session file of this spec into the episodes index; returns the count."""
+        return await self._sessions.rebuild_episode_index()
+
+    def episode_items(self) -> Iterator[MemoryItem]:
+        """Every searchable item of this spec's sessions (for ``reindex``)."""
+        return self._sessions.episode_items()
+
+    async def consolidate(self, sessions: int = 50, concurrency: int = 8, project: bool = False,
+                          progress: Callable[[int, int], None] | None = None) -> dict:
+        """Summarise what the recent sessions taught into ``memory_summary.md`` (see consolidate.py)."""
+        return await self._sessions.consolidate(sessions, concurrency, project, progress)
+
+    def make_turn_handler(self) -> Callable[[Any], Awaitable[str]]:
+        """An async handler for ``ConversationTurn`` events that records each turn.
+
+        The event is the turn's fields as a mapping, or an object whose ``data`` is one
+        (``session_id``, ``role``, ``content``, optional ``model``/``model_used``,
+        ``tokens``/``tokens_used``, ``metadata``, ``at``). The handler returns the turn id only once
+        the turn is durable, so a bus that acks after its handlers return never loses a turn; bad
+        events raise ``ValidationError`` for the bus to report.
+        """
+        return self._sessions.make_turn_handler()
+
+    async def subscribe(self, bus: Any, event: str = "ConversationTurn") -> Callable[[Any], Awaitable[str]]:
+        """Subscribe the turn handler to ``bus.subscribe(event, handler)``; returns the handler."""
+        return await self._sessions.subscribe(bus, event)
+
+    # ---- lifetime --------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Release connections held by derived backends (after queued session rows are written)."""
-        if self._backends is not None:
-            await self._ep_settle()
-            await self._backends.aclose()
+        if self._derived.opened:
+            await self._episodes.settle()
+            await self._derived.get().aclose()
 
     async def __aenter__(self) -> "AsyncMemory":
         return self
@@ -294,46 +359,6 @@ def _known_roots(settings: Settings) -> list[str]:
         return []
 
 
-class _NoSpec:
-    """Stands in for the spec store of a project-only ``Memory``: every use names ``spec_dir``."""
+from .sync_memory import Memory  # noqa: E402 - the twin needs AsyncMemory defined
 
-    def __getattr__(self, name: str) -> Any:
-        raise ValidationError("this operation needs a spec folder; this Memory was opened with "
-                              "only a project folder", field="spec_dir")
-
-
-class Memory:
-    """Synchronous ``Memory``: the same methods as ``AsyncMemory``, returning plain values."""
-
-    def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
-                 settings: Settings | None = None):
-        self._async = AsyncMemory(spec_dir, project_dir, settings=settings)
-
-    @property
-    def aio(self) -> AsyncMemory:
-        """The async core behind this object."""
-        return self._async
-
-    def __getattr__(self, name: str) -> Any:
-        fast = getattr(self._async, f"_sync_{name}", None)
-        if fast is not None:  # a sync twin that needs no event loop (e.g. record_turn)
-            return fast
-        attr = getattr(self._async, name)
-        if not inspect.iscoroutinefunction(attr):
-            return attr
-
-        @functools.wraps(attr)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return _sync.run(attr(*args, **kwargs))
-
-        return call
-
-    def close(self) -> None:
-        """Release connections held by derived backends."""
-        _sync.run(self._async.aclose())
-
-    def __enter__(self) -> "Memory":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+__all__ = ["AsyncMemory", "Memory"]

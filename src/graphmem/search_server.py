@@ -59,13 +59,13 @@ class _State:
 
     async def current(self):
         """The backends, reopened if the database file is not the one they opened."""
-        from .backends import Backends
+        from .derived import DerivedStores
 
         if self.backends is not None and self._stat() != self.identity:
             await self.backends.aclose()
             self.backends = None
         if self.backends is None:
-            self.backends = Backends(self.settings)
+            self.backends = DerivedStores(self.settings)
             self.backends.local.index  # noqa: B018 - opens (or creates) the database now
             self.identity = self._stat()
         return self.backends
@@ -117,8 +117,8 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
         project = _path(req.get("project_dir"), "project_dir")
         if spec is None and project is None:
             raise ValidationError("a spec or project folder is required", field="project_dir")
-        mem = AsyncMemory(spec, project, settings=state.settings)
-        mem._backends = await state.current()  # one index view and one set of models for all
+        # one index view and one set of models for all
+        mem = AsyncMemory(spec, project, settings=state.settings, backends=await state.current())
         if op == "context":
             return {"context": await mem.context(req.get("task"),
                                                  max_tokens=req.get("max_tokens", 1500),

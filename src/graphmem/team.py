@@ -21,12 +21,9 @@ import logging
 import socket
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .models import MemoryItem, parse_iso
-
-if TYPE_CHECKING:
-    from .memory import AsyncMemory
 
 log = logging.getLogger("graphmem.team")
 
@@ -113,9 +110,11 @@ def _item(row: list, project: str) -> MemoryItem:
                       session=session or None, metadata=metadata, source=source or "", **kw)
 
 
-async def pull(mem: "AsyncMemory", budget: int = BUDGET) -> dict[str, int] | None:
+async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
     """Take in the project graph's changes after this home's cursor -> counts (``more``: the
     budget of items to embed was reached, call again), or None when there is no shared server.
+    ``mem``: anything with ``settings``, ``backends`` and ``project`` (an ``AsyncMemory``, or
+    its ``DerivedSync``).
     """
     from .graph import schema, server
     from .index import team_cursor
@@ -180,7 +179,7 @@ def _next(rows: list[list], settled: int, at: int) -> tuple[int, str]:
     return settled, AFTER_ALL
 
 
-async def pull_all(mem: "AsyncMemory") -> dict[str, int] | None:
+async def pull_all(mem: Any) -> dict[str, int] | None:
     """Pull until the project graph has nothing more to give (``graphmem sync``)."""
     total = None
     while True:

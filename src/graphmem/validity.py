@@ -17,16 +17,13 @@ never hidden.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from .errors import NotFoundError, ValidationError
-from .files.atomic import append_line
 from .files.jsonl_tail import JsonlTail, tail
-from .models import Hit, parse_iso, utcnow
+from .models import Hit
 
 FILE_NAME = "validity.jsonl"
 POSSIBLY = "possibly superseded"
@@ -127,78 +124,3 @@ def older_versions(bullets_file: Path, bullets: list[str], new: str) -> list[str
         _skeletons[str(bullets_file)] = (len(bullets), index)
         older = [t for t in index.get(key, []) if possible_update(t, new)]
         return older[-1:]  # the latest: older ones were flagged when it came (one event a write)
-
-
-class ValidityMixin:
-    """``retire`` and ``supersede`` on ``AsyncMemory``."""
-
-    def _own_item(self, item_id: Any) -> Any:
-        if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
-            raise ValidationError("must be a memory id (24 hex characters, as search returns)",
-                                  field="id")
-        if self.spec_dir is None:
-            raise ValidationError("this operation needs a spec folder", field="spec_dir")
-        rows = self.backends.local.index.rows_by_id([item_id])
-        if not rows or rows[0]["spec"] != self.spec_key:
-            raise NotFoundError(f"no memory {item_id} in {self.spec_dir}")
-        return rows[0]
-
-    def _log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
-        when = utcnow() if at is None else parse_iso(at)
-        if when is None:
-            raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
-        ev = {"item": item_id, "state": state, "by": by, "reason": self._clean(reason),
-              "invalid_at": when.isoformat(timespec="seconds"),
-              "recorded_at": utcnow().isoformat(timespec="seconds")}
-        path = validity_file(self.spec_dir)
-        append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
-        return ev
-
-    async def _flag_updates(self, kind: str, text: str, new_id: str) -> None:
-        """After a new gotcha or pattern: flag the older ones of this spec it seems to update."""
-        from .models import stable_id
-
-        if skeleton(text) is None:
-            return
-        path = self.files.bullet_file(kind)
-        for old in older_versions(path, self.files.load_bullets(kind), text):
-            old_id = stable_id(self.project.key, self.spec_key, kind, old)
-            if old_id != new_id:
-                self._log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
-                                new_id, None)
-                await self._validity_to_graph([old_id])
-
-    async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
-        """Mark a memory as no longer true (it stays in the files; searches hide it)."""
-        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON \
-                or "\x00" in reason:
-            raise ValidationError(f"must be a non-empty text of at most {MAX_REASON} characters",
-                                  field="reason")
-        await self._ep_settle()
-        self._own_item(id)
-        ev = self._log_event(id, "retired", reason.strip(), None, at)
-        await self._validity_to_graph([id])  # code/about.py: ABOUT edges take invalid_at
-        return ev
-
-    async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
-        """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
-        logged as superseded by it."""
-        await self._ep_settle()
-        row = self._own_item(id)
-        if row["kind"] not in ("gotcha", "pattern"):
-            raise ValidationError(f"supersede takes a gotcha or a pattern, not a {row['kind']}; "
-                                  "retire it and write the new memory instead", field="id")
-        if not isinstance(reason, str) or len(reason) > MAX_REASON:
-            raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
-                                  field="reason")
-        report = await self._append(row["kind"], new_text, flag_updates=False)
-        from .models import stable_id
-
-        clean = self._clean(" ".join(new_text.split()) if isinstance(new_text, str) else new_text)
-        new_id = stable_id(self.project.key, self.spec_key, row["kind"], clean)
-        if new_id == id:
-            raise ValidationError("is the same text as the memory it would supersede",
-                                  field="new_text")
-        ev = self._log_event(id, "superseded", reason or "superseded", new_id, at)
-        await self._validity_to_graph([id])
-        return {**ev, "new_id": new_id, "path": report.path}

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
 from .freshness import anchor_state, item_state
-from .tree import Snapshot, snapshot
+from .tree import Snapshot
 
 log = logging.getLogger("graphmem.code")
 HISTORY = ("retired", "superseded")
@@ -125,123 +125,6 @@ def _iso(value: Any) -> str | None:
     if value is None:
         return None
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-
-class AboutMixin:
-    """``about`` on ``AsyncMemory``."""
-
-    async def about(self, path_or_symbol: str) -> dict:
-        """Everything known about a file or symbol of this project: current memories first
-        (newest first), then retired and superseded ones (oldest to newest), each with its
-        freshness. Answered from the project's graph when it is on and reachable, else from
-        the files (anchors and validity logs): both give the same answer."""
-        target = check_target(path_or_symbol, self.project_dir)
-        await self._ep_settle()
-        snap = snapshot(self.project_dir, max_age=0)
-        mentions, source = None, "files"
-        if self.settings.graph.mode != "off":
-            mentions = await self._graph_mentions(target, snap)
-            source = "graph" if mentions is not None else "files"
-        if mentions is None:
-            mentions = local_mentions(self._about_specs(), target, snap)
-        if self.spec_dir is not None:
-            mentions = [m for m in mentions if m.id in self._spec_ids()]
-        rows = {h.id: h for h in self._hits_by_id([m.id for m in mentions])} if mentions else {}
-        return assemble(mentions, rows, snap, target, source)
-
-    def _about_specs(self) -> list[Path]:
-        from ..search import spec_folders
-
-        return [self.spec_dir] if self.spec_dir is not None else spec_folders(Path(self.project_dir))
-
-    def _spec_ids(self) -> set[str]:
-        from .anchors import book
-
-        return set(book(self.spec_dir).records)
-
-    async def _graph_mentions(self, target: str, snap: Snapshot) -> list[Mention] | None:
-        """Mentions from the graph; None when the graph is off or cannot answer."""
-        from ..errors import GraphmemError
-        from ..graph.code_graph import about_mentions
-
-        try:
-            graph = await self.backends.graph_store()
-            if graph is None or not graph.available:
-                return None
-            return await about_mentions(graph, self.project.key, target, snap)
-        except GraphmemError as exc:
-            log.info("about %s from the files: the graph cannot answer (%s)", target, exc)
-            return None
-
-    async def refresh_anchors(self) -> dict:
-        """What the git hooks run: anchor the items that have no anchors yet, write each spec's
-        ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved
-        ones to the graph again (their files' ``RENAMED_TO`` edges). Reads never wait for it."""
-        from ..files import SpecStore
-        from ..files.lock import folder_lock
-        from ..search import ITEM_SOURCES, spec_folders
-        from .anchors import backfill
-
-        project = Path(self.project_dir)
-        await self._ep_settle()
-        specs = spec_folders(project)
-        items = [i for spec in specs for i in SpecStore(spec, self.project).items()]
-        for source in ITEM_SOURCES:
-            items.extend(source(self.project))
-        written = backfill(project, items)
-        counts: dict[str, int] = {}
-        moved: set[str] = set()
-        snap = None
-        for spec in specs:
-            if not (Path(spec) / "memory").is_dir():
-                continue
-            with folder_lock(Path(spec) / "memory", name=".anchor_states.lock"):
-                # the snapshot is taken under the lock: of two hooks' refreshes racing, the one
-                # writing last saw the latest HEAD
-                snap = snapshot(project, max_age=0)
-                self._write_states(spec, snap, counts, moved)
-        graph = "off"
-        if moved and self.settings.graph.mode != "off":
-            for spec in specs:  # per spec: a failed write is queued in that spec's outbox
-                part = [i for i in items if i.id in moved and i.spec == self.project.rel(spec)]
-                if part:
-                    graph, _ = await self.backends.write_graph(
-                        SpecStore(spec, self.project).memory_dir, self.project_dir, part)
-        return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
-                "states": counts, "moved": len(moved), "graph": graph}
-
-    @staticmethod
-    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set) -> None:
-        import json
-
-        from ..files.atomic import atomic_write_text
-        from .anchors import book
-
-        states = {}
-        for item_id, rec in book(spec).records.items():
-            st = item_state(rec, snap)
-            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
-            counts[st["state"]] = counts.get(st["state"], 0) + 1
-            if st["moved"]:
-                moved.add(item_id)
-        atomic_write_text(Path(spec) / "memory" / "anchor_states.json", json.dumps(
-            {"head": snap.head, "states": states}, indent=1, sort_keys=True) + "\n")
-
-    async def _validity_to_graph(self, item_ids: list[str]) -> None:
-        """After a retire or supersede: the items go to the graph again (their ABOUT edges take
-        the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
-        if self.settings.graph.mode == "off" or self.spec_dir is None:
-            return
-        from .anchors import book
-
-        records = book(self.spec_dir).records  # validity lives on ABOUT edges: anchored only
-        wanted = {i for i in item_ids if any(not a.get("via") for a in
-                                             (records.get(i) or {}).get("anchors") or ())}
-        if not wanted:
-            return
-        items = [i for i in self.files.items() if i.id in wanted]
-        if items:
-            await self.backends.write_graph(self.files.memory_dir, self.project_dir, items)
 
 
 def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:

@@ -1,4 +1,4 @@
-"""The derived backends behind the file store: the local index and the knowledge graph.
+"""The derived stores behind the file store: the local index and the knowledge graph.
 
 Both are written after the files and can be rebuilt from them. A failure here never fails a
 save: the local index reports ``failed`` and the write stays in the index journal, replayed from
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .models import MemoryItem, SaveReport
 from .redact import redact_items
@@ -25,13 +25,14 @@ from .settings import Settings
 
 if TYPE_CHECKING:
     from .identity import Project
-    from .memory import AsyncMemory
+    from .scope import Scope
 
 log = logging.getLogger("graphmem.backends")
 
 
-class Backends:
-    """Owns the derived stores for one ``GRAPHMEM_HOME``."""
+class DerivedStores:
+    """Owns the derived stores for one ``GRAPHMEM_HOME``; each write or drop names the
+    ``Scope`` (project, spec folder) or the project it is for."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -98,18 +99,18 @@ class Backends:
         root = project.root
         return [r for r in rows if Path(r["path"]) == root or root in Path(r["path"]).parents]
 
-    async def drop_legacy(self, mem: "AsyncMemory") -> bool:
+    async def drop_legacy(self, project: "Project") -> bool:
         """Drop this project's rows (and graphs) written by an older release, keyed by path;
         True when there were any: the caller rebuilds the project from its files."""
-        old = await self.legacy_of(mem.project)
+        old = await self.legacy_of(project)
         if not old:
             return False
         for r in old:
             async def forget(index, key=r["path"]):
-                index.forget_project(key, keep=key == mem.project.key)
+                index.forget_project(key, keep=key == project.key)
 
             await self.local.healing(forget)
-            if r["path"] != mem.project.key and self.settings.graph.mode != "off":
+            if r["path"] != project.key and self.settings.graph.mode != "off":
                 from .errors import GraphmemError
 
                 try:
@@ -118,22 +119,23 @@ class Backends:
                         await graph.drop_project(r["path"])
                 except GraphmemError as exc:  # `graphmem doctor` lists graphs left behind
                     log.warning("could not drop the old graph of %s: %s", r["path"], exc)
-        log.info("migrating %d project(s) of an older release into %s", len(old), mem.project.key)
+        log.info("migrating %d project(s) of an older release into %s", len(old), project.key)
         return True
 
-    async def write(self, mem: "AsyncMemory", items: list[MemoryItem], report: SaveReport,
+    async def write(self, scope: "Scope", items: list[MemoryItem], report: SaveReport,
                     entry: Any = None) -> None:
-        """Send freshly written items to the index and the graph, recording the outcome."""
+        """Send items freshly written to the spec of ``scope`` to the index and the graph,
+        recording the outcome."""
         try:
-            self.register(mem.project)
+            self.register(scope.project)
         except Exception as exc:  # the registry is derived too: a failure never fails a save
             log.warning("project registry not updated: %s", exc)
         if self.settings.graph.mode != "off":  # who and where, for teammates sharing the graph
             from .team import stamp
 
-            items = stamp(items, self.settings, mem.project_dir)
-        report.index = await self.write_index(items, entry, mem.project)
-        report.graph, note = await self.write_graph(mem.files.memory_dir, mem.project_dir, items)
+            items = stamp(items, self.settings, scope.root)
+        report.index = await self.write_index(items, entry, scope.project)
+        report.graph, note = await self.write_graph(scope.memory_dir, scope.root, items)
         if note:
             report.detail = note
 
@@ -355,29 +357,28 @@ class Backends:
             box.remove(e["entry"] for e in box.entries())
         return "written"
 
-    async def forget_spec(self, mem: "AsyncMemory") -> None:
+    async def forget_spec(self, scope: "Scope") -> None:
         """Drop a cleared spec's items from the derived stores."""
         from .errors import StorageError
 
         try:
-            await self.local.forget_spec(mem.project.key, mem.spec_key)
+            await self.local.forget_spec(scope.project.key, scope.spec_key)
         except StorageError as exc:  # the files are gone already; a write never fails after them
             log.warning("the cleared spec's items stay in the local index until `graphmem doctor "
-                        "--fix --spec-dir %s`: %s", mem.spec_dir, exc)
+                        "--fix --spec-dir %s`: %s", scope.spec_dir, exc)
         if self.settings.graph.mode != "off":
             from .errors import GraphmemError
 
             try:
                 graph = await self.graph_store()
                 if graph is not None:
-                    await graph.delete_spec(mem.project.key, mem.spec_key)
+                    await graph.delete_spec(scope.project.key, scope.spec_key)
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
-    async def forget_items(self, mem: "AsyncMemory", ids: list[str]) -> None:
-        """Drop items whose files are gone (a deleted session, replaced insights) from the index
-        and the graph."""
-        project = mem.project.key
+    async def forget_items(self, project: str, ids: list[str]) -> None:
+        """Drop items of ``project`` (its key) whose files are gone (a deleted session, replaced
+        insights) from the index and the graph."""
 
         async def drop(index):
             return index.delete(project=project, ids=ids)
@@ -389,7 +390,7 @@ class Backends:
             try:
                 graph = await self.graph_store()
                 if graph is not None:
-                    await graph.delete_items(mem.project.key, ids)
+                    await graph.delete_items(project, ids)
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove deleted items from the graph: %s", exc)
 
@@ -400,3 +401,27 @@ class Backends:
         if self._graph is not None:
             await self._graph.aclose()
             self._graph, self._graph_opened = None, False
+
+
+class DerivedRef:
+    """A façade's derived stores: one given to share (the warm search server's), or its own
+    opened on first use (``on_open`` runs then)."""
+
+    def __init__(self, settings: Settings, shared: DerivedStores | None = None,
+                 on_open: Callable[[], None] | None = None):
+        self._settings = settings
+        self._stores = shared
+        self._on_open = on_open
+
+    @property
+    def opened(self) -> bool:
+        """Whether the stores exist yet (given, or used once)."""
+        return self._stores is not None
+
+    def get(self) -> DerivedStores:
+        """The stores, created on first use."""
+        if self._stores is None:
+            self._stores = DerivedStores(self._settings)
+            if self._on_open is not None:
+                self._on_open()
+        return self._stores

@@ -10,100 +10,49 @@ the graph write (or its outbox entry) still happens before ``record_turn`` retur
 
 Concurrent async calls on one session are group-committed: every turn or step submitted while a
 write is being prepared joins it, so they share one ``fdatasync``; each caller still returns only
-once its own record is durable (``sessions_state.py``). The sync ``Memory`` records without a trip
-through the event loop when the graph is off (``_sync_record_turn``).
+once its own record is durable (``session_log.py``). The sync ``Memory`` records without a trip
+through the event loop when the graph is off (``record_turn_now``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import uuid
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 
-from .errors import StorageError, ValidationError
-from .identity import Project
-from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
-                             step_item, summary_item, turn_item)
-from .models import _SURROGATE, MemoryItem, SaveReport, utcnow
-from .search import register_item_source
-from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
+from ..errors import StorageError, ValidationError
+from ..files.episodes import (STEPS, TURNS, EpisodeStore, check_session_id, iso, step_item,
+                             summary_item, turn_item)
+from ..models import _SURROGATE, MemoryItem, SaveReport, utcnow
+from ..sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                              to_time, validate)
-from .sessions_state import (MAX_TURNS_PER_CALL, _TURN_KEYS, _EpisodeState, _new_id,
-                             _refuse_ended)
+from .session_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
+
+if TYPE_CHECKING:
+    from ..derived import DerivedRef
+    from .derived_sync import DerivedSync
+    from ..scope import Scope
+    from ..settings import Settings
+    from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.sessions")
 
 
-class SessionsMixin:
-    """Session operations of ``AsyncMemory``."""
+class Sessions:
+    """Session operations of ``AsyncMemory`` over one ``Scope``."""
+
+    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
+                 rules: "WriteRules", log_: EpisodeLog, sync: "DerivedSync"):
+        self.settings = settings
+        self.scope = scope
+        self._derived = derived
+        self._rules = rules
+        self._log = log_
+        self._sync = sync
 
     # ---- plumbing -----------------------------------------------------------------------
-    @property
-    def _ep(self) -> _EpisodeState:
-        state = self.__dict__.get("_ep_state")
-        if state is None:
-            if self.spec_dir is None:
-                raise ValidationError("sessions live in a spec folder; this Memory was opened with "
-                                      "only a project folder", field="spec_dir")
-            state = self.__dict__["_ep_state"] = _EpisodeState(self)
-        return state
-
-    def _ep_commit(self, sid: str, turns: list[dict], steps: list[dict]) -> Appended:
-        """Append durably and queue the derived rows (the whole ack path of a record)."""
-        ep = self._ep
-        done = ep.store.append(sid, turns, steps, then=lambda done: ep.queue(sid, done),
-                               check=_refuse_ended)
-        from .code import record_anchors
-
-        record_anchors(self.project_dir, self.spec_dir, ep.items(sid, done.turns, done.steps))
-        return done
-
-    async def _ep_graph(self, sid: str, done: Appended) -> None:
-        """Write freshly appended records to the graph (or its outbox) before the callers return."""
-        items = self._ep.items(sid, done.turns, done.steps)
-        _, note = await self.backends.write_graph(self.files.memory_dir, self.project_dir, items)
-        if note:
-            log.info("session %s: %s", sid, note)
-
-    async def _ep_settle(self) -> None:
-        """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
-        from .index import episode_writer
-
-        if not self.__dict__.get("_ep_caught_up"):
-            self.__dict__["_ep_caught_up"] = True
-            self._ep_catch_up()
-        w = episode_writer.writer()
-        if w.pending:
-            await asyncio.to_thread(w.settle)
-
-    def _ep_catch_up(self) -> None:
-        """Reconcile this spec's sessions (or, project-wide, every spec the index knows)."""
-        if "_ep_state" in self.__dict__:
-            return
-        if self.spec_dir is not None:
-            if (Path(self.spec_dir) / "memory" / "episodes").is_dir():
-                self._ep
-            return
-        from .index.episodes import open_episode_index
-
-        try:
-            specs = open_episode_index(self.settings.home).specs(str(self.project_dir))
-        except StorageError as exc:
-            log.warning("sessions not caught up before searching: %s", exc)
-            return
-        for spec in specs:
-            if Path(spec).is_dir():
-                _EpisodeState(self, Path(spec))
-
-    def _size_ok(self, value: Any, field: str) -> None:
-        if value is not None:
-            self._check_size(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
-                             field)
-
     def _turn_record(self, session_id: Any, role: Any, content: Any, model: Any, tokens: Any,
                      metadata: Any, at: Any) -> tuple[str, dict]:
         """Validate and redact one turn -> (session id, record to append)."""
@@ -112,13 +61,14 @@ class SessionsMixin:
             json_value(metadata, "metadata")  # before pydantic or a size check walks it
         args = validate(TurnInput, {"role": role, "content": content, "model": model,
                                      "tokens": tokens, "metadata": metadata})
-        self._check_size(args.content, "content")
-        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": self._clean(args.role),
-               "content": self._clean(args.content), "model": self._clean(args.model),
+        self._rules.check_size(args.content, "content")
+        clean = self._rules.clean
+        rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": clean(args.role),
+               "content": clean(args.content), "model": clean(args.model),
                "tokens": args.tokens}
         if args.metadata:
-            self._size_ok(json_value(args.metadata, "metadata"), "metadata")
-            rec["metadata"] = self._clean(args.metadata)
+            self._rules.check_json_size(json_value(args.metadata, "metadata"), "metadata")
+            rec["metadata"] = clean(args.metadata)
         return sid, rec
 
     def _step_record(self, session_id: Any, name: Any, status: Any, payload: Any,
@@ -126,37 +76,39 @@ class SessionsMixin:
         """Validate and redact one step -> (session id, record to append)."""
         sid = check_session_id(session_id)
         args = validate(StepInput, {"name": name, "status": status})
-        self._size_ok(json_value(payload, "payload"), "payload")
+        self._rules.check_json_size(json_value(payload, "payload"), "payload")
+        clean = self._rules.clean
         rec = {"id": f"stp-{_new_id()}", "at": iso(to_time(at)),
-               "name": self._clean(args.name), "status": self._clean(args.status),
-               "payload": self._clean(payload)}
+               "name": clean(args.name), "status": clean(args.status),
+               "payload": clean(payload)}
         return sid, rec
 
     # ---- sync fast path (``Memory``) ------------------------------------------------------
-    def _sync_record_turn(self, session_id: str, role: str, content: str, model: str | None = None,
-                          tokens: int | None = None, metadata: dict | None = None,
-                          at: Any = None) -> str:
+    def record_turn_now(self, session_id: str, role: str, content: str, model: str | None = None,
+                        tokens: int | None = None, metadata: dict | None = None,
+                        at: Any = None) -> str:
         """``Memory.record_turn``: with the graph off nothing here needs the event loop."""
         sid, rec = self._turn_record(session_id, role, content, model, tokens, metadata, at)
-        return self._sync_commit(sid, "turn", rec)
+        return self._commit_now(sid, "turn", rec)
 
-    def _sync_record_step(self, session_id: str, name: str, status: str, payload: Any = None,
-                          at: Any = None) -> str:
-        """``Memory.record_step`` (see ``_sync_record_turn``)."""
+    def record_step_now(self, session_id: str, name: str, status: str, payload: Any = None,
+                        at: Any = None) -> str:
+        """``Memory.record_step`` (see ``record_turn_now``)."""
         sid, rec = self._step_record(session_id, name, status, payload, at)
-        return self._sync_commit(sid, "step", rec)
+        return self._commit_now(sid, "step", rec)
 
-    def _sync_commit(self, sid: str, kind: str, rec: dict) -> str:
+    def _commit_now(self, sid: str, kind: str, rec: dict) -> str:
         if self.settings.graph.mode != "off":
-            from . import _sync
+            from .. import _sync
 
-            return _sync.run(self._ep_submit(sid, kind, rec))
-        done = self._ep_commit(sid, [rec] if kind == "turn" else [], [rec] if kind == "step" else [])
+            return _sync.run(self._submit(sid, kind, rec))
+        done = self._log.state.commit(sid, [rec] if kind == "turn" else [],
+                                      [rec] if kind == "step" else [])
         return (done.turns or done.steps)[0]["id"]
 
-    async def _ep_submit(self, sid: str, kind: str, rec: dict) -> str:
+    async def _submit(self, sid: str, kind: str, rec: dict) -> str:
         """Group-commit one record (the batcher belongs to the running loop) -> its id."""
-        return (await self._ep.batcher.submit(sid, kind, rec))["id"]
+        return (await self._log.state.batcher.submit(sid, kind, rec))["id"]
 
     # ---- sessions -----------------------------------------------------------------------
     async def start_session(self, workspace: str | None = None, model: str | None = None,
@@ -165,12 +117,13 @@ class SessionsMixin:
         args = validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
         started = to_time(at)
         sid = f"ses-{uuid.uuid4().hex[:16]}"
-        meta = {"session_id": sid, "workspace": self._clean(args.workspace) or str(self.project_dir),
-                "project": str(self.project_dir), "spec": str(self.spec_dir),
-                "model": self._clean(args.model), "mode": self._clean(args.mode),
+        clean, root = self._rules.clean, self.scope.root
+        meta = {"session_id": sid, "workspace": clean(args.workspace) or str(root),
+                "project": str(root), "spec": str(self.scope.spec_dir),
+                "model": clean(args.model), "mode": clean(args.mode),
                 "started_at": iso(started), "ended_at": None, "status": "active",
                 "total_tokens": 0, "summary": None}
-        ep = self._ep
+        ep = self._log.state
         ep.store.create_session(meta)
         try:
             ep.index.put_session(ep.spec, meta, ep.store.sizes(sid))
@@ -183,7 +136,7 @@ class SessionsMixin:
                           at: Any = None) -> str:
         """Append a conversation turn; returns its id once it is on disk."""
         sid, rec = self._turn_record(session_id, role, content, model, tokens, metadata, at)
-        return await self._ep_submit(sid, "turn", rec)
+        return await self._submit(sid, "turn", rec)
 
     async def record_turns(self, session_id: str, turns: list[dict]) -> list[str]:
         """Append many turns in one write and one fsync (e.g. importing an old trace with ``at``).
@@ -211,22 +164,22 @@ class SessionsMixin:
             except ValidationError as exc:
                 raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
                                       field=f"turns[{n}].{exc.field}") from None
-        done = self._ep_commit(sid, recs, [])
+        done = self._log.state.commit(sid, recs, [])
         if self.settings.graph.mode != "off":
-            await self._ep_graph(sid, done)
+            await self._log.state.to_graph(sid, done)
         return [t["id"] for t in done.turns]
 
     async def record_step(self, session_id: str, name: str, status: str, payload: Any = None,
                           at: Any = None) -> str:
         """Append an execution step (a tool call, a command, a check); returns its id."""
         sid, rec = self._step_record(session_id, name, status, payload, at)
-        return await self._ep_submit(sid, "step", rec)
+        return await self._submit(sid, "step", rec)
 
     async def end_session(self, session_id: str, *, at: Any = None) -> dict:
         """Mark the session ended and store its token total (sum of its turns' tokens)."""
         sid = check_session_id(session_id)
         ended = to_time(at)
-        ep = self._ep
+        ep = self._log.state
 
         def close(meta: dict) -> dict:
             if meta.get("ended_at"):
@@ -244,8 +197,8 @@ class SessionsMixin:
     async def get_session(self, session_id: str) -> dict:
         """One session: ids, workspace, times, status, token total, summary, first prompt, counts."""
         sid = check_session_id(session_id)
-        await self._ep_settle()
-        ep = self._ep
+        await self._log.settle()
+        ep = self._log.state
         ep.store.require(sid)
         row = ep.index.session(ep.spec, sid)
         if row is None or ep.index.state(ep.spec, sid) != ep.store.sizes(sid):
@@ -262,31 +215,32 @@ class SessionsMixin:
             text_ok(summary)
         except ValueError as exc:
             raise ValidationError(str(exc), field="summary") from None
-        self._check_size(summary, "summary")
-        await self._graph_guard()
-        clean, ep = self._clean(summary.strip()), self._ep
+        self._rules.check_size(summary, "summary")
+        await self._sync.guard()
+        clean, ep = self._rules.clean(summary.strip()), self._log.state
 
         def put(meta: dict) -> dict:
             meta["summary"], meta["summary_updated_at"] = clean, iso(utcnow())
             return meta
 
-        with self._index_journal() as entry:
+        with self._sync.journal() as entry:
             meta = ep.store.update_session(sid, put)
             ep.resync(sid)
-            item = summary_item(self.project.key, self.project.rel(ep.store.spec_dir), meta,
-                                self.project.rel(ep.store.session_file(sid)))
-            return await self._propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
+            proj = self.scope.project
+            item = summary_item(proj.key, proj.rel(ep.store.spec_dir), meta,
+                                proj.rel(ep.store.session_file(sid)))
+            return await self._sync.propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
                                          entry)
 
     async def get_session_summary(self, session_id: str) -> str | None:
         """The session's stored summary, or None."""
-        return self._ep.store.require(check_session_id(session_id)).get("summary")
+        return self._log.state.store.require(check_session_id(session_id)).get("summary")
 
     async def get_session_history(self, session_id: str) -> list[dict]:
         """Every turn of the session in recorded order, read from its file."""
         sid = check_session_id(session_id)
-        await self._ep_settle()
-        ep = self._ep
+        await self._log.settle()
+        ep = self._log.state
         ep.store.require(sid)
         turns = ep.store.read_lines(sid, TURNS)
         if ep.index.state(ep.spec, sid) != ep.store.sizes(sid):
@@ -296,14 +250,15 @@ class SessionsMixin:
     async def get_session_steps(self, session_id: str) -> list[dict]:
         """Every execution step of the session in recorded order."""
         sid = check_session_id(session_id)
-        self._ep.store.require(sid)
-        return [dict(s, session_id=sid) for s in self._ep.store.read_lines(sid, STEPS)]
+        store = self._log.state.store
+        store.require(sid)
+        return [dict(s, session_id=sid) for s in store.read_lines(sid, STEPS)]
 
     async def get_recent_turns(self, limit: int = 20, session_id: str | None = None) -> list[dict]:
         """The latest ``limit`` turns (of one session, or of this spec's sessions), oldest first."""
         limit = check_limit(limit)
-        await self._ep_settle()
-        ep = self._ep
+        await self._log.settle()
+        ep = self._log.state
         if session_id is None:
             return ep.index.recent_turns(ep.spec, limit)
         sid = check_session_id(session_id)
@@ -316,17 +271,17 @@ class SessionsMixin:
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
                                       or _SURROGATE.search(workspace)):
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
-        from .index.episodes import open_episode_index
+        from ..index.episodes import open_episode_index
 
-        await self._ep_settle()  # this spec's (or project's) files caught up, queued rows applied
+        await self._log.settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
-            workspace=self._clean(workspace) or str(self.project_dir), spec=None, limit=limit)
+            workspace=self._rules.clean(workspace) or str(self.scope.root), spec=None, limit=limit)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session's files, its index rows and its searchable items."""
         sid = check_session_id(session_id)
-        await self._ep_settle()  # no queued row may bring the session back after it is gone
-        ep = self._ep
+        await self._log.settle()  # no queued row may bring the session back after it is gone
+        ep = self._log.state
         ids = [i.id for i in self._session_items(sid)]
         ep.store.delete(sid)
         ep.index.delete_session(ep.spec, sid)
@@ -336,13 +291,13 @@ class SessionsMixin:
     async def _forget_items(self, ids: list[str]) -> None:
         """Drop a deleted session's items from the local search index and the graph."""
         try:
-            await self.backends.forget_items(self, ids)
+            await self._derived.get().forget_items(self.scope.project.key, ids)
         except StorageError as exc:
             log.warning("deleted session's items may stay searchable until `graphmem reindex`: %s",
                         exc)
 
     def _session_items(self, sid: str) -> list[MemoryItem]:
-        ep, proj = self._ep, self.project
+        ep, proj = self._log.state, self.scope.project
         meta = ep.store.require(sid)
         key, spec, rel = proj.key, proj.rel(ep.store.spec_dir), proj.rel
         folder = ep.store.session_dir(sid)
@@ -356,31 +311,31 @@ class SessionsMixin:
 
     async def rebuild_episode_index(self) -> int:
         """Re-read every session file of this spec into the episodes index; returns the count."""
-        return self._ep.reconcile(force=True)
+        return self._log.state.reconcile(force=True)
 
-    def episode_items(self):
+    def episode_items(self) -> Iterator[MemoryItem]:
         """Every searchable item of this spec's sessions (for ``reindex``)."""
-        return EpisodeStore(self.spec_dir).items(self.project)
+        return EpisodeStore(self.scope.require_spec("sessions")).items(self.scope.project)
 
     # ---- consolidation ------------------------------------------------------------------
     async def consolidate(self, sessions: int = 50, concurrency: int = 8, project: bool = False,
                           progress: Callable[[int, int], None] | None = None) -> dict:
         """Summarise what the recent sessions taught into ``memory_summary.md`` (see consolidate.py)."""
-        from . import consolidate as cons
-        from .errors import GraphmemError
-        from .providers import get_embedder, get_llm
-        from .search import spec_folders
+        from .. import consolidate as cons
+        from ..errors import GraphmemError
+        from ..providers import get_embedder, get_llm
+        from ..files.walk import episode_specs, spec_folders
 
         sessions = check_limit(sessions, "sessions", 10_000)
         concurrency = check_limit(concurrency, "concurrency", 64)
         if not isinstance(project, bool):
             raise ValidationError("must be true or false", field="project")
-        whole = project or self.spec_dir is None
+        whole = project or self.scope.spec_dir is None
         if whole:
-            root = Path(self.project_dir)
+            root = Path(self.scope.root)
             specs = sorted(set(spec_folders(root)) | set(episode_specs(root)))
         else:
-            specs = [Path(self.spec_dir)]
+            specs = [Path(self.scope.spec_dir)]
         llm = get_llm(self.settings)
         note = None
         try:
@@ -388,7 +343,7 @@ class SessionsMixin:
         except GraphmemError as exc:
             embedder, note = None, f"near-duplicate pass skipped: {exc}"
         report = await cons.consolidate(
-            specs=specs, target=cons.summary_path(self.spec_dir, self.project_dir, whole),
+            specs=specs, target=cons.summary_path(self.scope.spec_dir, self.scope.root, whole),
             home=self.settings.home, sessions=sessions, concurrency=concurrency, label_spec=whole,
             scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress,
             redact=self.settings.redact)
@@ -427,28 +382,3 @@ class SessionsMixin:
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             await result
         return handler
-
-
-# ---- reindex source -------------------------------------------------------------------------
-_SKIP = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", "dist",
-         "build", ".pytest_cache"}
-
-
-def episode_specs(project_dir: Path) -> list[Path]:
-    """Spec folders under ``project_dir`` that hold episodic sessions (``memory/episodes``)."""
-    found = []
-    for root, dirs, _ in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith(".graphmem"))
-        if os.path.basename(root) == "memory" and "episodes" in dirs:
-            found.append(Path(root).parent)
-            dirs[:] = []
-    return found
-
-
-def project_episode_items(project: "Project") -> Iterator[MemoryItem]:
-    """Every turn, step and session summary of a project, for ``reindex``."""
-    for spec in episode_specs(project.root):
-        yield from EpisodeStore(spec).items(project)
-
-
-register_item_source(project_episode_items)

@@ -2,7 +2,8 @@
 
 ``_EpisodeState`` holds one spec's session files, the episodes index and the way to the
 background writer (``index/episode_writer.py``); ``_Batcher`` group-commits concurrent async
-records of one session (see ``sessions.py`` for the whole write path).
+records of one session; ``EpisodeLog`` is what one ``Memory`` holds: its spec's state, opened on
+first use, and ``settle`` before a read (see ``sessions.py`` for the whole write path).
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ import os
 import random
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import StorageError, ValidationError
-from .files.episodes import STEPS, TURNS, Appended, EpisodeStore, step_item, turn_item
-from .models import MemoryItem
+from ..errors import StorageError, ValidationError
+from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore, step_item, turn_item
+from ..models import MemoryItem
+
+if TYPE_CHECKING:
+    from ..derived import DerivedRef
+    from ..identity import Project
+    from ..scope import Scope
+    from ..settings import Settings
 
 log = logging.getLogger("graphmem.sessions")
 
@@ -26,8 +33,8 @@ log = logging.getLogger("graphmem.sessions")
 class _Batcher:
     """Per-session group commit inside one process (see the module docstring)."""
 
-    def __init__(self, mem: Any):  # a SessionsMixin
-        self.mem = mem
+    def __init__(self, state: "_EpisodeState"):
+        self.state = state
         self.pending: dict[str, list[tuple[str, dict, asyncio.Future]]] = {}
         self.busy: set[str] = set()
 
@@ -57,7 +64,7 @@ class _Batcher:
     async def _drain(self, sid: str, batch: list[tuple[str, dict, asyncio.Future]]) -> bool:
         """Write one batch; resolve its callers. Returns True when the leader was cancelled."""
         try:
-            done = self.mem._ep_commit(sid, [r for k, r, _ in batch if k == "turn"],
+            done = self.state.commit(sid, [r for k, r, _ in batch if k == "turn"],
                                        [r for k, r, _ in batch if k == "step"])
         except BaseException as exc:  # every caller of the batch learns why; none waits forever
             for _, _, f in batch:
@@ -69,9 +76,9 @@ class _Batcher:
         turns, steps = iter(done.turns), iter(done.steps)
         results = [next(turns) if k == "turn" else next(steps) for k, _, _ in batch]
         cancelled = False
-        if self.mem.settings.graph.mode != "off":
+        if self.state.settings.graph.mode != "off":
             try:
-                await self.mem._ep_graph(sid, done)
+                await self.state.to_graph(sid, done)
             except asyncio.CancelledError:
                 cancelled = True  # the records are durable; `graphmem reindex` rebuilds the graph
             except Exception as exc:  # derived stores never fail a durable write
@@ -85,14 +92,18 @@ class _Batcher:
 class _EpisodeState:
     """Per ``AsyncMemory`` and spec: the files, the index, the writer and one batcher per loop."""
 
-    def __init__(self, mem: Any, spec_dir: Path | None = None):
-        from .index.episodes import open_episode_index
+    def __init__(self, settings: "Settings", project: "Project", spec_dir: Path,
+                 derived: "DerivedRef", clean: Callable[[Any], Any]):
+        from ..index.episodes import open_episode_index
 
-        self.mem = mem
-        self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
-        self.index = open_episode_index(mem.settings.home, mem.settings.index.busy_timeout)
+        self.settings = settings
+        self._project = project
+        self._derived = derived
+        self._redact = clean
+        self.store = EpisodeStore(spec_dir, fsync=settings.episodes.fsync)
+        self.index = open_episode_index(settings.home, settings.index.busy_timeout)
         self.spec = str(self.store.spec_dir)
-        self.project = str(mem.project_dir)
+        self.project = str(project.root)
         self._batchers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher]" = \
             weakref.WeakKeyDictionary()
         self.reconcile()
@@ -100,7 +111,7 @@ class _EpisodeState:
     @property
     def writer(self):
         """This process's background writer (looked up each time: a forked child has its own)."""
-        from .index.episode_writer import writer
+        from ..index.episode_writer import writer
 
         return writer()
 
@@ -110,20 +121,38 @@ class _EpisodeState:
         loop = asyncio.get_running_loop()
         b = self._batchers.get(loop)
         if b is None:
-            b = self._batchers[loop] = _Batcher(self.mem)
+            b = self._batchers[loop] = _Batcher(self)
         return b
+
+    def commit(self, sid: str, turns: list[dict], steps: list[dict]) -> Appended:
+        """Append durably and queue the derived rows (the whole ack path of a record)."""
+        done = self.store.append(sid, turns, steps, then=lambda done: self.queue(sid, done),
+                                 check=_refuse_ended)
+        from ..code import record_anchors
+
+        record_anchors(self._project.root, self.store.spec_dir,
+                       self.items(sid, done.turns, done.steps))
+        return done
+
+    async def to_graph(self, sid: str, done: Appended) -> None:
+        """Write freshly appended records to the graph (or its outbox) before the callers return."""
+        items = self.items(sid, done.turns, done.steps)
+        _, note = await self._derived.get().write_graph(self.store.spec_dir / "memory",
+                                                        self._project.root, items)
+        if note:
+            log.info("session %s: %s", sid, note)
 
     def queue(self, sid: str, done: Appended) -> None:
         """Hand freshly appended records to the background writer (called under the lock)."""
-        from .index.episode_writer import Job
+        from ..index.episode_writer import Job
 
         self.writer.put(Job(self.spec, sid, done.turns, done.steps,
-                            (done.turns_size, done.steps_size), self.mem.backends.local,
+                            (done.turns_size, done.steps_size), self._derived.get().local,
                             lambda: self.items(sid, done.turns, done.steps), fallback=self.index))
 
     def items(self, sid: str, turns: list[dict], steps: list[dict]) -> list[MemoryItem]:
         """Turns and steps as searchable items."""
-        proj = self.mem.project  # items carry the project key and root-relative paths
+        proj = self._project  # items carry the project key and root-relative paths
         key, spec, folder = proj.key, proj.rel(self.store.spec_dir), self.store.session_dir(sid)
         turns_src, steps_src = proj.rel(folder / TURNS), proj.rel(folder / STEPS)
         return ([turn_item(key, spec, sid, t, turns_src) for t in turns]
@@ -132,7 +161,7 @@ class _EpisodeState:
     def _clean(self, records: Any) -> Any:
         """Records re-read from the files, redacted for the index: the files may predate
         redaction or come from elsewhere (records graphmem wrote are unchanged by this)."""
-        return self.mem._clean(records) if records is not None else None
+        return self._redact(records) if records is not None else None
 
     def reconcile(self, force: bool = False) -> int:
         """Bring the indexes in line with the files; returns how many sessions were re-read.
@@ -141,7 +170,7 @@ class _EpisodeState:
         process wrote, a copied folder) is re-read into the episodes rows and the search index in
         one transaction; ``force`` rebuilds every session's episodes rows.
         """
-        from .index.episode_writer import Job
+        from ..index.episode_writer import Job
 
         self.writer.settle()
         known = self.index.states(self.spec)
@@ -158,7 +187,7 @@ class _EpisodeState:
                     turns = self._clean(self.store.read_lines(sid, TURNS, locked=True))
                     steps = self._clean(self.store.read_lines(sid, STEPS, locked=True))
                     self.writer.put(Job(self.spec, sid, turns, steps, self.store.sizes(sid),
-                                        self.mem.backends.local,
+                                        self._derived.get().local,
                                         lambda s=sid, t=turns, p=steps: self.items(s, t, p),
                                         meta=meta, fallback=self.index))
             else:
@@ -183,6 +212,61 @@ class _EpisodeState:
                 self.index.replace_session(self.spec, meta, turns, steps, self.store.sizes(sid))
             except StorageError as exc:  # the files have it; the next reconcile re-reads them
                 log.warning("session %s: episodes index not updated: %s", sid, exc)
+
+
+class EpisodeLog:
+    """One ``Memory``'s sessions plumbing: its spec's ``_EpisodeState`` (opened on first use;
+    a project-only scope has none) and ``settle`` before every read of the indexes."""
+
+    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
+                 clean: Callable[[Any], Any]):
+        self.settings = settings
+        self.scope = scope
+        self._derived = derived
+        self._clean = clean
+        self._state: _EpisodeState | None = None
+        self._caught_up = False
+
+    def _open(self, spec_dir: Path) -> _EpisodeState:
+        return _EpisodeState(self.settings, self.scope.project, spec_dir, self._derived,
+                             self._clean)
+
+    @property
+    def state(self) -> _EpisodeState:
+        """This spec's session files, episodes index and writer."""
+        if self._state is None:
+            self._state = self._open(self.scope.require_spec("sessions"))
+        return self._state
+
+    async def settle(self) -> None:
+        """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
+        from ..index import episode_writer
+
+        if not self._caught_up:
+            self._caught_up = True
+            self._catch_up()
+        w = episode_writer.writer()
+        if w.pending:
+            await asyncio.to_thread(w.settle)
+
+    def _catch_up(self) -> None:
+        """Reconcile this spec's sessions (or, project-wide, every spec the index knows)."""
+        if self._state is not None:
+            return
+        if self.scope.spec_dir is not None:
+            if (self.scope.spec_dir / "memory" / "episodes").is_dir():
+                self.state  # noqa: B018 - opening the state reconciles it with the files
+            return
+        from ..index.episodes import open_episode_index
+
+        try:
+            specs = open_episode_index(self.settings.home).specs(str(self.scope.root))
+        except StorageError as exc:
+            log.warning("sessions not caught up before searching: %s", exc)
+            return
+        for spec in specs:
+            if Path(spec).is_dir():
+                self._open(Path(spec))
 
 
 MAX_TURNS_PER_CALL = 10_000

@@ -1,4 +1,4 @@
-"""Search and prompt context on the façade (``Memory.search``, ``Memory.context``, ``reindex``).
+"""Recall on the façade: ``Memory.search`` and ``Memory.context`` over the derived stores.
 
 Routing: the local index always answers (it is fast and offline). When the graph is on and
 ``Backends.search_graph`` answers within ``settings.graph.search_deadline``, the graph adds what
@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .errors import GraphError, ValidationError
-from .models import _SURROGATE, KINDS, Hit, MemoryItem
+from ..errors import GraphError, ValidationError
+from ..models import _SURROGATE, KINDS, Hit
+
+if TYPE_CHECKING:
+    from ..derived import DerivedRef, DerivedStores
+    from .derived_sync import DerivedSync
+    from ..scope import Scope
+    from .session_log import EpisodeLog
+    from ..settings import Settings
+    from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.search")
 
@@ -32,32 +39,6 @@ GRAPH_WEIGHT = 0.8
 RRF_K = 10
 CODE_POOL = 30  # local candidates that freshness and the query's code re-order (code/freshness.py)
 CODE_EXTRA = 10  # memories anchored to the files a query names, added beside them
-
-# Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
-ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
-
-_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
-              "dist", "build", ".pytest_cache"}
-_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
-
-
-def register_item_source(fn: Callable[[Any], Iterable[MemoryItem]]) -> None:
-    """Let another store (episodic sessions ...) feed ``reindex`` with its items."""
-    if fn not in ITEM_SOURCES:
-        ITEM_SOURCES.append(fn)
-
-
-def spec_folders(project_dir: Path) -> list[Path]:
-    """Every spec folder under ``project_dir``: the parent of a ``memory/`` in the reference layout."""
-    found = []
-    for root, dirs, _files in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".graphmem"))
-        if os.path.basename(root) == "memory" and any(
-                os.path.exists(os.path.join(root, name)) for name in _LAYOUT):
-            found.append(Path(root).parent)
-            dirs[:] = []
-    return found
-
 
 def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tuple[str, ...] | None]:
     """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
@@ -91,7 +72,7 @@ def check_files(files: Any) -> list[str]:
     if isinstance(files, str) or not isinstance(files, (list, tuple)) or len(files) > 50:
         raise ValidationError("must be a list of at most 50 paths relative to the project",
                               field="files")
-    from .models import check_relative_path
+    from ..models import check_relative_path
 
     out = []
     for n, f in enumerate(files):
@@ -106,8 +87,23 @@ def check_files(files: Any) -> list[str]:
     return out
 
 
-class SearchMixin:
-    """Search operations of ``AsyncMemory``."""
+class Recall:
+    """Search and context of ``AsyncMemory`` over one ``Scope``; ``notes`` says what the
+    caller of the last search should know (the graph did not answer)."""
+
+    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
+                 rules: "WriteRules", log_: "EpisodeLog", sync: "DerivedSync"):
+        self.settings = settings
+        self.scope = scope
+        self._derived = derived
+        self._rules = rules
+        self._log = log_
+        self._sync = sync
+        self.notes: list[str] = []
+
+    @property
+    def backends(self) -> "DerivedStores":
+        return self._derived.get()
 
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                      limit: int = 10, rerank: bool = False, include_history: bool = False
@@ -123,82 +119,85 @@ class SearchMixin:
                       rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
         """``search``'s hits and how many retired or superseded ones it left out."""
         query, kinds = check_query(query, scope, kinds, limit)
-        query = self._clean(query)  # a pasted secret goes to no embedder, graph or log
-        self.search_notes: list[str] = []  # what the caller should know (the graph did not answer)
+        query = self._rules.clean(query)  # a pasted secret goes to no embedder, graph or log
+        self.notes = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
         if not isinstance(include_history, bool):
             raise ValidationError("must be true or false", field="include_history")
-        if scope == "spec" and self.spec_dir is None:
+        if scope == "spec" and self.scope.spec_dir is None:
             raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
                                   field="scope")
-        projects = None if scope == "all" else [self.project.key]
-        spec = self.spec_key if scope == "spec" else None
-        await self._ep_settle()  # session turns queued for the index are in it before we search
-        await self._adopt()
+        project, root = self.scope.project, self.scope.root
+        projects = None if scope == "all" else [project.key]
+        spec = self.scope.spec_key if scope == "spec" else None
+        await self._log.settle()  # session turns queued for the index are in it before we search
+        await self._sync.adopt()
         # After a pull from a shared graph the local index holds what the graph has for this
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
-        from .code import named_files, with_freshness
+        from ..code import named_files, with_freshness
 
         # When the query names code of the project, a few more candidates than asked: hits
         # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
-        focus, snap = named_files(query, self.project_dir)
+        focus, snap = named_files(query, root)
         fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if focus else limit
-        from .team import own_key, team_key
+        from ..team import own_key, team_key
 
         # teammates' items taken in from a shared graph rank with the project's own
-        mine = None if projects is None else [*projects, team_key(self.project.key)]
+        mine = None if projects is None else [*projects, team_key(project.key)]
         local = own_key(await be.search_local(query, projects=mine, spec=spec, kinds=kinds,
-                                              catch_up=self.project if projects else None,
+                                              catch_up=project if projects else None,
                                               limit=fetch, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
-        from .code.freshness import anchored_to
+        from ..code.freshness import anchored_to
 
         hits = fuse(local, graph, fetch) if graph else local
-        hits = self.backends.localise(hits, self.project)
+        hits = be.localise(hits, project)
         specs = {self._spec_dir_of(h) for h in hits} - {None}
         if spec is not None:
-            specs = {Path(self.project_dir) / spec}
-        elif self.spec_dir is not None:
-            specs.add(Path(self.spec_dir))
+            specs = {Path(root) / spec}
+        elif self.scope.spec_dir is not None:
+            specs.add(Path(self.scope.spec_dir))
 
         def anchored(files: set[str], known: set[str]) -> list[Hit]:
-            found = self._hits_by_id(anchored_to(sorted(map(str, specs)), files, CODE_EXTRA), known)
+            found = self.hits_by_id(anchored_to(sorted(map(str, specs)), files, CODE_EXTRA), known)
             return [h for h in found if kinds is None or h.kind in kinds]
 
-        hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored,
+        hits = with_freshness(hits, root, query=query, fetch=anchored,
                               spec_dir_of=self._spec_dir_of, focus=focus, snap=snap)
-        from .validity import apply_validity
+        from ..validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
         return hits[:limit], hidden
 
     def _spec_dir_of(self, hit: Hit) -> Path | None:
         """The spec folder on this machine that holds a hit of this project (None otherwise)."""
-        if not hit.spec or hit.project != self.project.key:
+        if not hit.spec or hit.project != self.scope.project.key:
             return None
-        return Path(self.project_dir) / hit.spec
+        return Path(self.scope.root) / hit.spec
 
-    def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
+    def hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
-        from .index.query import _hit
+        from ..index.query import _hit
 
         ids = [i for i in ids if i not in known]
         rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
-        return self.backends.localise([_hit(rows[i], 0.0) for i in ids if i in rows], self.project)
+        return self.backends.localise([_hit(rows[i], 0.0) for i in ids if i in rows],
+                                      self.scope.project)
 
     async def _team_pull(self) -> bool:
         """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
         worked; never fails a search."""
         if self.settings.graph.mode == "off":
             return False
-        from . import team
-        from .errors import GraphmemError, IndexMismatchError
+        from .. import team
+        from ..errors import GraphmemError, IndexMismatchError
 
         try:
-            return await asyncio.wait_for(team.pull(self), self.settings.graph.timeout) is not None
+            return await asyncio.wait_for(team.pull(self._sync), self.settings.graph.timeout) \
+                is not None
         except IndexMismatchError:  # another embedder's graph: the user must act (as for search)
             raise
         except asyncio.TimeoutError:
@@ -224,12 +223,12 @@ class SearchMixin:
             note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
                     "the local index answered alone")
             log.warning(note)
-            self.search_notes.append(note)
+            self.notes.append(note)
             return None
         except GraphError as exc:
             note = f"graph search failed ({exc}); the local index answered alone"
             log.warning(note)
-            self.search_notes.append(note)
+            self.notes.append(note)
             return None
         if hits is None:
             return None
@@ -242,7 +241,7 @@ class SearchMixin:
         ``files``: paths (relative to the project) the agent is working on; memories anchored
         to them come first, whatever their score.
         """
-        from .context import build_context, check_budget
+        from ..context import build_context, check_budget
 
         check_budget(max_tokens)
         query, _ = check_query(task, "project", None, 1)
@@ -252,43 +251,21 @@ class SearchMixin:
         if pinned:
             ids = {h.id for h in pinned}
             hits = [*{h.id: h for h in pinned}.values(), *(h for h in hits if h.id not in ids)]
-        return build_context(query, hits, max_tokens, self.project_dir,
+        return build_context(query, hits, max_tokens, self.scope.root,
                              pinned={h.id for h in pinned}, retired=retired)
 
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
         """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
-        from .code import with_freshness
-        from .code.freshness import anchored_to
+        from ..code import with_freshness
+        from ..code.freshness import anchored_to
 
-        specs = [self.spec_dir] if self.spec_dir is not None else spec_folders(Path(self.project_dir))
-        hits = with_freshness(self._hits_by_id(anchored_to(specs, paths)), self.project_dir,
+        from ..files.walk import spec_folders
+
+        root = self.scope.root
+        specs = [self.scope.spec_dir] if self.scope.spec_dir is not None else spec_folders(root)
+        hits = with_freshness(self.hits_by_id(anchored_to(specs, paths)), root,
                               spec_dir_of=self._spec_dir_of)
         return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
-
-    async def reindex(self) -> dict[str, Any]:
-        """Rebuild this project's part of the local index from its files."""
-        project = self.project
-        await self._adopt(rebuild=False)  # rows of an older release go; this rebuild replaces them
-        await self._ep_settle()  # no queued session row may land after the rebuild
-        items: list[MemoryItem] = []
-        specs = spec_folders(project.root)
-        from .files import SpecStore
-
-        for spec in specs:
-            items.extend(SpecStore(spec, project).items())
-        for source in ITEM_SOURCES:
-            items.extend(source(project))
-        if self.settings.graph.mode != "off":
-            from .team import stamp
-
-            items = stamp(items, self.settings, project.root)  # this machine's files: its items
-        counts = await self.backends.reindex_local(project, items)
-        from .code.anchors import backfill
-
-        counts["anchors"] = backfill(project.root, items)
-        counts["specs"] = len(specs)
-        counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
-        return counts
 
 
 def fuse(local: list[Hit], graph: list[Hit], limit: int) -> list[Hit]:

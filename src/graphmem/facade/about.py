@@ -1,0 +1,128 @@
+"""``about`` and ``anchors refresh`` on the façade, over ``graphmem.code.about`` (the answer
+from the files or the graph) and ``graphmem.code.anchors`` (anchors and their states)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..code.about import Mention, assemble, check_target, local_mentions
+from ..code.freshness import item_state
+from ..code.tree import Snapshot, snapshot
+
+if TYPE_CHECKING:
+    from ..derived import DerivedRef
+    from ..scope import Scope
+    from .session_log import EpisodeLog
+    from ..settings import Settings
+
+log = logging.getLogger("graphmem.code")
+
+
+class About:
+    """``about`` and ``refresh_anchors`` of ``AsyncMemory`` over one ``Scope``; ``hits_by_id``
+    reads memories from the local index (``Recall.hits_by_id``)."""
+
+    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
+                 log_: "EpisodeLog", hits_by_id: Callable[[list[str]], list[Any]]):
+        self.settings = settings
+        self.scope = scope
+        self._derived = derived
+        self._log = log_
+        self._hits_by_id = hits_by_id
+
+    async def about(self, path_or_symbol: str) -> dict:
+        """Everything known about a file or symbol of this project: current memories first
+        (newest first), then retired and superseded ones (oldest to newest), each with its
+        freshness. Answered from the project's graph when it is on and reachable, else from
+        the files (anchors and validity logs): both give the same answer."""
+        target = check_target(path_or_symbol, self.scope.root)
+        await self._log.settle()
+        snap = snapshot(self.scope.root, max_age=0)
+        mentions, source = None, "files"
+        if self.settings.graph.mode != "off":
+            mentions = await self._graph_mentions(target, snap)
+            source = "graph" if mentions is not None else "files"
+        if mentions is None:
+            mentions = local_mentions(self._about_specs(), target, snap)
+        if self.scope.spec_dir is not None:
+            mentions = [m for m in mentions if m.id in self._spec_ids()]
+        rows = {h.id: h for h in self._hits_by_id([m.id for m in mentions])} if mentions else {}
+        return assemble(mentions, rows, snap, target, source)
+
+    def _about_specs(self) -> list[Path]:
+        from ..files.walk import spec_folders
+
+        spec = self.scope.spec_dir
+        return [spec] if spec is not None else spec_folders(Path(self.scope.root))
+
+    def _spec_ids(self) -> set[str]:
+        from ..code.anchors import book
+
+        return set(book(self.scope.spec_dir).records)
+
+    async def _graph_mentions(self, target: str, snap: Snapshot) -> list[Mention] | None:
+        """Mentions from the graph; None when the graph is off or cannot answer."""
+        from ..errors import GraphmemError
+        from ..graph.code_graph import about_mentions
+
+        try:
+            graph = await self._derived.get().graph_store()
+            if graph is None or not graph.available:
+                return None
+            return await about_mentions(graph, self.scope.project.key, target, snap)
+        except GraphmemError as exc:
+            log.info("about %s from the files: the graph cannot answer (%s)", target, exc)
+            return None
+
+    async def refresh_anchors(self) -> dict:
+        """What the git hooks run: anchor the items that have no anchors yet, write each spec's
+        ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved
+        ones to the graph again (their files' ``RENAMED_TO`` edges). Reads never wait for it."""
+        from ..files import SpecStore
+        from ..files.lock import folder_lock
+        from ..files.walk import project_items
+        from ..code.anchors import backfill
+
+        project = Path(self.scope.root)
+        await self._log.settle()
+        items, specs = project_items(self.scope.project)
+        written = backfill(project, items)
+        counts: dict[str, int] = {}
+        moved: set[str] = set()
+        snap = None
+        for spec in specs:
+            if not (Path(spec) / "memory").is_dir():
+                continue
+            with folder_lock(Path(spec) / "memory", name=".anchor_states.lock"):
+                # the snapshot is taken under the lock: of two hooks' refreshes racing, the one
+                # writing last saw the latest HEAD
+                snap = snapshot(project, max_age=0)
+                self._write_states(spec, snap, counts, moved)
+        graph = "off"
+        if moved and self.settings.graph.mode != "off":
+            for spec in specs:  # per spec: a failed write is queued in that spec's outbox
+                part = [i for i in items if i.id in moved and i.spec == self.scope.project.rel(spec)]
+                if part:
+                    graph, _ = await self._derived.get().write_graph(
+                        SpecStore(spec, self.scope.project).memory_dir, self.scope.root, part)
+        return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
+                "states": counts, "moved": len(moved), "graph": graph}
+
+    @staticmethod
+    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set) -> None:
+        import json
+
+        from ..files.atomic import atomic_write_text
+        from ..code.anchors import book
+
+        states = {}
+        for item_id, rec in book(spec).records.items():
+            st = item_state(rec, snap)
+            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
+            counts[st["state"]] = counts.get(st["state"], 0) + 1
+            if st["moved"]:
+                moved.add(item_id)
+        atomic_write_text(Path(spec) / "memory" / "anchor_states.json", json.dumps(
+            {"head": snap.head, "states": states}, indent=1, sort_keys=True) + "\n")

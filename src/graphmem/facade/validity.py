@@ -1,0 +1,99 @@
+"""Validity on the façade: ``retire``, and the events the notes' writes log (``supersede`` and
+the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.validity``."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFoundError, ValidationError
+from ..files.atomic import append_line
+from ..models import parse_iso, utcnow
+from ..validity import _ID, MAX_REASON, POSSIBLY, older_versions, skeleton, validity_file
+
+if TYPE_CHECKING:
+    from ..derived import DerivedRef
+    from ..scope import Scope
+    from .session_log import EpisodeLog
+    from ..settings import Settings
+    from .write_rules import WriteRules
+
+
+class Validity:
+    """``retire`` on ``AsyncMemory``, and the validity events its notes write (``SpecNotes``
+    supersedes through ``own_item``, ``log_event`` and ``to_graph``)."""
+
+    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
+                 rules: "WriteRules", log_: "EpisodeLog"):
+        self.settings = settings
+        self.scope = scope
+        self._derived = derived
+        self._rules = rules
+        self._log = log_
+
+    def own_item(self, item_id: Any) -> Any:
+        """The index row of a memory of this spec (``NotFoundError`` for any other id)."""
+        if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
+            raise ValidationError("must be a memory id (24 hex characters, as search returns)",
+                                  field="id")
+        spec_dir = self.scope.require_spec()
+        rows = self._derived.get().local.index.rows_by_id([item_id])
+        if not rows or rows[0]["spec"] != self.scope.spec_key:
+            raise NotFoundError(f"no memory {item_id} in {spec_dir}")
+        return rows[0]
+
+    def log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
+        """Append one validity event to this spec's ``validity.jsonl`` -> the event."""
+        when = utcnow() if at is None else parse_iso(at)
+        if when is None:
+            raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
+        ev = {"item": item_id, "state": state, "by": by, "reason": self._rules.clean(reason),
+              "invalid_at": when.isoformat(timespec="seconds"),
+              "recorded_at": utcnow().isoformat(timespec="seconds")}
+        path = validity_file(self.scope.require_spec())
+        append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
+        return ev
+
+    async def flag_updates(self, kind: str, text: str, new_id: str) -> None:
+        """After a new gotcha or pattern: flag the older ones of this spec it seems to update."""
+        from ..models import stable_id
+
+        if skeleton(text) is None:
+            return
+        files = self.scope.files
+        path = files.bullet_file(kind)
+        for old in older_versions(path, files.load_bullets(kind), text):
+            old_id = stable_id(self.scope.project.key, self.scope.spec_key, kind, old)
+            if old_id != new_id:
+                self.log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
+                               new_id, None)
+                await self.to_graph([old_id])
+
+    async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
+        """Mark a memory as no longer true (it stays in the files; searches hide it)."""
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON \
+                or "\x00" in reason:
+            raise ValidationError(f"must be a non-empty text of at most {MAX_REASON} characters",
+                                  field="reason")
+        await self._log.settle()
+        self.own_item(id)
+        ev = self.log_event(id, "retired", reason.strip(), None, at)
+        await self.to_graph([id])  # ABOUT edges take invalid_at
+        return ev
+
+    async def to_graph(self, item_ids: list[str]) -> None:
+        """After a retire or supersede: the items go to the graph again (their ABOUT edges take
+        the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
+        if self.settings.graph.mode == "off" or self.scope.spec_dir is None:
+            return
+        from ..code.anchors import book
+
+        records = book(self.scope.spec_dir).records  # validity lives on ABOUT edges: anchored only
+        wanted = {i for i in item_ids if any(not a.get("via") for a in
+                                             (records.get(i) or {}).get("anchors") or ())}
+        if not wanted:
+            return
+        files = self.scope.files
+        items = [i for i in files.items() if i.id in wanted]
+        if items:
+            await self._derived.get().write_graph(files.memory_dir, self.scope.root, items)
