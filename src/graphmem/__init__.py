@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 
 # The façade and the models load on first use: ``import graphmem.cli`` (every command) would
 # otherwise pay for pydantic and the whole write path before parsing its arguments.
-_LAZY = {"AsyncMemory": "memory", "Memory": "memory", "Hit": "models", "MemoryItem": "models",
-         "SaveReport": "models", "Settings": "settings"}
+_LAZY = {"AsyncMemory": "async_memory", "Memory": "memory", "Hit": "models",
+         "MemoryItem": "models", "SaveReport": "models", "Settings": "settings"}
 
 
 def __getattr__(name: str):

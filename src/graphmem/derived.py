@@ -248,7 +248,7 @@ class DerivedStores:
         """Write to the graph, or queue in the outbox -> ("written" | "queued" | "off", note).
 
         The note says why a write was queued, or what LLM extraction reported; it is returned
-        rather than kept on the object, because concurrent writes share one ``Backends``.
+        rather than kept on the object, because concurrent writes share one ``DerivedStores``.
         """
         from .errors import GraphmemError
 

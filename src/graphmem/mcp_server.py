@@ -336,7 +336,7 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             if session_id is None:
                 # Check the turn the way record_turn will before a session exists, so a refused
                 # first turn leaves no empty session behind (the id is a placeholder, never used).
-                m._turn_record("ses-unstarted", role, content, model, tokens, None, None)
+                m.check_turn(role, content, model, tokens)
             sid = session_id if session_id is not None else \
                 await m.start_session(model=model, mode="mcp")
             turn_id = await m.record_turn(sid, role, content, model=model, tokens=tokens)

@@ -2,7 +2,7 @@
 
 A cold ``graphmem search`` pays for the interpreter, pydantic, numpy, onnxruntime and the
 embedding model before it searches for a few milliseconds. ``graphmem search-server`` keeps one
-``Backends`` (index view, embedder, reranker, graph client) loaded and answers ``search`` and
+``DerivedStores`` (index view, embedder, reranker, graph client) loaded and answers ``search`` and
 ``context`` on a Unix socket. The CLI starts one by itself (``search_client.spawn``) unless
 ``search_server.mode`` is ``off``; it exits after ``search_server.idle`` seconds without a request.
 

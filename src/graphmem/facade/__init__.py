@@ -1,4 +1,4 @@
-"""The façade's collaborators: what ``AsyncMemory`` (``graphmem.memory``) owns and calls.
+"""The façade's collaborators: what ``AsyncMemory`` (``graphmem.async_memory``) owns and calls.
 
 Each is given the settings, the ``Scope`` and the collaborators it uses, nothing else; nothing
 below the façade imports this package (``tests/test_layers.py``).

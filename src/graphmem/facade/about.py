@@ -3,6 +3,7 @@ from the files or the graph) and ``graphmem.code.anchors`` (anchors and their st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -20,17 +21,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("graphmem.code")
 
 
+@dataclass(eq=False)
 class About:
     """``about`` and ``refresh_anchors`` of ``AsyncMemory`` over one ``Scope``; ``hits_by_id``
     reads memories from the local index (``Recall.hits_by_id``)."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 log_: "EpisodeLog", hits_by_id: Callable[[list[str]], list[Any]]):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._log = log_
-        self._hits_by_id = hits_by_id
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    episodes: EpisodeLog
+    hits_by_id: Callable[[list[str]], list[Any]]
 
     async def about(self, path_or_symbol: str) -> dict:
         """Everything known about a file or symbol of this project: current memories first
@@ -38,7 +38,7 @@ class About:
         freshness. Answered from the project's graph when it is on and reachable, else from
         the files (anchors and validity logs): both give the same answer."""
         target = check_target(path_or_symbol, self.scope.root)
-        await self._log.settle()
+        await self.episodes.settle()
         snap = snapshot(self.scope.root, max_age=0)
         mentions, source = None, "files"
         if self.settings.graph.mode != "off":
@@ -48,7 +48,7 @@ class About:
             mentions = local_mentions(self._about_specs(), target, snap)
         if self.scope.spec_dir is not None:
             mentions = [m for m in mentions if m.id in self._spec_ids()]
-        rows = {h.id: h for h in self._hits_by_id([m.id for m in mentions])} if mentions else {}
+        rows = {h.id: h for h in self.hits_by_id([m.id for m in mentions])} if mentions else {}
         return assemble(mentions, rows, snap, target, source)
 
     def _about_specs(self) -> list[Path]:
@@ -68,7 +68,7 @@ class About:
         from ..graph.code_graph import about_mentions
 
         try:
-            graph = await self._derived.get().graph_store()
+            graph = await self.derived.get().graph_store()
             if graph is None or not graph.available:
                 return None
             return await about_mentions(graph, self.scope.project.key, target, snap)
@@ -86,7 +86,7 @@ class About:
         from ..code.anchors import backfill
 
         project = Path(self.scope.root)
-        await self._log.settle()
+        await self.episodes.settle()
         items, specs = project_items(self.scope.project)
         written = backfill(project, items)
         counts: dict[str, int] = {}
@@ -105,7 +105,7 @@ class About:
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
                 part = [i for i in items if i.id in moved and i.spec == self.scope.project.rel(spec)]
                 if part:
-                    graph, _ = await self._derived.get().write_graph(
+                    graph, _ = await self.derived.get().write_graph(
                         SpecStore(spec, self.scope.project).memory_dir, self.scope.root, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
                 "states": counts, "moved": len(moved), "graph": graph}

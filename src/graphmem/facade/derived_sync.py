@@ -7,6 +7,7 @@ migration of an older release's rows (``adopt``), ``reindex`` (rebuild from the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import contextlib
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
@@ -23,22 +24,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("graphmem")
 
 
+@dataclass(eq=False)
 class DerivedSync:
     """The derived-store side of one ``Memory`` (its ``Scope``); ``settle`` waits for queued
     session rows (``session_log.EpisodeLog.settle``)."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 settle: Callable[[], Awaitable[None]]):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._settle = settle
-        self._adopted = False
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    settle: Callable[[], Awaitable[None]]
+    _adopted: bool = field(default=False, init=False)
 
     @property
     def backends(self) -> "DerivedStores":
         """The derived stores (opened on first use)."""
-        return self._derived.get()
+        return self.derived.get()
 
     @property
     def project(self) -> "Project":
@@ -54,7 +54,7 @@ class DerivedSync:
         self._adopted = True
         from ..index.db import db_path
 
-        if not self._derived.opened and not db_path(self.settings.home).is_file():
+        if not self.derived.opened and not db_path(self.settings.home).is_file():
             return  # a new home: nothing older to migrate
         if await self.backends.drop_legacy(self.scope.project) and rebuild:
             await self.reindex()
@@ -121,7 +121,7 @@ class DerivedSync:
 
         project = self.scope.project
         await self.adopt(rebuild=False)  # rows of an older release go; this rebuild replaces them
-        await self._settle()  # no queued session row may land after the rebuild
+        await self.settle()  # no queued session row may land after the rebuild
         items, specs = project_items(project)
         if self.settings.graph.mode != "off":
             from ..team import stamp

@@ -6,6 +6,7 @@ Each write: validate (``models.py``) -> size and redaction (``write_rules.py``) 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
@@ -22,20 +23,18 @@ if TYPE_CHECKING:
     from .write_rules import WriteRules
 
 
+@dataclass(eq=False)
 class SpecNotes:
     """The reference layout's notes of one spec (``Scope.files``: a project-only scope refuses
     every operation, naming ``spec_dir``)."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 rules: "WriteRules", log_: "EpisodeLog", sync: "DerivedSync",
-                 validity: "Validity"):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._rules = rules
-        self._log = log_
-        self._sync = sync
-        self._validity = validity
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    rules: WriteRules
+    episodes: EpisodeLog
+    sync: DerivedSync
+    validity: Validity
 
     @property
     def files(self) -> "SpecStore":
@@ -48,11 +47,11 @@ class SpecNotes:
         if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
             check_json(insights, "insights")
         model = parse(SessionInsights, insights, "insights")
-        self._rules.check_size(insights, "insights")
-        await self._sync.guard()
-        data = self._rules.clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
+        self.rules.check_size(insights, "insights")
+        await self.sync.guard()
+        data = self.rules.clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
         files = self.files
-        with self._sync.journal() as entry:
+        with self.sync.journal() as entry:
             old = files.read_session_insights(session_num)
             path, saved = files.save_session_insights(session_num, data)
             items = files.insight_items(only_session=session_num)  # counted over all sessions
@@ -60,9 +59,9 @@ class SpecNotes:
             shared = {i.id for i in old_items} - {i.id for i in items}
             if shared:  # what the old version shared with other sessions: counted again without it
                 items += [i for i in files.insight_items() if i.id in shared]
-            report = await self._sync.propagate(items, SaveReport(path=str(path)), entry)
+            report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
         if old is not None:  # saved again: what only the old version held is no longer memory
-            await self._sync.forget_replaced(old_items, items)
+            await self.sync.forget_replaced(old_items, items)
         return report
 
     async def load_all_insights(self) -> list[dict]:
@@ -75,12 +74,12 @@ class SpecNotes:
         if isinstance(discoveries, dict):
             check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
-        self._rules.check_size(files, "discoveries")
-        await self._sync.guard()
-        files = self._rules.clean(files)
-        with self._sync.journal() as entry:
+        self.rules.check_size(files, "discoveries")
+        await self.sync.guard()
+        files = self.rules.clean(files)
+        with self.sync.journal() as entry:
             path = self.files.update_codebase_map(files)
-            return await self._sync.propagate(self.files.map_items(files),
+            return await self.sync.propagate(self.files.map_items(files),
                                               SaveReport(path=str(path)), entry)
 
     async def load_codebase_map(self) -> dict[str, str]:
@@ -92,18 +91,18 @@ class SpecNotes:
         """Add a gotcha or pattern (deduplicated); with ``flag_updates``, an older note it seems
         to update is marked "possibly superseded" (``validity.py``)."""
         note = parse(Note, {"text": text}, kind, wrapped=True)
-        self._rules.check_size(note.text, kind)
-        await self._sync.guard()
-        clean = self._rules.clean(note.text)
+        self.rules.check_size(note.text, kind)
+        await self.sync.guard()
+        clean = self.rules.clean(note.text)
         files = self.files
-        with self._sync.journal() as entry:
+        with self.sync.journal() as entry:
             added = files.append_bullet(kind, clean)
             report = SaveReport(path=str(files.bullet_file(kind)),
                                 files="written" if added else "unchanged")
             items = files.bullet_items(kind, [clean]) if added else []
-            report = await self._sync.propagate(items, report, entry)
+            report = await self.sync.propagate(items, report, entry)
         if items and flag_updates:
-            await self._validity.flag_updates(kind, clean, items[0].id)
+            await self.validity.flag_updates(kind, clean, items[0].id)
         return report
 
     async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
@@ -113,8 +112,8 @@ class SpecNotes:
         from ..models import stable_id
         from ..validity import MAX_REASON
 
-        await self._log.settle()
-        row = self._validity.own_item(id)
+        await self.episodes.settle()
+        row = self.validity.own_item(id)
         if row["kind"] not in ("gotcha", "pattern"):
             raise ValidationError(f"supersede takes a gotcha or a pattern, not a {row['kind']}; "
                                   "retire it and write the new memory instead", field="id")
@@ -122,14 +121,14 @@ class SpecNotes:
             raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
                                   field="reason")
         report = await self.append(row["kind"], new_text, flag_updates=False)
-        clean = self._rules.clean(" ".join(new_text.split()) if isinstance(new_text, str)
+        clean = self.rules.clean(" ".join(new_text.split()) if isinstance(new_text, str)
                                   else new_text)
         new_id = stable_id(self.scope.project.key, self.scope.spec_key, row["kind"], clean)
         if new_id == id:
             raise ValidationError("is the same text as the memory it would supersede",
                                   field="new_text")
-        ev = self._validity.log_event(id, "superseded", reason or "superseded", new_id, at)
-        await self._validity.to_graph([id])
+        ev = self.validity.log_event(id, "superseded", reason or "superseded", new_id, at)
+        await self.validity.to_graph([id])
         return {**ev, "new_id": new_id, "path": report.path}
 
     async def load_bullets(self, kind: str) -> list[str]:
@@ -152,11 +151,11 @@ class SpecNotes:
 
     async def clear(self) -> None:
         """Delete this spec's memory files and its derived index entries."""
-        await self._log.settle()  # queued session rows land before the spec's rows are dropped
-        await self._sync.adopt()
+        await self.episodes.settle()  # queued session rows land before the spec's rows are dropped
+        await self.sync.adopt()
         self.files.clear()
-        if self._derived.opened or self.settings.home.exists():
-            await self._derived.get().forget_spec(self.scope)
+        if self.derived.opened or self.settings.home.exists():
+            await self.derived.get().forget_spec(self.scope)
 
     async def items(self) -> list[MemoryItem]:
         """Every searchable item held in this spec's files: insights, map, bullets and sessions."""

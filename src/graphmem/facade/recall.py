@@ -1,7 +1,7 @@
 """Recall on the façade: ``Memory.search`` and ``Memory.context`` over the derived stores.
 
 Routing: the local index always answers (it is fast and offline). When the graph is on and
-``Backends.search_graph`` answers within ``settings.graph.search_deadline``, the graph adds what
+``DerivedStores.search_graph`` answers within ``settings.graph.search_deadline``, the graph adds what
 the index lacks: its hits that the local index does not hold (written from another machine to a
 shared FalkorDB, or while this index was failing) are fused with the local ones (weighted
 reciprocal ranks, local first). Hits the index holds keep the index's ranking: on LoCoMo
@@ -12,6 +12,7 @@ below the index (R@10 .46). Each hit says which backend found it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import asyncio
 import logging
 from pathlib import Path
@@ -87,23 +88,22 @@ def check_files(files: Any) -> list[str]:
     return out
 
 
+@dataclass(eq=False)
 class Recall:
     """Search and context of ``AsyncMemory`` over one ``Scope``; ``notes`` says what the
     caller of the last search should know (the graph did not answer)."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 rules: "WriteRules", log_: "EpisodeLog", sync: "DerivedSync"):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._rules = rules
-        self._log = log_
-        self._sync = sync
-        self.notes: list[str] = []
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    rules: WriteRules
+    episodes: EpisodeLog
+    sync: DerivedSync
+    notes: list[str] = field(default_factory=list, init=False)
 
     @property
     def backends(self) -> "DerivedStores":
-        return self._derived.get()
+        return self.derived.get()
 
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                      limit: int = 10, rerank: bool = False, include_history: bool = False
@@ -119,7 +119,7 @@ class Recall:
                       rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
         """``search``'s hits and how many retired or superseded ones it left out."""
         query, kinds = check_query(query, scope, kinds, limit)
-        query = self._rules.clean(query)  # a pasted secret goes to no embedder, graph or log
+        query = self.rules.clean(query)  # a pasted secret goes to no embedder, graph or log
         self.notes = []  # what the caller should know (the graph did not answer)
         if not isinstance(rerank, bool):
             raise ValidationError("must be true or false", field="rerank")
@@ -131,8 +131,8 @@ class Recall:
         project, root = self.scope.project, self.scope.root
         projects = None if scope == "all" else [project.key]
         spec = self.scope.spec_key if scope == "spec" else None
-        await self._log.settle()  # session turns queued for the index are in it before we search
-        await self._sync.adopt()
+        await self.episodes.settle()  # session turns queued for the index are in it before we search
+        await self.sync.adopt()
         # After a pull from a shared graph the local index holds what the graph has for this
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
@@ -196,7 +196,7 @@ class Recall:
         from ..errors import GraphmemError, IndexMismatchError
 
         try:
-            return await asyncio.wait_for(team.pull(self._sync), self.settings.graph.timeout) \
+            return await asyncio.wait_for(team.pull(self.sync), self.settings.graph.timeout) \
                 is not None
         except IndexMismatchError:  # another embedder's graph: the user must act (as for search)
             raise

@@ -8,6 +8,7 @@ first use, and ``settle`` before a read (see ``sessions.py`` for the whole write
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import asyncio
 import logging
 import os
@@ -214,22 +215,21 @@ class _EpisodeState:
                 log.warning("session %s: episodes index not updated: %s", sid, exc)
 
 
+@dataclass(eq=False)
 class EpisodeLog:
     """One ``Memory``'s sessions plumbing: its spec's ``_EpisodeState`` (opened on first use;
     a project-only scope has none) and ``settle`` before every read of the indexes."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 clean: Callable[[Any], Any]):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._clean = clean
-        self._state: _EpisodeState | None = None
-        self._caught_up = False
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    clean: Callable[[Any], Any]
+    _state: _EpisodeState | None = field(default=None, init=False)
+    _caught_up: bool = field(default=False, init=False)
 
     def _open(self, spec_dir: Path) -> _EpisodeState:
-        return _EpisodeState(self.settings, self.scope.project, spec_dir, self._derived,
-                             self._clean)
+        return _EpisodeState(self.settings, self.scope.project, spec_dir, self.derived,
+                             self.clean)
 
     @property
     def state(self) -> _EpisodeState:

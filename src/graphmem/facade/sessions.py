@@ -16,6 +16,7 @@ through the event loop when the graph is off (``record_turn_now``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import asyncio
 import logging
 import uuid
@@ -40,17 +41,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("graphmem.sessions")
 
 
+@dataclass(eq=False)
 class Sessions:
     """Session operations of ``AsyncMemory`` over one ``Scope``."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 rules: "WriteRules", log_: EpisodeLog, sync: "DerivedSync"):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._rules = rules
-        self._log = log_
-        self._sync = sync
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    rules: WriteRules
+    episodes: EpisodeLog
+    sync: DerivedSync
 
     # ---- plumbing -----------------------------------------------------------------------
     def _turn_record(self, session_id: Any, role: Any, content: Any, model: Any, tokens: Any,
@@ -61,13 +61,13 @@ class Sessions:
             json_value(metadata, "metadata")  # before pydantic or a size check walks it
         args = validate(TurnInput, {"role": role, "content": content, "model": model,
                                      "tokens": tokens, "metadata": metadata})
-        self._rules.check_size(args.content, "content")
-        clean = self._rules.clean
+        self.rules.check_size(args.content, "content")
+        clean = self.rules.clean
         rec = {"id": f"trn-{_new_id()}", "at": iso(to_time(at)), "role": clean(args.role),
                "content": clean(args.content), "model": clean(args.model),
                "tokens": args.tokens}
         if args.metadata:
-            self._rules.check_json_size(json_value(args.metadata, "metadata"), "metadata")
+            self.rules.check_json_size(json_value(args.metadata, "metadata"), "metadata")
             rec["metadata"] = clean(args.metadata)
         return sid, rec
 
@@ -76,12 +76,17 @@ class Sessions:
         """Validate and redact one step -> (session id, record to append)."""
         sid = check_session_id(session_id)
         args = validate(StepInput, {"name": name, "status": status})
-        self._rules.check_json_size(json_value(payload, "payload"), "payload")
-        clean = self._rules.clean
+        self.rules.check_json_size(json_value(payload, "payload"), "payload")
+        clean = self.rules.clean
         rec = {"id": f"stp-{_new_id()}", "at": iso(to_time(at)),
                "name": clean(args.name), "status": clean(args.status),
                "payload": clean(payload)}
         return sid, rec
+
+    def check_turn(self, role: str, content: str, model: str | None = None,
+                   tokens: int | None = None, metadata: dict | None = None) -> None:
+        """Refuse (ValidationError) a turn ``record_turn`` would refuse; writes nothing."""
+        self._turn_record("ses-unstarted", role, content, model, tokens, metadata, None)
 
     # ---- sync fast path (``Memory``) ------------------------------------------------------
     def record_turn_now(self, session_id: str, role: str, content: str, model: str | None = None,
@@ -102,13 +107,13 @@ class Sessions:
             from .. import _sync
 
             return _sync.run(self._submit(sid, kind, rec))
-        done = self._log.state.commit(sid, [rec] if kind == "turn" else [],
+        done = self.episodes.state.commit(sid, [rec] if kind == "turn" else [],
                                       [rec] if kind == "step" else [])
         return (done.turns or done.steps)[0]["id"]
 
     async def _submit(self, sid: str, kind: str, rec: dict) -> str:
         """Group-commit one record (the batcher belongs to the running loop) -> its id."""
-        return (await self._log.state.batcher.submit(sid, kind, rec))["id"]
+        return (await self.episodes.state.batcher.submit(sid, kind, rec))["id"]
 
     # ---- sessions -----------------------------------------------------------------------
     async def start_session(self, workspace: str | None = None, model: str | None = None,
@@ -117,13 +122,13 @@ class Sessions:
         args = validate(StartInput, {"workspace": workspace, "model": model, "mode": mode})
         started = to_time(at)
         sid = f"ses-{uuid.uuid4().hex[:16]}"
-        clean, root = self._rules.clean, self.scope.root
+        clean, root = self.rules.clean, self.scope.root
         meta = {"session_id": sid, "workspace": clean(args.workspace) or str(root),
                 "project": str(root), "spec": str(self.scope.spec_dir),
                 "model": clean(args.model), "mode": clean(args.mode),
                 "started_at": iso(started), "ended_at": None, "status": "active",
                 "total_tokens": 0, "summary": None}
-        ep = self._log.state
+        ep = self.episodes.state
         ep.store.create_session(meta)
         try:
             ep.index.put_session(ep.spec, meta, ep.store.sizes(sid))
@@ -164,9 +169,9 @@ class Sessions:
             except ValidationError as exc:
                 raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
                                       field=f"turns[{n}].{exc.field}") from None
-        done = self._log.state.commit(sid, recs, [])
+        done = self.episodes.state.commit(sid, recs, [])
         if self.settings.graph.mode != "off":
-            await self._log.state.to_graph(sid, done)
+            await self.episodes.state.to_graph(sid, done)
         return [t["id"] for t in done.turns]
 
     async def record_step(self, session_id: str, name: str, status: str, payload: Any = None,
@@ -179,7 +184,7 @@ class Sessions:
         """Mark the session ended and store its token total (sum of its turns' tokens)."""
         sid = check_session_id(session_id)
         ended = to_time(at)
-        ep = self._log.state
+        ep = self.episodes.state
 
         def close(meta: dict) -> dict:
             if meta.get("ended_at"):
@@ -197,8 +202,8 @@ class Sessions:
     async def get_session(self, session_id: str) -> dict:
         """One session: ids, workspace, times, status, token total, summary, first prompt, counts."""
         sid = check_session_id(session_id)
-        await self._log.settle()
-        ep = self._log.state
+        await self.episodes.settle()
+        ep = self.episodes.state
         ep.store.require(sid)
         row = ep.index.session(ep.spec, sid)
         if row is None or ep.index.state(ep.spec, sid) != ep.store.sizes(sid):
@@ -215,32 +220,32 @@ class Sessions:
             text_ok(summary)
         except ValueError as exc:
             raise ValidationError(str(exc), field="summary") from None
-        self._rules.check_size(summary, "summary")
-        await self._sync.guard()
-        clean, ep = self._rules.clean(summary.strip()), self._log.state
+        self.rules.check_size(summary, "summary")
+        await self.sync.guard()
+        clean, ep = self.rules.clean(summary.strip()), self.episodes.state
 
         def put(meta: dict) -> dict:
             meta["summary"], meta["summary_updated_at"] = clean, iso(utcnow())
             return meta
 
-        with self._sync.journal() as entry:
+        with self.sync.journal() as entry:
             meta = ep.store.update_session(sid, put)
             ep.resync(sid)
             proj = self.scope.project
             item = summary_item(proj.key, proj.rel(ep.store.spec_dir), meta,
                                 proj.rel(ep.store.session_file(sid)))
-            return await self._sync.propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
+            return await self.sync.propagate([item], SaveReport(path=str(ep.store.session_file(sid))),
                                          entry)
 
     async def get_session_summary(self, session_id: str) -> str | None:
         """The session's stored summary, or None."""
-        return self._log.state.store.require(check_session_id(session_id)).get("summary")
+        return self.episodes.state.store.require(check_session_id(session_id)).get("summary")
 
     async def get_session_history(self, session_id: str) -> list[dict]:
         """Every turn of the session in recorded order, read from its file."""
         sid = check_session_id(session_id)
-        await self._log.settle()
-        ep = self._log.state
+        await self.episodes.settle()
+        ep = self.episodes.state
         ep.store.require(sid)
         turns = ep.store.read_lines(sid, TURNS)
         if ep.index.state(ep.spec, sid) != ep.store.sizes(sid):
@@ -250,15 +255,15 @@ class Sessions:
     async def get_session_steps(self, session_id: str) -> list[dict]:
         """Every execution step of the session in recorded order."""
         sid = check_session_id(session_id)
-        store = self._log.state.store
+        store = self.episodes.state.store
         store.require(sid)
         return [dict(s, session_id=sid) for s in store.read_lines(sid, STEPS)]
 
     async def get_recent_turns(self, limit: int = 20, session_id: str | None = None) -> list[dict]:
         """The latest ``limit`` turns (of one session, or of this spec's sessions), oldest first."""
         limit = check_limit(limit)
-        await self._log.settle()
-        ep = self._log.state
+        await self.episodes.settle()
+        ep = self.episodes.state
         if session_id is None:
             return ep.index.recent_turns(ep.spec, limit)
         sid = check_session_id(session_id)
@@ -273,15 +278,15 @@ class Sessions:
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
         from ..index.episodes import open_episode_index
 
-        await self._log.settle()  # this spec's (or project's) files caught up, queued rows applied
+        await self.episodes.settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
-            workspace=self._rules.clean(workspace) or str(self.scope.root), spec=None, limit=limit)
+            workspace=self.rules.clean(workspace) or str(self.scope.root), spec=None, limit=limit)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete a session's files, its index rows and its searchable items."""
         sid = check_session_id(session_id)
-        await self._log.settle()  # no queued row may bring the session back after it is gone
-        ep = self._log.state
+        await self.episodes.settle()  # no queued row may bring the session back after it is gone
+        ep = self.episodes.state
         ids = [i.id for i in self._session_items(sid)]
         ep.store.delete(sid)
         ep.index.delete_session(ep.spec, sid)
@@ -291,13 +296,13 @@ class Sessions:
     async def _forget_items(self, ids: list[str]) -> None:
         """Drop a deleted session's items from the local search index and the graph."""
         try:
-            await self._derived.get().forget_items(self.scope.project.key, ids)
+            await self.derived.get().forget_items(self.scope.project.key, ids)
         except StorageError as exc:
             log.warning("deleted session's items may stay searchable until `graphmem reindex`: %s",
                         exc)
 
     def _session_items(self, sid: str) -> list[MemoryItem]:
-        ep, proj = self._log.state, self.scope.project
+        ep, proj = self.episodes.state, self.scope.project
         meta = ep.store.require(sid)
         key, spec, rel = proj.key, proj.rel(ep.store.spec_dir), proj.rel
         folder = ep.store.session_dir(sid)
@@ -311,7 +316,7 @@ class Sessions:
 
     async def rebuild_episode_index(self) -> int:
         """Re-read every session file of this spec into the episodes index; returns the count."""
-        return self._log.state.reconcile(force=True)
+        return self.episodes.state.reconcile(force=True)
 
     def episode_items(self) -> Iterator[MemoryItem]:
         """Every searchable item of this spec's sessions (for ``reindex``)."""

@@ -3,6 +3,7 @@ the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.val
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -19,17 +20,16 @@ if TYPE_CHECKING:
     from .write_rules import WriteRules
 
 
+@dataclass(eq=False)
 class Validity:
     """``retire`` on ``AsyncMemory``, and the validity events its notes write (``SpecNotes``
     supersedes through ``own_item``, ``log_event`` and ``to_graph``)."""
 
-    def __init__(self, settings: "Settings", scope: "Scope", derived: "DerivedRef",
-                 rules: "WriteRules", log_: "EpisodeLog"):
-        self.settings = settings
-        self.scope = scope
-        self._derived = derived
-        self._rules = rules
-        self._log = log_
+    settings: Settings
+    scope: Scope
+    derived: DerivedRef
+    rules: WriteRules
+    episodes: EpisodeLog
 
     def own_item(self, item_id: Any) -> Any:
         """The index row of a memory of this spec (``NotFoundError`` for any other id)."""
@@ -37,7 +37,7 @@ class Validity:
             raise ValidationError("must be a memory id (24 hex characters, as search returns)",
                                   field="id")
         spec_dir = self.scope.require_spec()
-        rows = self._derived.get().local.index.rows_by_id([item_id])
+        rows = self.derived.get().local.index.rows_by_id([item_id])
         if not rows or rows[0]["spec"] != self.scope.spec_key:
             raise NotFoundError(f"no memory {item_id} in {spec_dir}")
         return rows[0]
@@ -47,7 +47,7 @@ class Validity:
         when = utcnow() if at is None else parse_iso(at)
         if when is None:
             raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
-        ev = {"item": item_id, "state": state, "by": by, "reason": self._rules.clean(reason),
+        ev = {"item": item_id, "state": state, "by": by, "reason": self.rules.clean(reason),
               "invalid_at": when.isoformat(timespec="seconds"),
               "recorded_at": utcnow().isoformat(timespec="seconds")}
         path = validity_file(self.scope.require_spec())
@@ -75,7 +75,7 @@ class Validity:
                 or "\x00" in reason:
             raise ValidationError(f"must be a non-empty text of at most {MAX_REASON} characters",
                                   field="reason")
-        await self._log.settle()
+        await self.episodes.settle()
         self.own_item(id)
         ev = self.log_event(id, "retired", reason.strip(), None, at)
         await self.to_graph([id])  # ABOUT edges take invalid_at
@@ -96,4 +96,4 @@ class Validity:
         files = self.scope.files
         items = [i for i in files.items() if i.id in wanted]
         if items:
-            await self._derived.get().write_graph(files.memory_dir, self.scope.root, items)
+            await self.derived.get().write_graph(files.memory_dir, self.scope.root, items)
