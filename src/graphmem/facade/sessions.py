@@ -144,11 +144,7 @@ class Sessions:
         return await self._submit(sid, "turn", rec)
 
     async def record_turns(self, session_id: str, turns: list[dict]) -> list[str]:
-        """Append many turns in one write and one fsync (e.g. importing an old trace with ``at``).
-
-        Each turn is a mapping with ``role`` and ``content`` and optionally ``model``, ``tokens``,
-        ``metadata`` and ``at``. Every turn is checked before anything is written; returns the ids.
-        """
+        """Append many turns in one write and one fsync; every turn is checked first."""
         sid = check_session_id(session_id)
         if not isinstance(turns, list) or not 1 <= len(turns) <= MAX_TURNS_PER_CALL:
             raise ValidationError(f"must be a list of 1 to {MAX_TURNS_PER_CALL} turns",
@@ -358,14 +354,7 @@ class Sessions:
 
     # ---- event hook ---------------------------------------------------------------------
     def make_turn_handler(self) -> Callable[[Any], Awaitable[str]]:
-        """An async handler for ``ConversationTurn`` events that records each turn.
-
-        The event is the turn's fields as a mapping, or an object whose ``data`` is one
-        (``session_id``, ``role``, ``content``, optional ``model``/``model_used``,
-        ``tokens``/``tokens_used``, ``metadata``, ``at``). The handler returns the turn id only once
-        the turn is durable, so a bus that acks after its handlers return never loses a turn; bad
-        events raise ``ValidationError`` for the bus to report.
-        """
+        """The ``ConversationTurn`` handler (``AsyncMemory.make_turn_handler`` says what it takes)."""
 
         async def handle(event: Any) -> str:
             data = getattr(event, "data", event)
