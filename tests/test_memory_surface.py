@@ -79,3 +79,18 @@ def test_project_only_memory_names_spec_dir_for_spec_operations(spec_dir: Path):
             with pytest.raises(ValidationError) as err:
                 call()
             assert err.value.field == "spec_dir"
+
+
+def test_check_turn_refuses_what_record_turn_refuses_and_writes_nothing(spec_dir: Path):
+    import pytest
+
+    from graphmem import ValidationError
+
+    with Memory(spec_dir) as m:
+        for args, field in ((("user", ""), "content"),
+                            (("user", "hi", None, -1), "tokens"), ((5, "hi"), "role")):
+            with pytest.raises(ValidationError) as err:
+                m.check_turn(*args)
+            assert err.value.field == field
+        assert m.check_turn("user", "a fine turn") is None
+    assert not (spec_dir / "memory").exists()
