@@ -79,7 +79,7 @@ async def _time_store(store, queries: list[str], projects) -> list[float]:
 
 async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> list[float]:
     from graphmem import AsyncMemory
-    from graphmem.index import query as local_query
+    from graphmem.index import local_search as local_query
     from graphmem.providers import get_embedder
 
     lat = []

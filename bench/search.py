@@ -21,7 +21,7 @@ with a transformer takes long (about 90 items/s here): ``--keep DIR`` keeps the 
 
 "embed" times the query embedding alone; "serial" encodes the query here first and then searches
 (what a search costs when the model does not run beside the word scoring, as on 2 cores:
-``index.query.OVERLAP``). The graph side (``_search_graph.py``) writes
+``Tuning.overlap``). The graph side (``_search_graph.py``) writes
 the same items to embedded FalkorDB graphs and times graph search and the fused search.
 """
 
@@ -135,7 +135,7 @@ def time_searches(specs: list[Path], settings, scope: str,
     import numpy as np
 
     from graphmem import Memory
-    from graphmem.index import query as local_query
+    from graphmem.index import local_search as local_query
     from graphmem.providers import get_embedder
     from graphmem.providers.base import InProcessEmbedder
 

@@ -138,7 +138,7 @@ def main() -> None:
             queries = [(query_for(tx, rnd), tx) for tx in rnd.sample(a_texts, min(args.queries, len(a_texts)))]
             lat: dict[str, list[float]] = {"A (own items)": [], "B (A's items, pull each search)": []}
             hits_at10 = {"A (own items)": 0, "B (A's items, pull each search)": 0}
-            from graphmem.index import query as index_query
+            from graphmem.index import local_search as index_query
 
             for q, target in queries:  # interleaved, so that load on the machine hits both
                 for name, mem in (("A (own items)", a), ("B (A's items, pull each search)", b)):

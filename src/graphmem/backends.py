@@ -40,9 +40,9 @@ class Backends:
 
     @property
     def local(self):
-        """The local index side (``graphmem.index.backend.LocalBackend``), opened on first use."""
+        """The local index side (``graphmem.index.local_backend.LocalBackend``), opened on first use."""
         if self._local is None:
-            from .index.backend import LocalBackend
+            from .index.local_backend import LocalBackend
 
             self._local = LocalBackend(self.settings)
         return self._local

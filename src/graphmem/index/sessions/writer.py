@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .episodes import EpisodeIndex
+from .tables import EpisodeIndex
 
 log = logging.getLogger("graphmem.index.episodes")
 
@@ -168,7 +168,7 @@ async def _apply_group(jobs: list[Job]) -> None:
                     "reindex`", len(items), exc)
     for j in jobs:  # the rows, but not the file sizes: the next open sees the gap and re-indexes
         if j.fallback is not None:
-            with j.fallback._tx() as conn:
+            with j.fallback.transaction() as conn:
                 j.rows(conn, sizes=False)
 
 
