@@ -89,7 +89,7 @@ async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> 
         await m.search("warm up", scope=scope)
         for q in queries:
             # A new query: the model runs (once for graph and local with the default model).
-            local_query._VECTORS.clear()
+            local_query.forget_query_vectors()
             recent.clear()
             t = time.perf_counter()
             await m.search(q, scope=scope, limit=10)

@@ -144,7 +144,7 @@ def time_searches(specs: list[Path], settings, scope: str,
     shared = emb.token_encoder  # the default model: one pass, vector and tokens
 
     def forget() -> None:  # a new query: the models run
-        local_query._VECTORS.clear()
+        local_query.forget_query_vectors()
         if shared is not None:
             shared.recent.clear()
 
@@ -163,7 +163,7 @@ def time_searches(specs: list[Path], settings, scope: str,
                     v = shared.query_sync(q).mean(axis=0)  # remembered by the encoder
                 else:
                     v = np.asarray(emb.embed_query_sync(q), np.float32)
-                local_query._remember((emb.name, q), v)  # unit length, as a search keeps it
+                local_query.remember_query_vector((emb.name, q), v)  # unit length, as a search keeps it
                 m.search(q, scope=scope, limit=10)
                 out["serial"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()

@@ -182,7 +182,7 @@ def test_the_default_embedder_and_the_tokens_share_one_model_pass(tmp_path, enco
     want = mean_vector(encoder.documents_sync([TURNS[2]])[0])
     assert np.allclose(np.frombuffer(blob, np.float32), want, atol=1e-5)
     encoder.recent.clear()
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     hits = asyncio.run(search_local(idx, "we took in a shelter puppy", projects=None, limit=3,
                                     late_stage=True))
     assert counting.queries == ["we took in a shelter puppy"]  # one pass served both stages
@@ -251,12 +251,12 @@ def test_another_embedder_and_the_tokens_each_encode_the_query_once(tmp_path, en
     assert not late.shares_pass(idx)
     asyncio.run(idx.upsert(turns()))
     encoder.recent.clear()
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     q = "Which animal joined Alice's family?"
     hits = asyncio.run(search_local(idx, q, projects=None, limit=3))
     assert counting.queries == [q] and bge.queries == [q] and hits[0].id == "s1-2"
     bge.fail = True
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     again = asyncio.run(search_local(idx, "a beagle named Max", projects=None, limit=3))
     assert again[0].id == "s1-2"  # words and tokens still answer
 

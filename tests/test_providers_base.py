@@ -113,7 +113,7 @@ def test_a_declared_plugin_gets_the_derived_query_embedding(plugins):
     assert emb.token_encoder is None and emb.similarity_embedder() is emb
     vec = asyncio.run(emb.embed_query("where is the lock?"))
     assert vec == [1.0, float(len("query: where is the lock?"))]
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     asyncio.run(query_module.query_vector(emb, "which cache?"))  # what search asks for
     assert emb.seen[-1] == "query: which cache?"
 

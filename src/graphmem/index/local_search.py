@@ -37,7 +37,12 @@ async def query_vector(embedder: Any, query: str):
         vec = await asyncio.to_thread(embedder.embed_query_sync, query)
     else:
         vec = await embedder.embed_query(query)
-    return _remember(key, vec)
+    return remember_query_vector(key, vec)
+
+
+def forget_query_vectors() -> None:
+    """Empty the memory of recent query vectors (a benchmark times the model on new queries)."""
+    _VECTORS.clear()
 
 
 def _recall(key: tuple[str, str]):
@@ -45,7 +50,8 @@ def _recall(key: tuple[str, str]):
     return _VECTORS.get(key)
 
 
-def _remember(key: tuple[str, str], vec: Any):
+def remember_query_vector(key: tuple[str, str], vec: Any):
+    """Keep a query's vector, scaled to unit length, under (embedder name, query); returns it."""
     import numpy as np
 
     v = np.asarray(vec, np.float32)
@@ -84,7 +90,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
             return qm, got
         if isinstance(qm, Exception):
             return qm, ProviderError(f"query not encoded: {qm}")
-        return qm, _remember(key, qm.mean(axis=0))
+        return qm, remember_query_vector(key, qm.mean(axis=0))
     try:
         return qm, await query_vector(index.embedder, query)
     except ProviderError as exc:
