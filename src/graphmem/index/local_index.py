@@ -84,7 +84,7 @@ class LocalIndex(IndexStore):
 
     def check_embedder(self, *, claim: bool = False) -> None:
         """Refuse to mix vectors of two embedders; ``claim`` records ours on an empty index."""
-        IndexStore.check_embedder(self, self.embedder, claim=claim)
+        self.check_vectors_of(self.embedder, claim=claim)
 
     # ---- writes ------------------------------------------------------------------------------
     async def upsert(self, items: Sequence[MemoryItem],

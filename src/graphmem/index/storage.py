@@ -131,8 +131,9 @@ class IndexStore:
         self.conn.execute("UPDATE search_meta SET value=? WHERE key='generation'", (str(gen),))
         return gen
 
-    def check_embedder(self, embedder: Any, *, claim: bool = False) -> None:
-        """Refuse to mix vectors of two embedders; ``claim`` records ours on an empty index."""
+    def check_vectors_of(self, embedder: Any, *, claim: bool = False) -> None:
+        """Refuse to mix vectors of two embedders; ``claim`` records ``embedder`` on an index
+        that holds none yet."""
         if embedder is None:
             return
         mine = f"{embedder.name}:{embedder.dimension}"
@@ -399,6 +400,13 @@ class IndexStore:
         return {"items": self.count(),
                 "vectors": self.conn.execute("SELECT count(*) FROM search_vectors").fetchone()[0],
                 "projects": len(self.projects()), "embedder": self.meta("embedder")}
+
+    def sizes(self) -> dict[str, int]:
+        """Items, and the bytes their vectors and token matrices take (for benchmarks)."""
+        one = lambda q: self.conn.execute(q).fetchone()[0] or 0  # noqa: E731
+        return {"items": one("SELECT count(*) FROM search_items"),
+                "vectors": one("SELECT sum(length(vec)) FROM search_vectors"),
+                "tokens": one("SELECT sum(length(toks)) FROM search_tokens")}
 
     def term_ids(self, terms: Iterable[str]) -> dict[str, int]:
         """Ids of the given terms that the index knows."""
