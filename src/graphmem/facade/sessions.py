@@ -272,7 +272,7 @@ class Sessions:
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
                                       or _SURROGATE.search(workspace)):
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
-        from ..index.episodes import open_episode_index
+        from ..index.sessions.tables import open_episode_index
 
         await self.episodes.settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
