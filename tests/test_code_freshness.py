@@ -129,7 +129,46 @@ def test_each_freshness_state_from_a_real_history(tmp_path):
     helper = got["helper caching: helper() is called on every request"]
     assert helper["state"] == "moved" and helper["moved"] == {"src/util.py": "src/other.py"}
     config = got["config loading lives in src/util.py and src/other.py"]
-    assert config["state"] == "changed" and config["changed"] == ["src/other.py", "src/util.py"]
+    # util.py lost every line the memory saw; other.py only gained some: it is current
+    assert config["state"] == "changed" and config["changed"] == ["src/util.py"]
+    assert config["commits"] == {"src/other.py": 1, "src/util.py": 1}
+
+
+def test_changed_is_symbol_level_and_counts_the_commits_since(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/other.py": "X = 1\n"})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("refund rounding: `refund` must round half up")
+        mem.append_gotcha("payments layout: src/pay.py keeps charges and refunds together")
+
+        def now() -> tuple[dict, dict]:
+            got = states(mem, "refund rounding payments layout")
+            return (got["refund rounding: `refund` must round half up"],
+                    got["payments layout: src/pay.py keeps charges and refunds together"])
+
+        (root / "src/pay.py").write_text(PAY + "\n\ndef audit():\n    pass\n")
+        commit(root, "add audit below refund")
+        (root / "src/pay.py").write_text(
+            PAY.replace("return n", "return n * 2") + "\n\ndef audit():\n    pass\n")
+        commit(root, "edit Client.charge")
+        (root / "src/other.py").write_text("X = 2\n")
+        commit(root, "another file")
+        refund, layout = now()
+        # the file changed twice, but not refund's own lines, and most of the file is kept
+        assert refund["state"] == "current" and refund["commits"] == {"src/pay.py": 2}
+        assert layout["state"] == "current" and layout["commits"] == {"src/pay.py": 2}
+        (root / "src/pay.py").write_text(PAY.replace("return order.total", "return 0").replace(
+            "return n", "return n * 2") + "\n\ndef audit():\n    pass\n")
+        commit(root, "edit refund")
+        refund, _ = now()
+        assert refund["state"] == "changed" and refund["symbols_changed"] == ["refund"]
+        assert refund["commits"] == {"src/pay.py": 3}
+        ctx = mem.context("refund rounding must round half up", max_tokens=1000)
+        assert "src/pay.py changed since this was learned (3 commits)" in ctx
+        (root / "src/pay.py").write_text("def pay_everything():\n    return None\n")
+        commit(root, "rewrite the module")
+        _, layout = now()
+    assert layout["state"] == "changed" and layout["changed"] == ["src/pay.py"]
+    assert layout["commits"] == {"src/pay.py": 4}
 
 
 def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone(tmp_path, monkeypatch):
@@ -138,13 +177,13 @@ def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone
     with Memory(spec, root) as mem:
         mem.append_gotcha("checkout: renderCart in web/ui.js flickers during checkout")
         mem.append_gotcha("checkout: Handle in src/api.go serves the checkout page")
-        mem.append_gotcha("checkout: refund in src/pay.py runs after a failed checkout")
+        mem.append_gotcha("checkout: `refund` in src/pay.py runs after a failed checkout")
         before = [h.text for h in mem.search("checkout renderCart flickers", scope="project")]
         assert before[0].startswith("checkout: renderCart")
         (root / "web/ui.js").unlink()
         (root / "src/http").mkdir()
         git(root, "mv", "src/api.go", "src/http/api.go")
-        (root / "src/pay.py").write_text(PAY + "\n\ndef audit():\n    pass\n")
+        (root / "src/pay.py").write_text(PAY.replace("return order.total", "return 0"))
         commit(root, "change")
         after = [h.text for h in mem.search("checkout renderCart flickers", scope="project")]
         ctx = mem.context("checkout: Handle serves the checkout page, renderCart flickers during "
@@ -152,7 +191,7 @@ def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone
     assert after[-1].startswith("checkout: renderCart")  # gone: below the others
     assert "src/http/api.go" in ctx and "src/api.go is now src/http/api.go" in ctx
     assert "Handle in src/http/api.go serves" in ctx  # the text itself names the current path
-    assert "src/pay.py changed since this was learned" in ctx
+    assert "src/pay.py changed since this was learned (1 commit)" in ctx
     body = ctx.split("\n", 1)[1]
     assert "flickers" not in body and "1 matching memories left out" in body, ctx
 

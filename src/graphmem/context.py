@@ -71,7 +71,9 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     changed = fresh.get("changed") or []
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        notes.append(f"{shown} changed since this was learned")
+        n = sum(v for p, v in (fresh.get("commits") or {}).items() if p in changed)
+        notes.append(f"{shown} changed since this was learned"
+                     + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
     if hit.kind == "turn":
         who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
         when = f", {hit.time:%Y-%m-%d}" if hit.time else ""

@@ -108,7 +108,7 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                  "learned_at": m.learned_at,
                  "anchors": [_short(a) for a in m.matched],
                  "freshness": {k: fresh[k] for k in ("state", "moved", "changed", "gone",
-                                                     "symbols_changed")},
+                                                     "symbols_changed", "commits")},
                  "validity": m.validity}
         (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
     current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
@@ -220,7 +220,7 @@ class AboutMixin:
         states = {}
         for item_id, rec in book(spec).records.items():
             st = item_state(rec, snap)
-            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
+            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone", "commits")}
             counts[st["state"]] = counts.get(st["state"], 0) + 1
             if st["moved"]:
                 moved.add(item_id)
