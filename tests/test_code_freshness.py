@@ -245,6 +245,29 @@ def test_turns_are_quoted_with_their_session_and_weak_matches_stay_out(tmp_path)
     assert f'- "please make refunds idempotent in src/pay.py" (user in session {sid}' in ctx
 
 
+@pytest.mark.parametrize("floor", ["on", "off"])
+def test_an_off_topic_turn_of_a_relevant_session_stays_out_of_a_small_context(tmp_path, monkeypatch,
+                                                                              floor):
+    if floor == "off":  # the previous rule (relative floor only): the off-topic turn got in
+        monkeypatch.setattr("graphmem.context.RAW_TERMS", 0)
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.update_codebase_map({"src/pay.py": "Stripe client wrapper: create PaymentIntent, refund"})
+        mem.save_session_insights(1, {"what_worked": [
+            "Refunds go through `refund` and the order moves to refunded from the webhook"]})
+        sid = mem.start_session()
+        mem.record_turns(sid, [
+            {"role": "user", "content": "Implement the checkout endpoint with a Stripe PaymentIntent."},
+            {"role": "assistant", "content": "I added POST /checkout; it creates the Stripe intent."},
+            {"role": "user", "content": "The test suite hangs on the first checkout test."},
+            {"role": "assistant", "content": "The fixture held a row lock; it reuses the session now."}])
+        mem.end_session(sid)
+        ctx = mem.context("Add partial refunds to checkout, triggered from the Stripe dashboard",
+                          max_tokens=1000)
+    assert "Implement the checkout endpoint" in ctx and "I added POST /checkout" in ctx
+    assert ("The test suite hangs" in ctx) == (floor == "off"), ctx
+
+
 def test_a_project_that_is_not_a_git_repository(tmp_path):
     root, spec = project(tmp_path, {"src/pay.py": PAY, "web/ui.js": UI}, use_git=False)
     with Memory(spec, root) as mem:

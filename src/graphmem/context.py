@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from .errors import ValidationError
+from .index.text import tokenize
 from .insight_items import count_note
 from .models import Hit, normalise
 
@@ -23,6 +24,13 @@ SECTIONS = (  # (title, kinds), in the order an agent should read them
     ("From past conversations", ("turn",)),
 )
 RELEVANCE_FLOOR = 0.3  # share of the best hit's score a hit needs to be shown (see bench/codemem.py)
+# Raw exchanges (turns, steps) rank high through their session's neighbours, and scores are
+# relative to the best hit: on a small corpus an off-topic turn of a relevant session scores
+# near the top. Such a record is shown only when its own text shares RAW_TERMS of the task's
+# words or it scores within RAW_STRONG of the best (a match by meaning alone).
+RAW_KINDS = ("turn", "step")
+RAW_TERMS = 2
+RAW_STRONG = 0.85
 FILES_PER_LINE = 3  # anchored files named after a lesson
 
 
@@ -90,9 +98,10 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
                   pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
 
-    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out (``pinned`` ids, e.g.
-    memories anchored to the files the agent works on, are kept); so are memories whose code is
-    gone, with a count of what was hidden.
+    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out, and so are raw turns
+    and steps sharing fewer than ``RAW_TERMS`` words with the task unless they score within
+    ``RAW_STRONG`` of the best (``pinned`` ids, e.g. memories anchored to the files the agent
+    works on, are kept); so are memories whose code is gone, with a count of what was hidden.
     """
     header = f"## Memory relevant to: {task[:120]}\n"
     budget = max_tokens - estimate_tokens(header)
@@ -101,6 +110,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     section_of = {k: title for title, kinds in SECTIONS for k in kinds}
     top = max((h.score for h in hits if h.id not in pinned
                and _freshness(h).get("state") != "gone"), default=0.0)
+    task_terms = None
     hidden = 0
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
@@ -109,6 +119,11 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             continue
         if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
             continue
+        if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
+            if task_terms is None:
+                task_terms = set(tokenize(task))
+            if len(task_terms.intersection(tokenize(hit.text))) < RAW_TERMS:
+                continue  # an exchange that does not talk about the task
         if _freshness(hit).get("state") == "gone":
             hidden += 1
             seen.add(key)

@@ -2,22 +2,23 @@
 
 ``History`` counts, for a path and the HEAD an anchor recorded, the commits since that HEAD that
 touched the path (``git log --name-only`` read once, then extended by ``old..HEAD`` after each
-commit: one subprocess per repository state, never one per hit). History is read as a line,
+commit: one subprocess per new HEAD, never one per hit). History is read as a line,
 newest ``MAX_COMMITS`` commits, ``--topo-order``: on a merge-heavy history a commit of a merged
 branch counts as "since" when git lists it after the anchor's HEAD, which is the usual reading
 of "since this was learned". An anchor older than the window counts as ``None`` (unknown).
 
-``kept_share(old_blob, new_blob)`` is the share of the old blob's lines still in the new one
-(``difflib`` over the two blobs read with one ``git cat-file --batch``), cached forever per
-pair: a file-level anchor is only ``changed`` when most of what the memory saw is rewritten.
+``kept_shares`` gives, per (old blob, new blob), the share of the old blob's lines still in the
+new one (blobs read from the loose object store, else one ``git cat-file --batch``), cached
+forever per pair: a whole-file anchor is only ``changed`` when most of what it saw is rewritten.
 """
 
 from __future__ import annotations
 
 import bisect
-import difflib
 import subprocess
 import threading
+import zlib
+from collections import Counter
 from pathlib import Path
 
 MAX_COMMITS = 20_000
@@ -47,13 +48,19 @@ class History:
         self.touched: dict[str, list[int]] = {}  # path -> places of the commits touching it
         self.next = 0
 
-    def _take(self, log: bytes) -> None:
-        """Add ``git log`` output (newest first) to the end of the line."""
-        commits: list[tuple[str, list[str]]] = []
-        for block in log.split(b"\x00\x00")[1:] if log.startswith(b"\x00\x00") else []:
+    def _take(self, log: bytes) -> list[tuple[str, list[str], list[str]]]:
+        """Parse ``git log`` output (newest first) -> [(commit, parents, paths)], oldest first."""
+        commits = []
+        for block in log.split(b"\x00\x00")[1:]:
             lines = block.decode("utf-8", "surrogateescape").split("\n")
-            commits.append((lines[0].strip(), [x for x in lines[1:] if x]))
-        for sha, paths in reversed(commits):
+            ids = lines[0].split()
+            if ids:
+                commits.append((ids[0], ids[1:], [x for x in lines[1:] if x]))
+        commits.reverse()
+        return commits
+
+    def _add(self, commits: list[tuple[str, list[str], list[str]]]) -> None:
+        for sha, _, paths in commits:
             if sha in self.pos:
                 continue
             self.pos[sha] = self.next
@@ -62,20 +69,20 @@ class History:
             self.next += 1
 
     def update(self, head: str) -> None:
-        """Bring the line up to ``head`` (incrementally when it descends from the last one)."""
+        """Bring the line up to ``head``: one ``git log`` of what is new when ``head`` descends
+        from the last one (a new commit's parent is already in the line), else the whole window."""
         if head == self.head:
             return
-        fmt = ["log", "--topo-order", "--no-renames", "--name-only", "--format=%x00%x00%H"]
-        log = None
+        fmt = ["log", "--topo-order", "--no-renames", "--name-only", "--format=%x00%x00%H %P"]
         if self.head is not None:
-            log = _git(self.root, *fmt, f"{self.head}..{head}")
-            if log is not None and _git(self.root, "merge-base", "--is-ancestor", self.head,
-                                        head) is None:
-                log = None  # a reset or checkout elsewhere: read it again
-        if log is None:
-            self.pos, self.touched, self.next = {}, {}, 0
-            log = _git(self.root, *fmt, f"--max-count={MAX_COMMITS}", head) or b""
-        self._take(log)
+            new = self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}",
+                                  f"{self.head}..{head}") or b"")
+            if new and any(p in self.pos for p in new[0][1]):
+                self._add(new)  # the oldest new commit sits on the line: a plain extension
+                self.head = head
+                return
+        self.pos, self.touched, self.next = {}, {}, 0
+        self._add(self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}", head) or b""))
         self.head = head
 
     def commits_since(self, since: str | None, path: str) -> int | None:
@@ -101,15 +108,20 @@ def history(root: str | Path, head: str | None) -> History | None:
 
 
 def kept_shares(root: str | Path, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], float | None]:
-    """For each (old blob, new blob): the share of the old lines the new one keeps (None when a
-    blob cannot be read, e.g. outside git or an object git no longer has)."""
+    """For each (old blob, new blob): the share of the old lines still in the new one (as a
+    multiset of lines: moved lines count as kept), None when a blob cannot be read (outside git,
+    or an object git no longer has). Loose objects are read from ``.git/objects`` directly;
+    the rest with one ``git cat-file --batch``."""
     out = {p: _kept[p] for p in pairs if p in _kept}
     todo = [p for p in pairs if p not in _kept]
     if not todo:
         return out
     blobs = sorted({b for p in todo for b in p})
-    raw = _git(Path(root), "cat-file", "--batch", data="".join(b + "\n" for b in blobs).encode())
-    texts = _parse_batch(raw or b"", blobs)
+    texts = {b: t for b in blobs if (t := _loose(Path(root), b)) is not None}
+    rest = [b for b in blobs if b not in texts]
+    if rest:
+        raw = _git(Path(root), "cat-file", "--batch", data="".join(b + "\n" for b in rest).encode())
+        texts.update(_parse_batch(raw or b"", rest))
     if len(_kept) > MAX_PAIRS:
         _kept.clear()
     for old, new in todo:
@@ -117,14 +129,42 @@ def kept_shares(root: str | Path, pairs: set[tuple[str, str]]) -> dict[tuple[str
         if a is None or b is None:
             share = None
         else:
-            la, lb = a.splitlines(), b.splitlines()
-            if not la:
-                share = 1.0
-            else:
-                sm = difflib.SequenceMatcher(None, la, lb, autojunk=False)
-                share = sum(m.size for m in sm.get_matching_blocks()) / len(la)
+            la = Counter(x.strip() for x in a.splitlines() if x.strip())
+            lb = Counter(x.strip() for x in b.splitlines() if x.strip())
+            share = sum((la & lb).values()) / sum(la.values()) if la else 1.0
         _kept[(old, new)] = out[(old, new)] = share
     return out
+
+
+_objects: dict[str, Path | None] = {}
+
+
+def _loose(root: Path, blob: str) -> str | None:
+    """A loose blob's text read from the object store (None when packed or absent)."""
+    key = str(root)
+    if key not in _objects:
+        from .tree import _git_dir
+
+        gitdir = _git_dir(root)
+        common = None
+        if gitdir is not None:
+            try:
+                rel = (gitdir / "commondir").read_text().strip()
+                common = (gitdir / rel).resolve()
+            except OSError:
+                common = gitdir
+        _objects[key] = common / "objects" if common else None
+    folder = _objects[key]
+    if folder is None or len(blob) != 40:
+        return None
+    try:
+        data = zlib.decompress((folder / blob[:2] / blob[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    head, _, body = data.partition(b"\0")
+    if not head.startswith(b"blob ") or len(body) > MAX_BLOB_BYTES:
+        return None
+    return body.decode("utf-8", "replace")
 
 
 def _parse_batch(raw: bytes, blobs: list[str]) -> dict[str, str]:
