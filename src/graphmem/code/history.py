@@ -184,3 +184,26 @@ def _parse_batch(raw: bytes, blobs: list[str]) -> dict[str, str]:
             out[blob] = raw[i:i + size].decode("utf-8", "replace")
         i += size + 1
     return out
+
+
+def renames(root: str | Path, since: str | None, head: str,
+            max_commits: int = 5_000) -> list[tuple[str, str, str]]:
+    """The file renames git sees in the commits after ``since`` up to ``head`` (all of the
+    window without ``since``) -> [(old path, new path, commit time ISO)], oldest first."""
+    span = f"{since}..{head}" if since else head
+    raw = _git(Path(root), "log", "-M", "--diff-filter=R", "--name-status", "-z",
+               f"--max-count={max_commits}", "--format=%x00%x00%H %cI", span, timeout=60)
+    out: list[tuple[str, str, str]] = []
+    when = ""
+    tokens = (raw or b"").decode("utf-8", "surrogateescape").split("\0")
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i].strip("\n")
+        i += 1
+        if len(tok) > 41 and tok[40] == " " and all(c in "0123456789abcdef" for c in tok[:40]):
+            when = tok[41:]
+        elif tok.startswith("R") and i + 1 < len(tokens):
+            out.append((tokens[i], tokens[i + 1], when))
+            i += 2
+    out.reverse()
+    return out
