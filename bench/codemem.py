@@ -108,6 +108,10 @@ def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[s
     if mapped:
         out["staleleak@10"] = sum(1 for s, m in mapped
                                   if labels.get(s, "CURRENT") != "CURRENT" and not m) / len(mapped)
+    for s, m in mapped:  # which kinds of stale hit leak (JSON only: leak_<LABEL>)
+        label = labels.get(s, "CURRENT")
+        if label != "CURRENT" and not m:
+            out[f"leak_{label}"] = out.get(f"leak_{label}", 0.0) + 1 / len(mapped)
     strict_mapped = [m for s, m in zip(ranked[:10], (strict or marks)[:10]) if s is not None]
     if strict_mapped:  # StaleLeak counting only moved/gone/superseded/retired marks
         out["staleleak_strict@10"] = sum(
@@ -186,8 +190,9 @@ def presented(hit) -> str:
 def average(rows: list[dict]) -> dict:
     keys = sorted({k for r in rows for k in r if k != "type"})
     counted = {f"{k}_n": sum(1 for r in rows if k in r) for k in keys if k.startswith("currentabove")}
-    return {k: sum(r[k] for r in rows if k in r) / max(1, sum(1 for r in rows if k in r))
-            for k in keys} | counted | {"n": len(rows)}
+    scored = max(1, sum(1 for r in rows if "staleleak@10" in r))  # leak_<LABEL>: over every task
+    return {k: sum(r[k] for r in rows if k in r) / (scored if k.startswith("leak_") else max(
+        1, sum(1 for r in rows if k in r))) for k in keys} | counted | {"n": len(rows)}
 
 
 def run_dataset(name: str, args, tmp: Path) -> dict:
