@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,7 @@ def build(root: Path, n: int) -> list[str]:
 def evolve(root: Path, paths: list[str], rnd: random.Random, step: int) -> None:
     live = [p for p in paths if (root / p).exists()]
     for p in rnd.sample(live, max(1, len(live) * 3 // 100)):
-        i = int(p.rsplit("_", 1)[1][:-3])
+        i = int(re.search(r"mod_(\d+)", p).group(1))
         (root / p).write_text(module(i, step + 1))
     for p in rnd.sample(live, max(1, len(live) // 100)):
         if (root / p).exists():
