@@ -5,8 +5,6 @@ and leaves the decision to the rule without an LLM."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,44 +14,26 @@ from test_code_freshness import PAY, project
 from test_consolidate import FakeOpenAI
 
 KEY = "sk-test-supersede-000000000000"
+REFUSED = (401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                           "param": None, "code": "invalid_api_key"}})  # OpenAI's documented shape
 
 
-class RefusingOpenAI:
-    """A loopback server refusing every chat completion with OpenAI's documented 401 error."""
-
-    def __init__(self):
-        self.requests: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers["Content-Length"]))
-                outer.requests.append(self.path)
-                data = json.dumps({"error": {"message": "Incorrect API key provided.",
-                                             "type": "invalid_request_error", "param": None,
-                                             "code": "invalid_api_key"}}).encode()
-                self.send_response(401)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def llm_env(monkeypatch, server: FakeOpenAI) -> None:
+def write_with_llm(monkeypatch, root: Path, spec: Path, answer, notes: list[str],
+                   query: str) -> tuple[FakeOpenAI, list, list]:
+    """Write ``notes`` with the LLM behind a loopback server answering ``answer``; then the
+    search for ``query`` -> (server, default hits, hits with history)."""
+    server = FakeOpenAI(answer)
     monkeypatch.setenv("GRAPHMEM_LLM_PROVIDER", "openai")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    try:
+        with Memory(spec, root) as mem:
+            for text in notes:
+                mem.append_gotcha(text)
+            return (server, mem.search(query, limit=10),
+                    mem.search(query, limit=10, include_history=True))
+    finally:
+        server.close()
 
 
 def events(spec: Path) -> list[dict]:
@@ -80,19 +60,13 @@ def test_the_llm_judges_which_older_note_on_the_same_code_a_new_one_replaces(tmp
         hit = [n for n, t in notes.items() if "retried three times" in t and "never" in new]
         return json.dumps({"updates": hit, "reason": "the retry policy was reversed"})
 
-    server = FakeOpenAI(answer)
-    llm_env(monkeypatch, server)
-    try:
-        with Memory(spec, root) as mem:
-            mem.append_gotcha("`refund` calls are retried three times by src/pay.py")
-            mem.append_gotcha("`refund` needs the order's currency")
-            mem.append_gotcha("X in src/other.py must stay an int")  # other code: not shown
-            mem.append_gotcha("`refund` is never retried any more: the gateway deduplicates")
-            plain = [h.text for h in mem.search("is refund retried", limit=10)]
-            every = {h.text: h for h in mem.search("is refund retried", limit=10,
-                                                   include_history=True)}
-    finally:
-        server.close()
+    server, hits, history = write_with_llm(monkeypatch, root, spec, answer, [
+        "`refund` calls are retried three times by src/pay.py",
+        "`refund` needs the order's currency",
+        "X in src/other.py must stay an int",  # other code: not shown to the LLM
+        "`refund` is never retried any more: the gateway deduplicates"], "is refund retried")
+    plain = [h.text for h in hits]
+    every = {h.text: h for h in history}
     last = server.requests[-1]
     assert last["path"] == "/v1/chat/completions" and last["auth"] == f"Bearer {KEY}"
     assert last["body"]["response_format"]["type"] == "json_schema"
@@ -115,19 +89,15 @@ def test_a_failed_or_garbage_answer_loses_nothing_and_the_rule_decides(tmp_path,
     root, spec = project(tmp_path, {"src/pay.py": PAY})
 
     def answer(body):
+        if reply == "refused":
+            return REFUSED
         if reply == "out of range":
             return json.dumps({"updates": [7], "reason": "made up"})
         return "I think the first one, probably?"
 
-    server = RefusingOpenAI() if reply == "refused" else FakeOpenAI(answer)
-    llm_env(monkeypatch, server)
-    try:
-        with Memory(spec, root) as mem:
-            mem.append_gotcha("`refund` allows 3 retries in CI")
-            mem.append_gotcha("`refund` allows 5 retries in CI")
-            hits = {h.text: h for h in mem.search("refund retries in CI", limit=10)}
-    finally:
-        server.close()
+    server, found, _ = write_with_llm(monkeypatch, root, spec, answer, [
+        "`refund` allows 3 retries in CI", "`refund` allows 5 retries in CI"], "refund retries in CI")
+    hits = {h.text: h for h in found}
     assert server.requests  # the LLM was asked
     assert set(hits) >= {"`refund` allows 3 retries in CI", "`refund` allows 5 retries in CI"}
     old = hits["`refund` allows 3 retries in CI"]
