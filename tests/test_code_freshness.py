@@ -268,6 +268,20 @@ def test_an_off_topic_turn_of_a_relevant_session_stays_out_of_a_small_context(tm
     assert ("The test suite hangs" in ctx) == (floor == "off"), ctx
 
 
+def test_context_says_where_the_code_the_task_names_is_now(tmp_path):
+    root, spec = project(tmp_path, {"src/util.py": "def helper():\n    return 1\n",
+                                    "src/other.py": "X = 1\n"})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("helper() in src/util.py is called on every request")
+        (root / "src/util.py").write_text("")
+        (root / "src/other.py").write_text("X = 1\n\n\ndef helper():\n    return 1\n")
+        commit(root, "move helper")
+        ctx = mem.context("Where is `helper` implemented?", max_tokens=500)
+    where = ctx.index("`helper` is defined in src/other.py (lines 4-5)")
+    assert where < ctx.index("helper() in src/other.py is called")  # the memory, rewritten
+    assert "src/util.py is now src/other.py" not in ctx[:where]
+
+
 def test_a_project_that_is_not_a_git_repository(tmp_path):
     root, spec = project(tmp_path, {"src/pay.py": PAY, "web/ui.js": UI}, use_git=False)
     with Memory(spec, root) as mem:

@@ -28,7 +28,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # builder take what they need from below, never the façade, search or the graph.
     "graphmem.code.history": BOTTOM | {"graphmem.code.tree"},
     "graphmem.supersession": BOTTOM | {"graphmem.code.anchors"},
-    "graphmem.context": BOTTOM | {"graphmem.index.text", "graphmem.insight_items"},
+    "graphmem.context": BOTTOM | {"graphmem.index.text", "graphmem.insight_items", "graphmem.code"},
     # Next steps of issue 16, one line each once their imports point one way (settings still
     # imports search_client), e.g. "graphmem.settings": BOTTOM,
     # "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},

@@ -94,6 +94,18 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     return f"- {body}" + (f" [{'; '.join(notes)}]" if notes else "") + "\n"
 
 
+def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
+    """Where the functions and classes the task names are defined now (a renamed file or a
+    moved function shows under its current path), if the budget leaves room."""
+    from .code import defined_now
+
+    rows = defined_now(task, project_dir)
+    lines = [f"- `{r['symbol']}` is defined in {r['path']} (lines {r['lines'][0]}-{r['lines'][1]})\n"
+             for r in rows]
+    block = "\n### Code the task names, where it is now\n" + "".join(lines) if lines else ""
+    return block if estimate_tokens(block) <= budget else ""
+
+
 def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
                   pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
@@ -105,6 +117,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     """
     header = f"## Memory relevant to: {task[:120]}\n"
     budget = max_tokens - estimate_tokens(header)
+    where = _defined_now(task, project_dir, budget // 4)  # first: it answers "where is X now"
+    budget -= estimate_tokens(where)
     seen: set[str] = set()
     chosen: dict[str, list[str]] = {title: [] for title, _ in SECTIONS}
     section_of = {k: title for title, kinds in SECTIONS for k in kinds}
@@ -136,9 +150,9 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not any(chosen.values()) and not hidden and not retired:
+    if not any(chosen.values()) and not hidden and not retired and not where:
         return ""
-    parts = [header]
+    parts = [header, where]
     for title, _ in SECTIONS:
         if chosen[title]:
             parts.append(f"\n### {title}\n")
