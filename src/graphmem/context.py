@@ -24,11 +24,12 @@ SECTIONS = (  # (title, kinds), in the order an agent should read them
     ("From past conversations", ("turn",)),
 )
 RELEVANCE_FLOOR = 0.3  # share of the best hit's score a hit needs to be shown (see bench/codemem.py)
-# Raw exchanges (turns, steps) rank high through their session's neighbours, and scores are
-# relative to the best hit: on a small corpus an off-topic turn of a relevant session scores
-# near the top. Such a record is shown only when its own text shares RAW_TERMS of the task's
-# words or it scores within RAW_STRONG of the best (a match by meaning alone).
-RAW_KINDS = ("turn", "step")
+# Quoted turns rank high through their session's neighbours, and scores are relative to the
+# best hit: on a small corpus an off-topic turn of a relevant session scores near the top. A
+# turn is shown only when its own text shares RAW_TERMS of the task's words or it scores within
+# RAW_STRONG of the best (a match by meaning alone). Steps are left to the plain floor: they
+# name the files a session touched (on entire-cli, filtering them too cost FileRecall@4k .05).
+RAW_KINDS = ("turn",)
 RAW_TERMS = 2
 RAW_STRONG = 0.85
 FILES_PER_LINE = 3  # anchored files named after a lesson
@@ -110,8 +111,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
                   pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
 
-    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out, and so are raw turns
-    and steps sharing fewer than ``RAW_TERMS`` words with the task unless they score within
+    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out, and so are quoted
+    turns sharing fewer than ``RAW_TERMS`` words with the task unless they score within
     ``RAW_STRONG`` of the best (``pinned`` ids, e.g. memories anchored to the files the agent
     works on, are kept); so are memories whose code is gone, with a count of what was hidden.
     """
