@@ -9,8 +9,10 @@ reference files untouched::
      "invalid_at": "2026-12-01T21:00:00+00:00", "recorded_at": "2026-12-01T21:00:00+00:00"}
 
 Searches and contexts leave retired and superseded memories out by default (a context says how
-many it hid); ``include_history=True`` returns them with ``metadata["validity"]``. Without an
-LLM, a new gotcha or pattern that reads exactly like an older one except for its numbers marks
+many it hid); ``include_history=True`` returns them with ``metadata["validity"]``. With an LLM
+configured, a new gotcha or pattern is judged against the older ones on the same code by the LLM
+(``supersession.py``), and those it replaces are superseded. Without one (or when its answer
+cannot be used), a new note that reads exactly like an older one except for its numbers marks
 the older as "possibly superseded" (``possible_update``): marked and ranked below the newer one,
 never hidden.
 """

@@ -27,6 +27,7 @@ from .tree import Snapshot
 log = logging.getLogger("graphmem.code")
 HISTORY = ("retired", "superseded")
 MAX_TARGET = 1_000
+STATES_FILE = "anchor_states.json"
 
 
 @dataclass
@@ -108,7 +109,7 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                  "learned_at": m.learned_at,
                  "anchors": [_short(a) for a in m.matched],
                  "freshness": {k: fresh[k] for k in ("state", "moved", "changed", "gone",
-                                                     "symbols_changed")},
+                                                     "symbols_changed", "commits")},
                  "validity": m.validity}
         (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
     current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
@@ -125,6 +126,38 @@ def _iso(value: Any) -> str | None:
     if value is None:
         return None
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def last_renames_head(spec: str | Path) -> str | None:
+    """The HEAD up to which a spec's refresh sent renames to the graph (None: never)."""
+    import json
+
+    try:
+        got = json.loads((Path(spec) / "memory" / STATES_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    head = got.get("renames_head") if isinstance(got, dict) else None
+    return head if isinstance(head, str) else None
+
+
+def pending_renames(project: Path, specs: list, head: str,
+                    previous: dict[str, str | None]) -> list[tuple[str, str, str]]:
+    """Renames since the oldest refresh that sent some (the whole window when one never did),
+    of files the specs' anchors name, and the later renames of those files' new names."""
+    from .anchors import book
+    from .history import renames
+
+    heads = set(previous.values())
+    since = heads.pop() if len(heads) == 1 else None
+    if since == head:
+        return []
+    relevant = {p for s in specs for p in book(s).by_path}
+    out = []
+    for old, new, when in renames(project, since, head):
+        if old in relevant:
+            out.append((old, new, when))
+            relevant.add(new)
+    return out
 
 
 def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:

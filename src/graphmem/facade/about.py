@@ -3,12 +3,13 @@ from the files or the graph) and ``graphmem.code.anchors`` (anchors and their st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..code.about import Mention, assemble, check_target, local_mentions
+from ..code.about import (STATES_FILE, Mention, assemble, check_target, last_renames_head,
+                          local_mentions, pending_renames)
 from ..code.freshness import item_state
 from ..code.tree import Snapshot, snapshot
 
@@ -91,7 +92,8 @@ class About:
         written = backfill(project, items)
         counts: dict[str, int] = {}
         moved: set[str] = set()
-        snap = None
+        snap = snapshot(project, max_age=0)
+        renamed, renames_head = await self._send_renames(project, specs, snap)
         for spec in specs:
             if not (Path(spec) / "memory").is_dir():
                 continue
@@ -99,7 +101,7 @@ class About:
                 # the snapshot is taken under the lock: of two hooks' refreshes racing, the one
                 # writing last saw the latest HEAD
                 snap = snapshot(project, max_age=0)
-                self._write_states(spec, snap, counts, moved)
+                self._write_states(spec, snap, counts, moved, renames_head.get(str(spec)))
         graph = "off"
         if moved and self.settings.graph.mode != "off":
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
@@ -108,10 +110,36 @@ class About:
                     graph, _ = await self.derived.get().write_graph(
                         SpecStore(spec, self.scope.project).memory_dir, self.scope.root, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
-                "states": counts, "moved": len(moved), "graph": graph}
+                "states": counts, "moved": len(moved), "graph": graph, "renamed": renamed}
+
+    async def _send_renames(self, project: Path, specs: list, snap: Snapshot) -> tuple[int, dict]:
+        """RENAMED_TO edges for the renames of anchored files git saw since the last refresh
+        that sent them -> (edges written, spec -> the HEAD to remember as sent)."""
+        from ..errors import GraphmemError
+
+        previous = {str(s): last_renames_head(s) for s in specs}
+        if self.settings.graph.mode == "off" or not snap.git or not snap.head:
+            return 0, previous
+        todo = pending_renames(project, specs, snap.head, previous)
+        try:
+            if todo:
+                from ..graph.code_graph import write_renames
+                from ..graph.schema import group_id
+
+                graph = await self.derived.get().graph_store()
+                if graph is None or not graph.available:
+                    raise GraphmemError(f"graph unavailable: {getattr(graph, 'last_error', '')}")
+                sent = await write_renames(graph, group_id(self.scope.project.key), todo)
+            else:
+                sent = 0
+        except GraphmemError as exc:  # tried again by the next refresh: the head stays
+            log.warning("renames not sent to the graph: %s", exc)
+            return 0, previous
+        return sent, {k: snap.head for k in previous}
 
     @staticmethod
-    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set) -> None:
+    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set,
+                      renames_head: str | None = None) -> None:
         import json
 
         from ..files.atomic import atomic_write_text
@@ -120,9 +148,10 @@ class About:
         states = {}
         for item_id, rec in book(spec).records.items():
             st = item_state(rec, snap)
-            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
+            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone", "commits")}
             counts[st["state"]] = counts.get(st["state"], 0) + 1
             if st["moved"]:
                 moved.add(item_id)
-        atomic_write_text(Path(spec) / "memory" / "anchor_states.json", json.dumps(
-            {"head": snap.head, "states": states}, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(Path(spec) / "memory" / STATES_FILE, json.dumps(
+            {"head": snap.head, "renames_head": renames_head, "states": states}, indent=1,
+            sort_keys=True) + "\n")

@@ -7,9 +7,9 @@ migration of an older release's rows (``adopt``), ``reindex`` (rebuild from the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import contextlib
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 from ..models import MemoryItem, SaveReport

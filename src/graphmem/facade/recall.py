@@ -12,9 +12,9 @@ below the index (R@10 .46). Each hit says which backend found it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 

@@ -8,12 +8,12 @@ first use, and ``settle`` before a read (see ``sessions.py`` for the whole write
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import asyncio
 import logging
 import os
 import random
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 

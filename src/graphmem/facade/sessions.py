@@ -16,10 +16,10 @@ through the event loop when the graph is off (``record_turn_now``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import asyncio
 import logging
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 

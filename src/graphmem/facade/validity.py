@@ -3,21 +3,25 @@ the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.val
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import json
+import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
 from ..models import parse_iso, utcnow
-from ..validity import _ID, MAX_REASON, POSSIBLY, older_versions, skeleton, validity_file
+from ..validity import (_ID, MAX_REASON, POSSIBLY, older_versions, skeleton, validity_file,
+                        validity_log)
 
 if TYPE_CHECKING:
     from ..derived import DerivedRef
     from ..scope import Scope
-    from .session_log import EpisodeLog
     from ..settings import Settings
+    from .session_log import EpisodeLog
     from .write_rules import WriteRules
+
+log = logging.getLogger("graphmem.validity")
 
 
 @dataclass(eq=False)
@@ -55,19 +59,70 @@ class Validity:
         return ev
 
     async def flag_updates(self, kind: str, text: str, new_id: str) -> None:
-        """After a new gotcha or pattern: flag the older ones of this spec it seems to update."""
+        """After a new gotcha or pattern: with an LLM, the older ones it replaces are judged by
+        the LLM and superseded (``supersession.py``); without one, or when its answer cannot be
+        used, the older ones it seems to update are flagged (``possible_update``)."""
         from ..models import stable_id
 
-        if skeleton(text) is None:
+        llm = self._supersession_llm()
+        if llm is None and skeleton(text) is None:
             return
-        files = self.scope.files
+        files, key, spec = self.scope.files, self.scope.project.key, self.scope.spec_key
         path = files.bullet_file(kind)
-        for old in older_versions(path, files.load_bullets(kind), text):
-            old_id = stable_id(self.scope.project.key, self.scope.spec_key, kind, old)
+        bullets = files.load_bullets(kind)
+        rule = older_versions(path, bullets, text) if skeleton(text) is not None else []
+        rule_ids = [stable_id(key, spec, kind, old) for old in rule]
+        judged = None if llm is None else \
+            await self._judged_updates(llm, kind, text, new_id, bullets, rule_ids)
+        if judged is not None:
+            ids, reason = judged
+            for old_id in ids:
+                self.log_event(old_id, "superseded", reason or "replaced by a newer note",
+                               new_id, None)
+            if ids:
+                await self.to_graph(ids)
+            return
+        for old_id in rule_ids:
             if old_id != new_id:
                 self.log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
                                new_id, None)
                 await self.to_graph([old_id])
+
+    def _supersession_llm(self) -> Any:
+        """The configured LLM, or None (none set, or it cannot be made: the rule decides)."""
+        from ..errors import GraphmemError
+        from ..providers import get_llm
+
+        try:
+            return get_llm(self.settings)
+        except GraphmemError as exc:
+            log.warning("no LLM for supersession: %s", exc)
+            return None
+
+    async def _judged_updates(self, llm: Any, kind: str, text: str, new_id: str,
+                              bullets: list[str], rule_ids: list[str]) -> tuple[list[str], str] | None:
+        """The LLM's judgement (ids it supersedes, reason), or None without a usable one."""
+        from ..errors import GraphmemError
+        from ..models import stable_id
+        from ..supersession import judge, same_anchor
+
+        key, spec, spec_dir = self.scope.project.key, self.scope.spec_key, self.scope.spec_dir
+        texts = {stable_id(key, spec, kind, b): b for b in bullets}
+        texts.pop(new_id, None)
+        gone = {i for i, ev in validity_log(spec_dir).events.items()
+                if ev.get("state") in ("retired", "superseded")}
+        order = [i for i in [*rule_ids, *same_anchor(spec_dir, new_id, texts)]
+                 if i in texts and i not in gone]
+        candidates = [(i, texts[i]) for i in dict.fromkeys(order)]
+        if not candidates:
+            return [], ""
+        try:
+            ids, reason = await judge(llm, kind, text, candidates)
+        except GraphmemError as exc:  # a failed or unusable answer: the rule decides
+            log.warning("supersession not judged: %s", exc)
+            return None
+        return ids, f"judged by {getattr(llm, 'name', 'the LLM')}: {reason}" if reason else \
+            f"judged by {getattr(llm, 'name', 'the LLM')}"
 
     async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
         """Mark a memory as no longer true (it stays in the files; searches hide it)."""
