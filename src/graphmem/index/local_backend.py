@@ -1,4 +1,4 @@
-"""The local side of ``Backends``: the index, its embedder and reranker, opened on first use.
+"""The local side of ``DerivedStores``: the index, its embedder and reranker, opened on first use.
 
 Every operation runs through ``_healing``: a damaged database met mid-way (SQLite's "malformed"
 or "not a database") is moved aside (``db.move_aside``), a fresh one opened, and the operation
