@@ -54,7 +54,7 @@ def test_late_stage_choices_keep_taking_any_case():
     assert (local.late_search, local.late_interaction) == ("all", "off")
 
 
-def test_the_cli_refuses_a_bad_value_before_doing_anything(spec_dir: Path):
+def test_the_cli_refuses_a_bad_late_search_before_doing_anything(spec_dir: Path):
     env = {"GRAPHMEM_LOCAL_LATE_SEARCH": "bogus"}
     for argv in (("gotchas", "--spec-dir", str(spec_dir)),
                  ("search", "webhooks", "--spec-dir", str(spec_dir))):
@@ -64,6 +64,13 @@ def test_the_cli_refuses_a_bad_value_before_doing_anything(spec_dir: Path):
                                "(providers.local.late_search): Input should be 'auto', 'rerank' "
                                "or 'all'\n"), argv
         assert done.stdout == ""
+
+
+@pytest.mark.parametrize("name,bad,good", ENUMERATED)
+def test_the_cli_names_each_bad_variable(name, bad, good, spec_dir: Path):
+    done = run_cli("gotchas", "--spec-dir", str(spec_dir), env={name: bad})
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.startswith(f"graphmem: error: setting {name} (") and done.stderr.count("\n") == 1
 
 
 def test_the_enumerations_are_the_names_the_models_know():
