@@ -55,7 +55,8 @@ def model_cache(settings: Any = None) -> ModelCache:
         if settings is not None:
             local = settings.providers.local
             cache = ModelCache(Path(local.model_cache).expanduser(), bool(local.fuse_models))
-            _chosen_cache[:] = _chosen_cache or [cache]
+            if not _chosen_cache:
+                _chosen_cache.append(cache)
             return cache
         if _chosen_cache:
             return _chosen_cache[0]

@@ -24,8 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config_sources import DEFAULT_IDLE, default_home
+from .config_sources import DEFAULT_IDLE, default_home, read_sources
 from .config_sources import SEARCH_SERVER_MODES as MODES
+from .errors import ConfigError
 
 # Environment variables that can change what a search returns (the settings' names and the
 # vendors'); the server's own controls cannot, so they do not split servers.
@@ -56,9 +57,6 @@ def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> 
     None when the sources cannot be read or a value is invalid: the caller then runs in-process,
     where ``Settings.load`` reports the problem with the field's name.
     """
-    from .config_sources import read_sources
-    from .errors import ConfigError
-
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
     try:
