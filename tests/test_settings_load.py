@@ -153,3 +153,29 @@ def test_a_stray_env_file_is_not_loaded_by_graphiti(tmp_path):
 
     assert run() == "None"
     assert run(PYTHON_DOTENV_DISABLED="0") == "leaked"  # what the switch prevents
+
+
+def test_the_search_client_reads_the_tree_the_settings_read(tmp_path, monkeypatch):
+    """One reader of the sources: the stdlib-only client resolves home, mode and idle from the
+    same tree as ``Settings.load``, the config file, a named .env and the environment."""
+    from graphmem.search_client import client_config
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "graphmem.toml").write_text(
+        f'home = "{tmp_path / "toml-home"}"\n[search_server]\nmode = "off"\nidle = 7\n')
+    (tmp_path / "extra.env").write_text(f"GRAPHMEM_HOME={tmp_path / 'env-home'}\n")
+    cases = [{}, {"GRAPHMEM_SEARCH_SERVER": "auto"}, {"GRAPHMEM_ENV_FILE": "extra.env"},
+             {"GRAPHMEM_ENV_FILE": "extra.env", "GRAPHMEM_HOME": str(tmp_path / "own-home")},
+             {"GRAPHMEM_SEARCH_SERVER_IDLE": "30"}]
+    seen = set()
+    for env in cases:
+        cfg, s = client_config(env=env, cwd=str(tmp_path)), Settings.load(env=env)
+        assert cfg is not None, env
+        assert (cfg.home, cfg.mode, cfg.idle) == (str(s.home), s.search_server.mode,
+                                                  s.search_server.idle), env
+        seen.add((cfg.home, cfg.mode, cfg.idle))
+    assert len(seen) == len(cases)  # each source took effect
+    (tmp_path / "graphmem.toml").write_text('search_server = 3\n')
+    with pytest.raises(ConfigError, match="search_server: must be a table"):
+        Settings.load(env={"GRAPHMEM_SEARCH_SERVER": "off"})
+    assert client_config(env={"GRAPHMEM_SEARCH_SERVER": "off"}, cwd=str(tmp_path)) is None

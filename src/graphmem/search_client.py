@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .config_sources import DEFAULT_IDLE, default_home, read_sources
+from .config_sources import DEFAULT_IDLE, default_home, raw_settings, read_sources
 from .config_sources import SEARCH_SERVER_MODES as MODES
 from .errors import ConfigError
 
@@ -61,15 +61,15 @@ def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> 
     cwd = cwd or os.getcwd()
     try:
         sources = read_sources(env, cwd=cwd)
+        data = raw_settings(sources)
     except ConfigError:
         return None
-    section = sources.toml.get("search_server", {})
+    section = data.get("search_server", {})
     if not isinstance(section, dict):
         return None
-    merged = sources.env
-    home = merged.get("GRAPHMEM_HOME") or sources.toml.get("home")
-    mode = merged.get("GRAPHMEM_SEARCH_SERVER") or section.get("mode", "auto")
-    idle = merged.get("GRAPHMEM_SEARCH_SERVER_IDLE") or section.get("idle", DEFAULT_IDLE)
+    home = data.get("home")
+    mode = section.get("mode", "auto")
+    idle = section.get("idle", DEFAULT_IDLE)
     try:
         idle = float(idle)
     except (TypeError, ValueError):

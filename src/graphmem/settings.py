@@ -2,10 +2,11 @@
 
 Sources, lowest to highest priority: defaults, ``graphmem.toml`` (``GRAPHMEM_CONFIG`` or
 ``./graphmem.toml``), a ``.env`` file the user names (``GRAPHMEM_ENV_FILE`` or ``env_file=``),
-then the process environment (read by ``config_sources``). Nothing is read at import time, and no
-``.env`` is picked up unless named. The reference memory's variable names keep working (see
-``ENV_NAMES``). Every enumerated setting is a ``Literal``: a bad value fails at load, naming the
-variable. The README's configuration table is generated from this module (``env_table``).
+then the process environment, all read into one tree by ``config_sources`` (which the CLI's
+search client shares). Nothing is read at import time, and no ``.env`` is picked up unless named.
+The reference memory's variable names keep working (``ENV_NAMES``). Every enumerated setting is
+a ``Literal``: a bad value fails at load, naming the variable. The README's configuration table
+is generated from this module (``env_table``).
 
 pydantic-settings is not used: half the variables are the reference's and the vendors' names
 mapped into a nested tree, and the CLI's search client must resolve the same sources without
@@ -22,8 +23,8 @@ from typing import Any, Literal, Mapping, get_args, get_origin
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from .config_sources import (DEFAULT_IDLE, SEARCH_SERVER_MODES, default_home, default_model_cache,
-                             read_sources)
+from .config_sources import (DEFAULT_IDLE, ENV_NAMES, SEARCH_SERVER_MODES, default_home,
+                             default_model_cache, put, raw_settings, read_sources)
 from .errors import ConfigError, first_problem
 
 GraphMode = Literal["on", "off", "auto"]
@@ -304,12 +305,9 @@ class Settings(_Section):
         """Read settings from a TOML file, a named ``.env`` and the environment, in that order;
         a bad value is a ConfigError naming the variable that set it."""
         sources = read_sources(env, env_file, config_file)
-        data = sources.toml
-        for name, path in ENV_NAMES.items():  # later names win: GRAPHMEM_* after the reference's
-            if sources.env.get(name, "") != "":
-                _put(data, path, _coerce(name, sources.env[name]))
+        data = raw_settings(sources)
         for key, value in overrides.items():
-            _put(data, tuple(key.split("__")), value)
+            put(data, tuple(key.split("__")), value)
         try:
             return cls.model_validate(data)
         except pydantic.ValidationError as exc:
@@ -320,75 +318,6 @@ class Settings(_Section):
                 where = f"{names[-1]} ({where})"
             raise ConfigError(f"setting {where}: {msg}") from None
 
-
-def _coerce(name: str, value: str) -> Any:
-    if name == "GRAPHITI_ENABLED":  # the reference's boolean: anything but true-ish is off
-        return "on" if value.strip().lower() in ("true", "1", "yes", "on") else "off"
-    return value
-
-
-def _put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    for key in path[:-1]:
-        data = data.setdefault(key, {})
-    data[path[-1]] = value
-
-
-# Environment variable -> place in the settings tree. When two name one place and both are set,
-# the later entry wins: the reference's names come first, graphmem's after them.
-ENV_NAMES: dict[str, tuple[str, ...]] = {
-    "GRAPHMEM_HOME": ("home",),
-    "GRAPHMEM_PROJECT_ID": ("project_id",),
-    "GRAPHITI_ENABLED": ("graph", "mode"),
-    "GRAPHMEM_GRAPH": ("graph", "mode"),
-    "GRAPHMEM_REDACT": ("redact",),
-    "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
-    "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
-    "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),
-    "GRAPHITI_FALKORDB_HOST": ("graph", "falkordb_host"),
-    "GRAPHITI_FALKORDB_PORT": ("graph", "falkordb_port"),
-    "GRAPHITI_FALKORDB_PASSWORD": ("graph", "falkordb_password"),
-    "GRAPHMEM_AUTHOR": ("team", "author"),
-    "GRAPHMEM_HOST": ("team", "host"),
-    "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
-    "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
-    "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),
-    "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
-    "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
-    "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
-    "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),
-    "GRAPHMEM_EMBEDDER_PROVIDER": ("providers", "embedder"),
-    "GRAPHMEM_LOCAL_EMBEDDING_MODEL": ("providers", "local", "embedding_model"),
-    "GRAPHMEM_LOCAL_LATE_INTERACTION": ("providers", "local", "late_interaction"),
-    "GRAPHMEM_LOCAL_LATE_SEARCH": ("providers", "local", "late_search"),
-    "GRAPHMEM_RERANKER": ("providers", "reranker"),
-    "GRAPHMEM_LOCAL_RERANKER": ("providers", "local", "reranker"),
-    "GRAPHMEM_MODEL_CACHE": ("providers", "local", "model_cache"),
-    "GRAPHMEM_FUSE_MODELS": ("providers", "local", "fuse_models"),
-    "GRAPHMEM_SEARCH_SERVER": ("search_server", "mode"),
-    "GRAPHMEM_SEARCH_SERVER_IDLE": ("search_server", "idle"),
-    "OPENAI_API_KEY": ("providers", "openai", "api_key"),
-    "OPENAI_BASE_URL": ("providers", "openai", "base_url"),
-    "OPENAI_MODEL": ("providers", "openai", "model"),
-    "OPENAI_EMBEDDING_MODEL": ("providers", "openai", "embedding_model"),
-    "OPENAI_EMBEDDING_DIM": ("providers", "openai", "embedding_dim"),
-    "ANTHROPIC_API_KEY": ("providers", "anthropic", "api_key"),
-    "ANTHROPIC_BASE_URL": ("providers", "anthropic", "base_url"),
-    "GRAPHITI_ANTHROPIC_MODEL": ("providers", "anthropic", "model"),
-    "VOYAGE_API_KEY": ("providers", "voyage", "api_key"),
-    "VOYAGE_BASE_URL": ("providers", "voyage", "base_url"),
-    "VOYAGE_EMBEDDING_MODEL": ("providers", "voyage", "embedding_model"),
-    "VOYAGE_EMBEDDING_DIM": ("providers", "voyage", "embedding_dim"),
-    "AZURE_OPENAI_API_KEY": ("providers", "azure_openai", "api_key"),
-    "AZURE_OPENAI_BASE_URL": ("providers", "azure_openai", "base_url"),
-    "AZURE_OPENAI_API_VERSION": ("providers", "azure_openai", "api_version"),
-    "AZURE_OPENAI_LLM_DEPLOYMENT": ("providers", "azure_openai", "llm_deployment"),
-    "AZURE_OPENAI_EMBEDDING_DEPLOYMENT": ("providers", "azure_openai", "embedding_deployment"),
-    "AZURE_OPENAI_EMBEDDING_DIM": ("providers", "azure_openai", "embedding_dim"),
-    "OLLAMA_BASE_URL": ("providers", "ollama", "base_url"),
-    "OLLAMA_LLM_MODEL": ("providers", "ollama", "llm_model"),
-    "OLLAMA_EMBEDDING_MODEL": ("providers", "ollama", "embedding_model"),
-    "OLLAMA_EMBEDDING_DIM": ("providers", "ollama", "embedding_dim"),
-}
 
 # The variables that choose the sources themselves (``config_sources``).
 SOURCE_NAMES = {
