@@ -26,7 +26,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_DEPTH = 100  # nesting levels a JSON value (insight extras, metadata, payload) may have
 
 
-def _no_nul(value: str, what: str = "text") -> str:
+def no_nul(value: str, what: str = "text") -> str:
+    """Refuse a NUL byte and a lone surrogate: the files cannot hold them."""
     if "\x00" in value:
         raise ValueError(f"{what} contains a NUL byte")
     return no_surrogate(value, what)
@@ -89,7 +90,7 @@ def check_json(value: Any, field: str, max_depth: int = MAX_DEPTH) -> Any:
 
 def check_relative_path(path: str) -> str:
     """Refuse absolute paths and paths that climb out of their folder with ``..``."""
-    _no_nul(path, "path")
+    no_nul(path, "path")
     if not path.strip():
         raise ValueError("path is empty")
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
@@ -120,7 +121,7 @@ class _Strict(BaseModel):
 def _no_nul_in(value: Any, depth: int = 0) -> Any:
     """Refuse a NUL byte in any string of a JSON value (keys too)."""
     if isinstance(value, str):
-        _no_nul(value)
+        no_nul(value)
     elif isinstance(value, list) and depth < 32:
         for v in value:
             _no_nul_in(v, depth + 1)
@@ -207,14 +208,14 @@ class Discoveries(_Strict):
     def _paths(cls, v: dict[str, str]) -> dict[str, str]:
         for path, purpose in v.items():
             check_relative_path(path)
-            _no_nul(purpose, f"purpose of {path!r}")
+            no_nul(purpose, f"purpose of {path!r}")
         return v
 
     @field_validator("patterns_found", "gotchas_encountered")
     @classmethod
     def _texts(cls, v: list[str]) -> list[str]:
         for s in v:
-            _no_nul(s)
+            no_nul(s)
         return v
 
 
@@ -236,7 +237,7 @@ class SessionInsights(_Strict):
     @classmethod
     def _texts(cls, v: list[str]) -> list[str]:
         for s in v:
-            _no_nul(s)
+            no_nul(s)
         return v
 
 
@@ -260,7 +261,7 @@ class Note(BaseModel):
     @field_validator("text")
     @classmethod
     def _clean(cls, v: str) -> str:
-        _no_nul(v)
+        no_nul(v)
         v = _LINE_BREAKS.sub(" ", v)
         if not v.strip():
             raise ValueError("is empty")
@@ -281,7 +282,7 @@ class CodebaseMap(BaseModel):
             if path == "_metadata":
                 raise ValueError("'_metadata' is reserved")
             check_relative_path(path)
-            _no_nul(purpose, f"purpose of {path!r}")
+            no_nul(purpose, f"purpose of {path!r}")
         return v
 
 

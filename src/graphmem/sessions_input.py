@@ -8,13 +8,12 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import ValidationError, first_problem
-from .models import check_json, no_surrogate
+from .models import check_json, no_nul
 
 
 def text_ok(v: str, what: str = "text") -> str:
-    if "\x00" in v:
-        raise ValueError(f"{what} contains a NUL byte")
-    no_surrogate(v, what)
+    """Text a file can hold (no NUL, no lone surrogate) that is not blank."""
+    no_nul(v, what)
     if not v.strip():
         raise ValueError("is empty")
     return v
