@@ -21,12 +21,18 @@ from graphmem.models import check_folders, hash_id, parse_iso, stable_id, to_tim
 
 
 @pytest.fixture
-def far_from_utc(monkeypatch):
+def far_from_utc():
     """The process runs in UTC+05:30, so a naive time read as local would move."""
-    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    import os
+
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Kolkata"
     time.tzset()
     yield
-    monkeypatch.undo()
+    if before is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = before
     time.tzset()
 
 
