@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from ..lru import LRU, nbytes
 from .base import INLINE, InProcessEmbedder, TokenEncoder
 from .local_fuse import fused
-from .onnx_runtime import (ModelCache, load_session, model_cache, model_dir, pool, shared_model,
+from .onnx_runtime import (ModelCache, load_session, model_cache, model_dir, run_each, shared_model,
                            unit_rows)
 
 NAME = "local/answerai-colbert-small-v1"
@@ -119,7 +119,7 @@ class ColbertEncoder(TokenEncoder):
         if len(todo) <= INLINE:
             got.update(zip(todo, map(one, todo)))
         else:  # two texts at once, as ``local.BgeEmbedder`` does: each still runs alone
-            got.update(zip(todo, pool().map(one, todo)))
+            got.update(zip(todo, run_each(one, todo)))
         return [got[t] for t in texts]
 
 

@@ -74,13 +74,13 @@ def test_the_cli_names_each_bad_variable(name, bad, good, spec_dir: Path):
 
 
 def test_the_enumerations_are_the_names_the_models_know():
-    from graphmem import index
+    from graphmem.index.local_backend import LATE_SEARCH
     from graphmem.providers import local, local_colbert
 
     assert set(get_args(settings_module.LocalEmbeddingModel)) == {"default", *local.EMBEDDING_MODELS}
     assert set(get_args(settings_module.LocalReranker)) == {"default", *local.RERANKERS}
     assert set(get_args(settings_module.LateInteraction)) == set(local_colbert.CHOICES)
-    assert set(get_args(settings_module.LateSearch)) == set(index.LATE_SEARCH)
+    assert set(get_args(settings_module.LateSearch)) == set(LATE_SEARCH)
 
 
 def test_the_readme_table_is_the_one_the_settings_generate():
