@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 from ..errors import StorageError, ValidationError
 from ..files.episodes import (STEPS, TURNS, EpisodeStore, check_session_id, iso, step_item,
                              summary_item, turn_item)
-from ..models import _SURROGATE, MemoryItem, SaveReport, utcnow
+from ..models import _SURROGATE, MemoryItem, SaveReport, to_time, utcnow
 from ..sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
-                             to_time, validate)
+                              validate)
 from .session_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
 
 if TYPE_CHECKING:
     from ..derived import DerivedRef
-    from .derived_sync import DerivedSync
     from ..scope import Scope
     from ..settings import Settings
+    from .derived_sync import DerivedSync
     from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.sessions")
