@@ -103,7 +103,7 @@ def test_graphiti_gets_exactly_our_clients(settings):
         try:
             g0, g1 = bare.graphiti("/p/one"), full.graphiti("/p/one")
             assert isinstance(g0.driver, FalkorDriver) and g0.driver._database == group_id("/p/one")
-            assert g0.driver.client is bare._client  # one connection, no second client
+            assert g0.driver.client is bare.conn.client  # one connection, no second client
             assert isinstance(g0.embedder, GraphitiEmbedder) and g0.embedder.embedder is emb
             assert isinstance(g0.llm_client, NoLLM) and isinstance(g0.cross_encoder, RRFCrossEncoder)
             assert g0.clients.llm_client is g0.llm_client and g0.clients.embedder is g0.embedder

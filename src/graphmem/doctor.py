@@ -1,14 +1,16 @@
-"""``graphmem doctor``: one report of what is healthy and what is not, in plain words."""
+"""``graphmem doctor``: one report of what is healthy and what is not, in plain words.
+
+Each subsystem describes its own health as ``graphmem.health`` rows; this module alone decides
+which rows a report holds and gathers what they describe (the one place that opens a
+``Memory`` for them). ``CHECKS`` lists the sections, in report order.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
 
-from .health import row  # one report line (subsystems import it from graphmem.health)
-
-# Each check appends rows to a section. Other modules register theirs here (providers, graph...).
-CHECKS: list[Callable[[dict[str, list[dict]], Any, "DoctorContext"], None]] = []
+from .health import drift_row, row
 
 
 class DoctorContext:
@@ -21,6 +23,7 @@ class DoctorContext:
 
 
 def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The spec's memory folder: present, its contents, corrupt and stray temporary files."""
     rows = sections.setdefault("files", [])
     if ctx.spec_dir is None:
         rows.append(row("spec", "ok", "no --spec-dir given; file checks skipped"))
@@ -54,9 +57,6 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
                         + ", ".join(p.name for p in stray[:5])))
 
 
-CHECKS.append(_files)
-
-
 def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """Configured providers, masked keys, validate() problems (``graphmem.providers.doctor_check``)."""
     from .providers.doctor_check import check
@@ -64,11 +64,76 @@ def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     sections.setdefault("providers", []).extend(r.as_dict() for r in check(settings, ctx.check))
 
 
-CHECKS.append(_providers)
+def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """Local index health, journal and drift (``graphmem.repair.doctor_check``)."""
+    from .repair import doctor_check
+
+    doctor_check(sections, settings, ctx)
+
+
+def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The graph server, its client, the spec's outbox, and (server running) the embedder its
+    graph records and the drift between the files and the graph (``graphmem.graph.health``)."""
+    from .graph import health, server
+
+    rows = sections.setdefault("graph", [])
+    mode = settings.graph.mode
+    running = False
+    if mode == "off":
+        rows.append(row("graph", "ok", "off (set GRAPHMEM_GRAPH=on or auto to enable)"))
+    else:
+        st = server.status(settings)
+        running = st["running"]
+        rows.append(health.server_row(st))
+        if st["external"]:
+            from .team import author, host
+
+            rows.append(row("team", "ok", f"shared server: items written here record "
+                            f"{author(settings, ctx.project_dir)} on {host(settings)} "
+                            "(GRAPHMEM_AUTHOR, GRAPHMEM_HOST); searches take in teammates' writes"))
+        rows.append(health.client_row())
+    if ctx.spec_dir is None:
+        return
+    from .files.outbox import Outbox
+    from .files.spec_store import SpecStore
+
+    rows.append(health.outbox_row(Outbox(SpecStore(ctx.spec_dir, ctx.project_dir).memory_dir).size()))
+    if mode == "off" or not running:
+        return
+    from ._sync import run
+    from .memory import Memory
+
+    with Memory(ctx.spec_dir, ctx.project_dir, settings=settings) as mem:
+        d = mem.drift()
+        try:
+            got = run(mem.backends.graph_embedder(mem.project.key))
+            graph = run(mem.backends.graph_store())
+            ours = (graph.embedder.name, int(graph.embedder.dimension))
+        except Exception as exc:  # reported, never fatal to the rest of the report
+            rows.append(row("embedder", "warn", f"not checked: {exc}"))
+        else:
+            mismatch = graph.mismatch(mem.project.key, got) if got else None
+            rows.append(health.embedder_row(mem.project.key, got, ours, mismatch))
+    if d["graph"] == "on":
+        rows.append(drift_row("graph", d["files"], d["in_graph"], len(d["missing"]),
+                              len(d["extra"]), d["queued"]))
+
+
+def _search_server(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The warm search server of these settings (``graphmem.search_server.health``)."""
+    from .search_server import health
+
+    health(sections.setdefault("search server", []))
+
+
+# The report's sections, in order; each check appends rows to its section.
+CHECKS: tuple[Callable[[dict[str, list[dict]], Any, DoctorContext], None], ...] = (
+    _files, _providers, _index, _graph, _search_server)
 
 
 def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = False) -> dict:
-    """Run every registered check and return ``{"sections": {...}, "errors": n, "warnings": n}``."""
+    """Run every check in ``CHECKS``; returns ``{"sections": {...}, "errors": n, "warnings": n}``.
+    With a broken configuration only the file checks run (the rest need settings)."""
     from .settings import Settings
 
     sections: dict[str, list[dict]] = {}
@@ -94,33 +159,3 @@ def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = Fa
     flat = [r for rows in sections.values() for r in rows]
     return {"sections": sections, "errors": sum(r["status"] == "error" for r in flat),
             "warnings": sum(r["status"] == "warn" for r in flat)}
-
-
-def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """Local index health, journal and drift (``graphmem.repair.doctor_check``)."""
-    from .repair import doctor_check
-
-    doctor_check(sections, settings, ctx)
-
-
-CHECKS.append(_index)
-
-
-def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """Graph server health, outbox size and drift (``graphmem.graph.health``)."""
-    from .graph.health import check
-
-    check(sections, settings, ctx)
-
-
-CHECKS.append(_graph)
-
-
-def _search_server(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """The warm search server of these settings (``graphmem.search_server.health``)."""
-    from .search_server import health
-
-    health(sections.setdefault("search server", []))
-
-
-CHECKS.append(_search_server)

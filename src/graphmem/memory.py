@@ -76,7 +76,7 @@ class AsyncMemory(SearchMixin, SessionsMixin, GraphSyncMixin, ValidityMixin, Abo
         """The derived backends (local index, graph), created on first use."""
         if self._backends is None:
             from .backends import Backends
-            from .code import register_root
+            from .code.roots import register_root
 
             self._backends = Backends(self.settings)
             register_root(self.project.key, self.project_dir)  # for the code graph's writes

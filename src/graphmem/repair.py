@@ -251,7 +251,7 @@ def remove_stray_temps(memory_dir: Path, age: float = STRAY_TMP_AGE) -> list[Pat
 def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
     """The ``index`` rows of ``graphmem doctor``: database health, copies moved aside, journal
     entries waiting, and drift (files vs index) for the given spec or project."""
-    from .health import row
+    from .health import drift_row, row
     from .index import db
     from .index.journal import Journal
 
@@ -292,15 +292,7 @@ def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
         if project is None:
             return
         d = index_drift(index, project, spec)
-        missing, extra = len(d["missing"]), len(d["extra"])
-        detail = f"{d['files']} item(s) in files, {d['index']} in the index"
-        if missing:
-            detail += f", {missing} missing"
-        if extra:
-            detail += f", {extra} no longer in files"
-        if missing or extra:
-            detail += f" ({fix})"
-        rows.append(row("drift", "ok" if missing == extra == 0 else "warn", detail))
+        rows.append(drift_row("index", d["files"], d["index"], len(d["missing"]), len(d["extra"])))
     finally:
         index.close()
 

@@ -387,6 +387,22 @@ def server_facts(ep: Endpoint) -> dict[str, Any]:
             "graphs": sorted(graphs)}
 
 
+def status(settings: Settings) -> dict[str, Any]:
+    """The state of the graph server these settings use, external or embedded (``db status``,
+    ``doctor``): ``running``, ``external``, where it listens, and the server's facts when it
+    answers (``error``: why an external one does not)."""
+    ext = external_endpoint(settings)
+    if ext is None:
+        return EmbeddedServer(settings).status()
+    reason = ping(ext)
+    out: dict[str, Any] = {"running": reason is None, "external": True, "endpoint": ext.describe()}
+    if reason is None:
+        out.update(server_facts(ext))
+    else:
+        out["error"] = reason
+    return out
+
+
 def ensure_endpoint(settings: Settings, start: bool = True) -> Endpoint:
     """Where to connect: the external server if configured, else the (started) embedded one.
     ``start=False``: an embedded server that is not running is a ServerError, not started."""
