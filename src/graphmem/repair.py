@@ -67,7 +67,8 @@ def spec_items(project: "Project", spec: str) -> list[MemoryItem]:
 def project_items(project: "Project") -> tuple[list[MemoryItem], list[Path]]:
     """Every item in a project's files (spec files and every registered source), and its specs."""
     from .files import SpecStore
-    from .search import ITEM_SOURCES, spec_folders
+    from .files.layout import spec_folders
+    from .search import ITEM_SOURCES
 
     if not project.root.is_dir():
         return [], []
@@ -303,7 +304,7 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
     a project, or (neither given) every project the index knows."""
     from . import _sync
     from .memory import AsyncMemory
-    from .search import spec_folders
+    from .files.layout import spec_folders
     from .settings import Settings
 
     from .errors import NotFoundError

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import GraphError, ValidationError
+from .files.layout import spec_folders  # where a project's spec folders are (also for about, sync)
 from .models import _SURROGATE, KINDS, Hit, MemoryItem
 
 log = logging.getLogger("graphmem.search")
@@ -36,27 +36,11 @@ CODE_EXTRA = 10  # memories anchored to the files a query names, added beside th
 # Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
 ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
 
-_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
-              "dist", "build", ".pytest_cache"}
-_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
-
 
 def register_item_source(fn: Callable[[Any], Iterable[MemoryItem]]) -> None:
     """Let another store (episodic sessions ...) feed ``reindex`` with its items."""
     if fn not in ITEM_SOURCES:
         ITEM_SOURCES.append(fn)
-
-
-def spec_folders(project_dir: Path) -> list[Path]:
-    """Every spec folder under ``project_dir``: the parent of a ``memory/`` in the reference layout."""
-    found = []
-    for root, dirs, _files in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".graphmem"))
-        if os.path.basename(root) == "memory" and any(
-                os.path.exists(os.path.join(root, name)) for name in _LAYOUT):
-            found.append(Path(root).parent)
-            dirs[:] = []
-    return found
 
 
 def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tuple[str, ...] | None]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping
@@ -430,19 +429,11 @@ class SessionsMixin:
 
 
 # ---- reindex source -------------------------------------------------------------------------
-_SKIP = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", "dist",
-         "build", ".pytest_cache"}
-
-
 def episode_specs(project_dir: Path) -> list[Path]:
     """Spec folders under ``project_dir`` that hold episodic sessions (``memory/episodes``)."""
-    found = []
-    for root, dirs, _ in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith(".graphmem"))
-        if os.path.basename(root) == "memory" and "episodes" in dirs:
-            found.append(Path(root).parent)
-            dirs[:] = []
-    return found
+    from .files.layout import EPISODES, spec_folders
+
+    return spec_folders(project_dir, EPISODES)
 
 
 def project_episode_items(project: "Project") -> Iterator[MemoryItem]:
