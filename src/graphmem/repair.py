@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import GraphmemError
+from .files.walk import project_items
 from .models import MemoryItem
 from .redact import redact_items
 
@@ -62,23 +63,6 @@ def spec_items(project: "Project", spec: str) -> list[MemoryItem]:
                 items.append(summary_item(project.key, project.rel(store.spec_dir), meta,
                                           project.rel(store.session_file(sid))))
     return items
-
-
-def project_items(project: "Project") -> tuple[list[MemoryItem], list[Path]]:
-    """Every item in a project's files (spec files and every registered source), and its specs."""
-    from .files import SpecStore
-    from .files.layout import spec_folders
-    from .search import ITEM_SOURCES
-
-    if not project.root.is_dir():
-        return [], []
-    specs = spec_folders(project.root)
-    items: list[MemoryItem] = []
-    for spec in specs:
-        items.extend(SpecStore(spec, project).items())
-    for source in ITEM_SOURCES:
-        items.extend(source(project))
-    return items, specs
 
 
 async def reconcile(index: Any, project: str, items: Iterable[MemoryItem], *, spec: str | None = None,
@@ -304,7 +288,7 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
     a project, or (neither given) every project the index knows."""
     from . import _sync
     from .memory import AsyncMemory
-    from .files.layout import spec_folders
+    from .files.walk import spec_folders
     from .settings import Settings
 
     from .errors import NotFoundError

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import GraphError, ValidationError
-from .files.layout import spec_folders  # where a project's spec folders are (also for about, sync)
+from .files.walk import spec_folders  # where a project's spec folders are (also for about, sync)
 from .models import _SURROGATE, KINDS, Hit, MemoryItem
 
 log = logging.getLogger("graphmem.search")

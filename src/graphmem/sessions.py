@@ -431,9 +431,9 @@ class SessionsMixin:
 # ---- reindex source -------------------------------------------------------------------------
 def episode_specs(project_dir: Path) -> list[Path]:
     """Spec folders under ``project_dir`` that hold episodic sessions (``memory/episodes``)."""
-    from .files.layout import EPISODES, spec_folders
+    from .files.walk import episode_specs as walk
 
-    return spec_folders(project_dir, EPISODES)
+    return walk(project_dir)
 
 
 def project_episode_items(project: "Project") -> Iterator[MemoryItem]:

@@ -31,6 +31,7 @@ EDGE_FIELDS = ("gm_path", "gm_blob", "gm_symbol", "gm_digest", "gm_lines", "gm_h
                "gm_learned_at", "gm_validity", "gm_by", "gm_reason", "gm_event_at",
                "gm_recorded_at")
 
+CODE_EDGES = schema.edges_query("s")  # an ABOUT edge's vector is its memory's (the source)
 DROP_ABOUT = """MATCH (m:Entity)-[e:RELATES_TO]->(:Entity) WHERE m.uuid IN $ids AND e.name = 'ABOUT'
 DELETE e"""
 
@@ -146,8 +147,7 @@ async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]
             await store.query(gid, schema.nodes_query(label, written=False), {"rows": group})
     await store.query(gid, DROP_ABOUT, {"ids": rows["ids"]})
     if rows["edges"]:
-        # an ABOUT edge's vector is its memory's (the source), unlike an anchor's fact edge
-        await store.query(gid, schema.edges_query("s"), {"rows": rows["edges"]})
+        await store.query(gid, CODE_EDGES, {"rows": rows["edges"]})
 
 
 async def about_mentions(store: Any, project: str, target: str, snap: Any) -> list:
