@@ -78,6 +78,13 @@ def append_line(path: Path, line: str, *, sync: bool = True) -> None:
         os.close(fd)
 
 
+def aside_path(path: Path, tag: str = "") -> Path:
+    """Where a damaged file's bytes are kept beside it: ``<name>.corrupt[-<tag>]-<UTC time>``
+    (``graphmem doctor`` lists them; ``clear`` counts them as graphmem's)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return path.with_name(f"{path.name}.corrupt-{tag + '-' if tag else ''}{stamp}")
+
+
 def repair_tail(path: Path, keep_aside: bool = False) -> bytes | None:
     """Cut a torn final line (no trailing newline): the one repair of every append-only file.
     Returns the bytes cut, or None when the file ends whole (or is absent or empty).
@@ -107,9 +114,7 @@ def repair_tail(path: Path, keep_aside: bool = False) -> bytes | None:
             f.seek(cut)
             torn = f.read()
             if keep_aside:
-                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-                side = open_fd(path.with_name(f"{path.name}.corrupt-torn-{stamp}"),
-                               os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                side = open_fd(aside_path(path, "torn"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 with os.fdopen(side, "wb") as out:
                     out.write(torn)
             f.truncate(cut)

@@ -26,7 +26,8 @@ from .. import insight_items, insight_shapes
 from ..insight_shapes import Entry
 from ..models import MemoryItem, normalise, stable_id
 from ..errors import StorageError
-from .atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, repair_tail
+from .atomic import (append_line, aside_path, atomic_write_bytes, atomic_write_json, atomic_write_text,
+                     repair_tail)
 from .clear import clear_memory_folder
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
@@ -49,8 +50,7 @@ class CorruptFileWarning(UserWarning):
 
 def quarantine(path: Path, reason: str) -> Path:
     """Move a corrupt file aside to ``<name>.corrupt-<timestamp>`` and warn with its name."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    target = aside_path(path)
     try:
         os.replace(path, target)
     except FileNotFoundError:
@@ -64,8 +64,7 @@ def quarantine(path: Path, reason: str) -> Path:
 def keep_aside(path: Path, raw: bytes, reason: str) -> Path:
     """Copy a damaged file's bytes to ``<name>.corrupt-<timestamp>`` (listed by ``graphmem doctor``)
     before its readable part replaces it, and warn with both names."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    side = path.with_name(f"{path.name}.corrupt-{stamp}")
+    side = aside_path(path)
     atomic_write_bytes(side, raw)
     msg = (f"graphmem: {path} was damaged ({reason}); its readable records were kept and the "
            f"damaged original saved as {side.name}")
