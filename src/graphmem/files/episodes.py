@@ -36,7 +36,7 @@ from ..models import MemoryItem, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir, repair_tail
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
-from .spec_store import CorruptFileWarning, quarantine, salvage_utf8
+from .salvage import CorruptFileWarning, quarantine, salvage_utf8
 
 if TYPE_CHECKING:
     from ..identity import Project
