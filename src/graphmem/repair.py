@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import GraphmemError
+from .files import walk
 from .files.walk import project_items
 from .models import MemoryItem
 from .redact import redact_items
@@ -158,12 +159,7 @@ def file_items(project: "Project", spec: str | None) -> list[MemoryItem]:
     """Every searchable item the files of a spec (or, with None, of the project) hold."""
     if spec is None:
         return project_items(project)[0]
-    from .files.episodes import EpisodeStore
-
-    items = spec_items(project, spec)
-    if (Path(spec) / "memory" / "episodes").is_dir():
-        items += list(EpisodeStore(Path(spec)).items(project))
-    return items
+    return walk.spec_items(project, Path(spec)) if Path(spec).is_dir() else []
 
 
 def index_drift(index: Any, project: "Project", spec: str | None) -> dict[str, Any]:
