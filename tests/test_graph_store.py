@@ -212,3 +212,15 @@ def test_a_search_over_many_graphs_stays_within_the_connection_pool(settings):
             await store.aclose()
 
     assert run(go()) == set(projects)
+
+
+def test_importing_the_graph_store_leaves_graphiti_and_the_client_unimported():
+    """A search pays for graphiti_core (about 1 s) and the FalkorDB client only when it reaches
+    the graph: the store's modules import them inside the functions that need them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, graphmem.graph, graphmem.graph.store, graphmem.graph.health; "
+            "print(sorted(m for m in ('graphiti_core', 'falkordb', 'redis') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
