@@ -65,10 +65,52 @@ def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
 
 
 def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """Local index health, journal and drift (``graphmem.repair.doctor_check``)."""
-    from .repair import doctor_check
+    """The local index: database health, copies moved aside, journal entries waiting, and drift
+    (files vs index) for the given spec or project."""
+    from .index import db
+    from .index.journal import Journal
 
-    doctor_check(sections, settings, ctx)
+    rows = sections.setdefault("index", [])
+    home = Path(settings.home)
+    fix = "`graphmem doctor --fix`"
+    damage = db.check(home)
+    if damage is not None:
+        rows.append(row("database", "error", f"{db.db_path(home)} is damaged ({damage}); the next "
+                        f"write or search moves it aside and rebuilds it from the files, or {fix}"))
+    elif not db.db_path(home).exists():
+        rows.append(row("database", "ok", f"{db.db_path(home)} not created yet"))
+    for copy in db.corrupt_copies(home):
+        rows.append(row("damaged copy", "warn", f"{copy} was moved aside and the index rebuilt from "
+                        "the files; delete it once you no longer need it"))
+    pending = len(Journal(home).names())
+    rows.append(row("journal", "ok" if pending == 0 else "warn",
+                    "no index write waiting" if pending == 0 else
+                    f"{pending} write(s) not in the index yet; the next graphmem command replays "
+                    f"them from the files, or {fix}"))
+    if damage is not None or not db.db_path(home).exists():
+        return
+    from .index.store import LocalIndex
+
+    index = LocalIndex(home)
+    try:
+        st = index.stats()
+        rows.insert(0, row("database", "ok", f"{db.db_path(home)}: {st['items']} item(s), "
+                           f"{st['vectors']} vector(s), {st['projects']} project(s)"))
+        from .identity import resolve_project
+        from .repair import index_drift, project_of
+
+        project = spec = None
+        if ctx.spec_dir is not None:
+            project = resolve_project(ctx.spec_dir, ctx.project_dir, project_id=settings.project_id)
+            spec = str(Path(ctx.spec_dir).resolve())
+        elif ctx.project_dir is not None:
+            project = project_of(settings, ctx.project_dir)
+        if project is None:
+            return
+        d = index_drift(index, project, spec)
+        rows.append(drift_row("index", d["files"], d["index"], len(d["missing"]), len(d["extra"])))
+    finally:
+        index.close()
 
 
 def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
