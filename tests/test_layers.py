@@ -24,9 +24,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.lru": set(),
     "graphmem._sync": set(),
     "graphmem.providers": BOTTOM,
+    "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
+    # Session listing shares the home's database (``index.db``) and nothing else of index/.
+    "graphmem.index.sessions": BOTTOM | {"graphmem.files", "graphmem.index.db"},
     # Next steps of issue 16, one line each once their imports point one way (settings still
     # imports search_client), e.g. "graphmem.settings": BOTTOM,
-    # "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
     # The source of truth: below everything but the bottom and the pure readers of its shapes.
     "graphmem.files": BOTTOM | {"graphmem.identity", "graphmem.insight_items", "graphmem.insight_shapes"},
     # The graph: files, providers, redaction, and the code knowledge it writes as File/Symbol
@@ -46,7 +48,7 @@ ONLY_IMPORTED_BY = {
 }
 
 # packages inside which no import cycle may exist.
-ACYCLIC = ["graphmem.providers", "graphmem.files", "graphmem.graph"]
+ACYCLIC = ["graphmem.providers", "graphmem.index", "graphmem.files", "graphmem.graph"]
 
 
 def _module_name(root: str, base: Path, path: Path) -> str:

@@ -89,7 +89,7 @@ def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
                     f"them from the files, or {fix}"))
     if damage is not None or not db.db_path(home).exists():
         return
-    from .index.store import LocalIndex
+    from .index.local_index import LocalIndex
 
     index = LocalIndex(home)
     try:

@@ -167,7 +167,7 @@ class SearchMixin:
 
     def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
-        from .index.query import _hit
+        from .index.local_search import hit_of as _hit
 
         ids = [i for i in ids if i not in known]
         rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
