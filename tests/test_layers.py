@@ -24,6 +24,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.lru": set(),
     "graphmem._sync": set(),
     "graphmem.providers": BOTTOM,
+    # Code memory (issue 17): git history, the LLM's supersession judgement and the context
+    # builder take what they need from below, never the façade, search or the graph.
+    "graphmem.code.history": BOTTOM | {"graphmem.code.tree"},
+    "graphmem.supersession": BOTTOM | {"graphmem.code.anchors"},
+    "graphmem.context": BOTTOM | {"graphmem.index.text", "graphmem.insight_items", "graphmem.code"},
     "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
     # Session listing shares the home's database (``index.db``) and nothing else of index/.
     "graphmem.index.sessions": BOTTOM | {"graphmem.files", "graphmem.index.db"},
