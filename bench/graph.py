@@ -74,7 +74,7 @@ async def graphiti_ingest(store, items, embedder) -> float:
     from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 
     g = store.graphiti(items[0].project)
-    await store._settle(g)
+    await store.extraction.settle(g)
     drv, gid = g.driver, g.driver._database
     now = datetime.now(timezone.utc)
     t = time.perf_counter()
@@ -103,7 +103,7 @@ async def search_runs(store, projects, queries, graphiti_too: bool = True) -> di
     ours, theirs, hit_ours, hit_theirs = [], [], 0, 0
     g = store.graphiti(projects[0]) if graphiti_too else None
     if g is not None:
-        await store._settle(g)
+        await store.extraction.settle(g)
     gids = [group_id(p) for p in projects]
     for q, target in queries:
         t = time.perf_counter()

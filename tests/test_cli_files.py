@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from graphmem.files.spec_store import CorruptFileWarning
+from graphmem.files.salvage import CorruptFileWarning
 from graphmem import Memory
 from graphmem.cli import build_parser
 

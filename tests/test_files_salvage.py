@@ -10,7 +10,7 @@ import pytest
 
 from graphmem import Memory
 from graphmem.files import SpecStore
-from graphmem.files.spec_store import CorruptFileWarning
+from graphmem.files.salvage import CorruptFileWarning
 
 from reference_impl import load_reference, reference_file
 

@@ -10,7 +10,7 @@ import pytest
 
 from graphmem import Memory, ValidationError
 from graphmem.files import atomic_write_text
-from graphmem.files.spec_store import CorruptFileWarning
+from graphmem.files.salvage import CorruptFileWarning
 from graphmem.models import stable_id
 
 

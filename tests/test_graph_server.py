@@ -153,3 +153,27 @@ def test_doctor_warns_when_graph_replies_are_parsed_in_python(monkeypatch):
     monkeypatch.setattr(redis.utils, "HIREDIS_AVAILABLE", False)
     got = client_row()
     assert got["status"] == "warn" and "pip install hiredis" in got["detail"]
+
+
+def test_a_held_start_lock_is_a_server_error_not_a_hang(isolated_env):
+    """The embedded server's start lock is graphmem's one lock (``files.lock``, flock): while
+    another process holds it, a start gives up with a ServerError naming the folder (a graph
+    outage: writes are queued), never a foreign exception; once freed it is taken at once."""
+    import sys
+
+    srv = server.EmbeddedServer(Settings.load())
+    srv.root.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(srv.root / "start.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ServerError, match="waiting for the lock on .*falkordb"):
+            with srv._lock(0.2):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with srv._lock(5.0):
+        pass

@@ -103,7 +103,7 @@ def test_graphiti_gets_exactly_our_clients(settings):
         try:
             g0, g1 = bare.graphiti("/p/one"), full.graphiti("/p/one")
             assert isinstance(g0.driver, FalkorDriver) and g0.driver._database == group_id("/p/one")
-            assert g0.driver.client is bare._client  # one connection, no second client
+            assert g0.driver.client is bare.conn.client  # one connection, no second client
             assert isinstance(g0.embedder, GraphitiEmbedder) and g0.embedder.embedder is emb
             assert isinstance(g0.llm_client, NoLLM) and isinstance(g0.cross_encoder, RRFCrossEncoder)
             assert g0.clients.llm_client is g0.llm_client and g0.clients.embedder is g0.embedder
@@ -212,3 +212,15 @@ def test_a_search_over_many_graphs_stays_within_the_connection_pool(settings):
             await store.aclose()
 
     assert run(go()) == set(projects)
+
+
+def test_importing_the_graph_store_leaves_graphiti_and_the_client_unimported():
+    """A search pays for graphiti_core (about 1 s) and the FalkorDB client only when it reaches
+    the graph: the store's modules import them inside the functions that need them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, graphmem.graph, graphmem.graph.store, graphmem.graph.health; "
+            "print(sorted(m for m in ('graphiti_core', 'falkordb', 'redis') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

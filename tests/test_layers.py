@@ -40,17 +40,23 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.index.sessions": BOTTOM | {"graphmem.files", "graphmem.index.db"},
     # The value every derived-store write is given instead of the façade.
     "graphmem.scope": BOTTOM | {"graphmem.files.spec_store", "graphmem.identity"},
-    # Next steps of issue 16, one line each once their imports point one way, e.g.
-    # "graphmem.graph": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
+    # The source of truth: below everything but the bottom and the pure readers of its shapes.
+    "graphmem.files": BOTTOM | {"graphmem.identity", "graphmem.insight_items", "graphmem.insight_shapes"},
+    # The graph: files, providers, redaction, and the code knowledge it writes as File/Symbol
+    # nodes (never ``code.about``, the façade's side of ``about``); doctor assembles its health.
+    "graphmem.graph": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact",
+                                "graphmem.validity", "graphmem.code.roots", "graphmem.code.anchors",
+                                "graphmem.code.freshness", "graphmem.code.mention",
+                                "graphmem.code.tree"},
 }
 
 # The edges: commands, servers and adapters above the façade (they parse, call it, format).
 EDGES = {"graphmem.cli", "graphmem.cli_code", "graphmem.cli_graph", "graphmem.cli_search",
-         "graphmem.cli_sessions", "graphmem.compat", "graphmem.demo", "graphmem.mcp_server",
-         "graphmem.search_server"}
-# Below the façade but still opening it (issue 16, graph/files/health slice): `doctor --check`
-# rows (graph/health.py) and `doctor --fix` (repair.run_fix). Remove each once it stops.
-NOT_YET_BELOW = {"graphmem.graph.health", "graphmem.repair"}
+         "graphmem.cli_sessions", "graphmem.compat", "graphmem.demo", "graphmem.doctor",
+         "graphmem.mcp_server", "graphmem.search_server"}
+# Below the façade (the index journal's replay) but still opening it for `doctor --fix`
+# (repair.run_fix). Remove it once run_fix moves up to doctor.
+NOT_YET_BELOW = {"graphmem.repair"}
 
 # graphmem module or package -> the only modules outside it that may import it.
 IMPORTED_ONLY_BY: dict[str, set[str]] = {
@@ -69,7 +75,8 @@ ONLY_IMPORTED_BY = {
 }
 
 # packages inside which no import cycle may exist.
-ACYCLIC = ["graphmem.providers", "graphmem.index", "graphmem.facade"]
+ACYCLIC = ["graphmem.providers", "graphmem.index", "graphmem.files", "graphmem.graph",
+           "graphmem.facade"]
 
 
 def _module_name(root: str, base: Path, path: Path) -> str:
@@ -90,7 +97,7 @@ def modules() -> dict[str, Path]:
 
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
     """The absolute names module ``name`` imports; ``from X import y`` counts as X.y when that
-    is a module."""
+    is a module (and as X only when some name is not)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -103,8 +110,10 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
                 target = f"{base}.{node.module}" if node.module else base
             else:
                 target = node.module or ""
-            out.add(target)
-            out.update(f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known)
+            mods = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known]
+            if len(mods) < len(node.names):  # ``from pkg import mod`` imports mod, not pkg's names
+                out.add(target)
+            out.update(mods)
     return out
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graphmem import AsyncMemory, Memory, NotFoundError, ValidationError
-from graphmem.files.spec_store import CorruptFileWarning
+from graphmem.files.salvage import CorruptFileWarning
 
 
 @pytest.fixture(autouse=True)

@@ -88,7 +88,7 @@ class AsyncMemory:
         self._about = About(*args, self._episodes, self._recall.hits_by_id)
 
     def _register_root(self) -> None:
-        from .code import register_root
+        from .code.roots import register_root
 
         register_root(self._scope.project.key, self._scope.root)  # for the code graph's writes
 

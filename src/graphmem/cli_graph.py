@@ -14,21 +14,6 @@ def _db_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
-def _db_status(settings) -> dict:
-    from .graph import server
-
-    ext = server.external_endpoint(settings)
-    if ext is None:
-        return server.EmbeddedServer(settings).status()
-    reason = server.ping(ext)
-    out = {"running": reason is None, "external": True, "endpoint": ext.describe()}
-    if reason is None:
-        out.update(server.server_facts(ext))
-    else:
-        out["error"] = reason
-    return out
-
-
 def _cmd_db(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .graph import server
@@ -49,7 +34,7 @@ def _cmd_db(args: argparse.Namespace) -> int:
         if not args.json:
             print("FalkorDB stopped." if stopped else "FalkorDB was not running.")
             return 0
-    data = _db_status(settings)
+    data = server.status(settings)
 
     def show(d: dict) -> None:
         c = _console()

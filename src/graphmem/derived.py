@@ -274,6 +274,8 @@ class DerivedStores:
 
     async def replay_outbox(self, outbox, force: bool = False) -> dict:
         """Write an outbox's entries to the graph, dropping each one that went through."""
+        from .files.outbox import latest_items
+
         graph = await self.graph_store()
         if graph is None:
             return {"replayed": 0, "remaining": outbox.size(), "graph": "off"}
@@ -284,10 +286,8 @@ class DerivedStores:
 
         async def flush() -> None:
             nonlocal done, replayed
-            items: dict = {}
-            for entry in batch:  # the latest version of an item wins
-                items.update((i.id, i) for i in entry["items"])
-            await graph.save(list(items.values()))
+            items = latest_items(batch)  # each id once, its latest version
+            await graph.save(items)
             outbox.remove(e["entry"] for e in batch)  # only after the graph has them
             done, replayed = done + len(batch), replayed + len(items)
             batch.clear()

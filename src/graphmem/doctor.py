@@ -1,14 +1,16 @@
-"""``graphmem doctor``: one report of what is healthy and what is not, in plain words."""
+"""``graphmem doctor``: one report of what is healthy and what is not, in plain words.
+
+Each subsystem describes its own health as ``graphmem.health`` rows; this module alone decides
+which rows a report holds and gathers what they describe (the one place that opens a
+``Memory`` for them). ``CHECKS`` lists the sections, in report order.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
 
-from .health import row  # one report line (subsystems import it from graphmem.health)
-
-# Each check appends rows to a section. Other modules register theirs here (providers, graph...).
-CHECKS: list[Callable[[dict[str, list[dict]], Any, "DoctorContext"], None]] = []
+from .health import drift_row, row
 
 
 class DoctorContext:
@@ -21,6 +23,7 @@ class DoctorContext:
 
 
 def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The spec's memory folder: present, its contents, corrupt and stray temporary files."""
     rows = sections.setdefault("files", [])
     if ctx.spec_dir is None:
         rows.append(row("spec", "ok", "no --spec-dir given; file checks skipped"))
@@ -54,9 +57,6 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
                         + ", ".join(p.name for p in stray[:5])))
 
 
-CHECKS.append(_files)
-
-
 def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """Configured providers, masked keys, validate() problems (``graphmem.providers.doctor_check``)."""
     from .providers.doctor_check import check
@@ -64,11 +64,118 @@ def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     sections.setdefault("providers", []).extend(r.as_dict() for r in check(settings, ctx.check))
 
 
-CHECKS.append(_providers)
+def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The local index: database health, copies moved aside, journal entries waiting, and drift
+    (files vs index) for the given spec or project."""
+    from .index import db
+    from .index.journal import Journal
+
+    rows = sections.setdefault("index", [])
+    home = Path(settings.home)
+    fix = "`graphmem doctor --fix`"
+    damage = db.check(home)
+    if damage is not None:
+        rows.append(row("database", "error", f"{db.db_path(home)} is damaged ({damage}); the next "
+                        f"write or search moves it aside and rebuilds it from the files, or {fix}"))
+    elif not db.db_path(home).exists():
+        rows.append(row("database", "ok", f"{db.db_path(home)} not created yet"))
+    for copy in db.corrupt_copies(home):
+        rows.append(row("damaged copy", "warn", f"{copy} was moved aside and the index rebuilt from "
+                        "the files; delete it once you no longer need it"))
+    pending = len(Journal(home).names())
+    rows.append(row("journal", "ok" if pending == 0 else "warn",
+                    "no index write waiting" if pending == 0 else
+                    f"{pending} write(s) not in the index yet; the next graphmem command replays "
+                    f"them from the files, or {fix}"))
+    if damage is not None or not db.db_path(home).exists():
+        return
+    from .index.local_index import LocalIndex
+
+    index = LocalIndex(home)
+    try:
+        st = index.stats()
+        rows.insert(0, row("database", "ok", f"{db.db_path(home)}: {st['items']} item(s), "
+                           f"{st['vectors']} vector(s), {st['projects']} project(s)"))
+        from .identity import resolve_project
+        from .repair import index_drift, project_of
+
+        project = spec = None
+        if ctx.spec_dir is not None:
+            project = resolve_project(ctx.spec_dir, ctx.project_dir, project_id=settings.project_id)
+            spec = str(Path(ctx.spec_dir).resolve())
+        elif ctx.project_dir is not None:
+            project = project_of(settings, ctx.project_dir)
+        if project is None:
+            return
+        d = index_drift(index, project, spec)
+        rows.append(drift_row("index", d["files"], d["index"], len(d["missing"]), len(d["extra"])))
+    finally:
+        index.close()
+
+
+def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The graph server, its client, the spec's outbox, and (server running) the embedder its
+    graph records and the drift between the files and the graph (``graphmem.graph.health``)."""
+    from .graph import health, server
+
+    rows = sections.setdefault("graph", [])
+    mode = settings.graph.mode
+    running = False
+    if mode == "off":
+        rows.append(row("graph", "ok", "off (set GRAPHMEM_GRAPH=on or auto to enable)"))
+    else:
+        st = server.status(settings)
+        running = st["running"]
+        rows.append(health.server_row(st))
+        if st["external"]:
+            from .team import author, host
+
+            rows.append(row("team", "ok", f"shared server: items written here record "
+                            f"{author(settings, ctx.project_dir)} on {host(settings)} "
+                            "(GRAPHMEM_AUTHOR, GRAPHMEM_HOST); searches take in teammates' writes"))
+        rows.append(health.client_row())
+    if ctx.spec_dir is None:
+        return
+    from .files.outbox import Outbox
+    from .files.spec_store import SpecStore
+
+    rows.append(health.outbox_row(Outbox(SpecStore(ctx.spec_dir, ctx.project_dir).memory_dir).size()))
+    if mode == "off" or not running:
+        return
+    from ._sync import run
+    from .memory import Memory
+
+    with Memory(ctx.spec_dir, ctx.project_dir, settings=settings) as mem:
+        d = mem.drift()
+        try:
+            got = run(mem.backends.graph_embedder(mem.project.key))
+            graph = run(mem.backends.graph_store())
+            ours = (graph.embedder.name, int(graph.embedder.dimension))
+        except Exception as exc:  # reported, never fatal to the rest of the report
+            rows.append(row("embedder", "warn", f"not checked: {exc}"))
+        else:
+            mismatch = graph.mismatch(mem.project.key, got) if got else None
+            rows.append(health.embedder_row(mem.project.key, got, ours, mismatch))
+    if d["graph"] == "on":
+        rows.append(drift_row("graph", d["files"], d["in_graph"], len(d["missing"]),
+                              len(d["extra"]), d["queued"]))
+
+
+def _search_server(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The warm search server of these settings (``graphmem.search_server.health``)."""
+    from .search_server import health
+
+    health(sections.setdefault("search server", []))
+
+
+# The report's sections, in order; each check appends rows to its section.
+CHECKS: tuple[Callable[[dict[str, list[dict]], Any, DoctorContext], None], ...] = (
+    _files, _providers, _index, _graph, _search_server)
 
 
 def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = False) -> dict:
-    """Run every registered check and return ``{"sections": {...}, "errors": n, "warnings": n}``."""
+    """Run every check in ``CHECKS``; returns ``{"sections": {...}, "errors": n, "warnings": n}``.
+    With a broken configuration only the file checks run (the rest need settings)."""
     from .settings import Settings
 
     sections: dict[str, list[dict]] = {}
@@ -94,33 +201,3 @@ def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = Fa
     flat = [r for rows in sections.values() for r in rows]
     return {"sections": sections, "errors": sum(r["status"] == "error" for r in flat),
             "warnings": sum(r["status"] == "warn" for r in flat)}
-
-
-def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """Local index health, journal and drift (``graphmem.repair.doctor_check``)."""
-    from .repair import doctor_check
-
-    doctor_check(sections, settings, ctx)
-
-
-CHECKS.append(_index)
-
-
-def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """Graph server health, outbox size and drift (``graphmem.graph.health``)."""
-    from .graph.health import check
-
-    check(sections, settings, ctx)
-
-
-CHECKS.append(_graph)
-
-
-def _search_server(sections: dict, settings: Any, ctx: DoctorContext) -> None:
-    """The warm search server of these settings (``graphmem.search_server.health``)."""
-    from .search_server import health
-
-    health(sections.setdefault("search server", []))
-
-
-CHECKS.append(_search_server)

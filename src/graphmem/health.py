@@ -28,3 +28,18 @@ class Row:
 def row(name: str, status: Status, detail: str) -> dict[str, str]:
     """One report line as the doctor's JSON shows it (``Row(...).as_dict()``)."""
     return Row(name, status, detail).as_dict()
+
+
+def drift_row(store: str, files: int, held: int, missing: int, extra: int,
+              queued: int | None = None) -> dict[str, str]:
+    """The ``drift`` line of a derived store (the index, the graph) against the files: how many
+    items each holds, how many are missing (``queued``: of those, waiting in the outbox) and how
+    many the files no longer hold."""
+    detail = f"{files} item(s) in files, {held} in the {store}"
+    if missing:
+        detail += f", {missing} missing" + (f" ({queued} queued)" if queued is not None else "")
+    if extra:
+        detail += f", {extra} no longer in files"
+    if missing or extra:
+        detail += " (`graphmem doctor --fix`)"
+    return row("drift", "ok" if missing == extra == 0 else "warn", detail)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import GraphmemError
+from .files import walk
 from .files.walk import project_items
 from .models import MemoryItem
 from .redact import redact_items
@@ -158,12 +159,7 @@ def file_items(project: "Project", spec: str | None) -> list[MemoryItem]:
     """Every searchable item the files of a spec (or, with None, of the project) hold."""
     if spec is None:
         return project_items(project)[0]
-    from .files.episodes import EpisodeStore
-
-    items = spec_items(project, spec)
-    if (Path(spec) / "memory" / "episodes").is_dir():
-        items += list(EpisodeStore(Path(spec)).items(project))
-    return items
+    return walk.spec_items(project, Path(spec)) if Path(spec).is_dir() else []
 
 
 def index_drift(index: Any, project: "Project", spec: str | None) -> dict[str, Any]:
@@ -231,63 +227,6 @@ def remove_stray_temps(memory_dir: Path, age: float = STRAY_TMP_AGE) -> list[Pat
         except OSError:
             pass
     return removed
-
-
-def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
-    """The ``index`` rows of ``graphmem doctor``: database health, copies moved aside, journal
-    entries waiting, and drift (files vs index) for the given spec or project."""
-    from .health import row
-    from .index import db
-    from .index.journal import Journal
-
-    rows = sections.setdefault("index", [])
-    home = Path(settings.home)
-    fix = "`graphmem doctor --fix`"
-    damage = db.check(home)
-    if damage is not None:
-        rows.append(row("database", "error", f"{db.db_path(home)} is damaged ({damage}); the next "
-                        f"write or search moves it aside and rebuilds it from the files, or {fix}"))
-    elif not db.db_path(home).exists():
-        rows.append(row("database", "ok", f"{db.db_path(home)} not created yet"))
-    for copy in db.corrupt_copies(home):
-        rows.append(row("damaged copy", "warn", f"{copy} was moved aside and the index rebuilt from "
-                        "the files; delete it once you no longer need it"))
-    pending = len(Journal(home).names())
-    rows.append(row("journal", "ok" if pending == 0 else "warn",
-                    "no index write waiting" if pending == 0 else
-                    f"{pending} write(s) not in the index yet; the next graphmem command replays "
-                    f"them from the files, or {fix}"))
-    if damage is not None or not db.db_path(home).exists():
-        return
-    from .index.local_index import LocalIndex
-
-    index = LocalIndex(home)
-    try:
-        st = index.stats()
-        rows.insert(0, row("database", "ok", f"{db.db_path(home)}: {st['items']} item(s), "
-                           f"{st['vectors']} vector(s), {st['projects']} project(s)"))
-        from .identity import resolve_project
-
-        project = spec = None
-        if ctx.spec_dir is not None:
-            project = resolve_project(ctx.spec_dir, ctx.project_dir, project_id=settings.project_id)
-            spec = str(Path(ctx.spec_dir).resolve())
-        elif ctx.project_dir is not None:
-            project = project_of(settings, ctx.project_dir)
-        if project is None:
-            return
-        d = index_drift(index, project, spec)
-        missing, extra = len(d["missing"]), len(d["extra"])
-        detail = f"{d['files']} item(s) in files, {d['index']} in the index"
-        if missing:
-            detail += f", {missing} missing"
-        if extra:
-            detail += f", {extra} no longer in files"
-        if missing or extra:
-            detail += f" ({fix})"
-        rows.append(row("drift", "ok" if missing == extra == 0 else "warn", detail))
-    finally:
-        index.close()
 
 
 def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:

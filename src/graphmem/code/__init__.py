@@ -13,12 +13,6 @@ from typing import Any, Callable, Iterable
 from ..models import Hit, MemoryItem
 
 log = logging.getLogger("graphmem.code")
-ROOTS: dict[str, Path] = {}  # project key -> its root on this machine (graph writes need it)
-
-
-def register_root(key: str, root: str | Path) -> None:
-    """Remember where a project's code is, for writers that only see items (the code graph)."""
-    ROOTS[key] = Path(root)
 
 
 def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,

@@ -16,30 +16,18 @@ with the graph on, the project's graph (``ABOUT`` edges with Graphiti's ``valid_
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
-from .freshness import anchor_state, item_state
+from .freshness import item_state
+from .mention import Mention, matches  # what the graph reads too (graph/code_graph.py)
 from .tree import Snapshot
 
 log = logging.getLogger("graphmem.code")
 HISTORY = ("retired", "superseded")
 MAX_TARGET = 1_000
 STATES_FILE = "anchor_states.json"
-
-
-@dataclass
-class Mention:
-    """One memory's own anchors with what the target matched, from either source."""
-
-    id: str
-    anchors: list[dict]                  # all its own anchors (path, blob, symbol, digest)
-    matched: list[dict] = field(default_factory=list)
-    head: str | None = None
-    learned_at: str | None = None
-    validity: dict | None = None         # {"state", "by", "reason", "invalid_at", "recorded_at"}
 
 
 def check_target(target: Any, project_dir: Path | None) -> str:
@@ -56,18 +44,6 @@ def check_target(target: Any, project_dir: Path | None) -> str:
             raise ValidationError(f"{target} is outside the project {project_dir}",
                                   field="path_or_symbol") from None
     return t
-
-
-def matches(a: dict, target: str, snap: Snapshot) -> bool:
-    """Does one anchor name ``target`` (its path, its path's new name, or its symbol)?"""
-    sym = a.get("symbol")
-    if sym:
-        if sym == target or sym.endswith("." + target) or f"{a.get('path')}:{sym}" == target:
-            return True
-    if a.get("path") == target:
-        return True
-    now = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap)
-    return now.get("to") == target
 
 
 def local_mentions(spec_dirs: Iterable[str | Path], target: str, snap: Snapshot) -> list[Mention]:

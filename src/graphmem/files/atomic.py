@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to a uniquely named temp file beside ``path``, fsync it, then replace ``path``.
 
     A reader sees either the old file or the new one, never a torn one; a crash leaves at most a
-    stray ``.<name>.*.tmp`` file, which is ignored by readers and removed by ``graphmem doctor --fix``.
+    stray ``.<name>.*.tmp`` file, which readers ignore and ``graphmem doctor --fix`` removes once it
+    is an hour old.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -76,34 +78,48 @@ def append_line(path: Path, line: str, *, sync: bool = True) -> None:
         os.close(fd)
 
 
-def repair_tail(path: Path) -> bool:
-    """Truncate a torn final line (no trailing newline). Returns True when something was cut.
+def aside_path(path: Path, tag: str = "") -> Path:
+    """Where a damaged file's bytes are kept beside it: ``<name>.corrupt[-<tag>]-<UTC time>``
+    (``graphmem doctor`` lists them; ``clear`` counts them as graphmem's)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return path.with_name(f"{path.name}.corrupt-{tag + '-' if tag else ''}{stamp}")
 
-    A link in ``path``'s place is refused (``StorageError``): its target is never cut.
+
+def repair_tail(path: Path, keep_aside: bool = False) -> bytes | None:
+    """Cut a torn final line (no trailing newline): the one repair of every append-only file.
+    Returns the bytes cut, or None when the file ends whole (or is absent or empty).
+
+    ``keep_aside``: the cut bytes are first saved beside the file as
+    ``<name>.corrupt-torn-<time>`` (which ``graphmem doctor`` lists). The caller holds the
+    folder lock. A link in ``path``'s place is refused (``StorageError``): its target is never cut.
     """
     try:
         with open_file(path, "rb+") as f:
             size = f.seek(0, os.SEEK_END)
             if size == 0:
-                return False
+                return None
             f.seek(size - 1)
             if f.read(1) == b"\n":
-                return False
-            # Walk back to the previous newline in chunks.
+                return None
+            cut = 0  # walk back to the previous newline in chunks
             pos = size
             while pos > 0:
-                step = min(4096, pos)
+                step = min(1 << 16, pos)
                 f.seek(pos - step)
-                chunk = f.read(step)
-                idx = chunk.rfind(b"\n")
+                idx = f.read(step).rfind(b"\n")
                 if idx >= 0:
-                    f.truncate(pos - step + idx + 1)
+                    cut = pos - step + idx + 1
                     break
                 pos -= step
-            else:
-                f.truncate(0)
+            f.seek(cut)
+            torn = f.read()
+            if keep_aside:
+                side = open_fd(aside_path(path, "torn"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                with os.fdopen(side, "wb") as out:
+                    out.write(torn)
+            f.truncate(cut)
             f.flush()
             os.fsync(f.fileno())
-            return True
+            return torn
     except FileNotFoundError:
-        return False
+        return None

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, hash_id, parse_iso, stable_id
-from .atomic import atomic_write_json, fsync_dir
+from .atomic import atomic_write_json, fsync_dir, repair_tail
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
-from .spec_store import CorruptFileWarning, quarantine, salvage_utf8
+from .salvage import CorruptFileWarning, quarantine, salvage_utf8
 
 if TYPE_CHECKING:
     from ..identity import Project
@@ -345,34 +345,10 @@ class EpisodeStore:
         return lines
 
     def _repair(self, path: Path) -> bool:
-        """Cut a torn last line (caller holds the lock), keeping its bytes in a side file.
-
-        A link in the file's place is refused (``StorageError``): its target is never cut.
-        """
-        st = file_stat(path)
-        size = st.st_size if st else 0
-        if size == 0:
+        """Cut a torn last line (caller holds the lock), keeping its bytes in a side file."""
+        torn = repair_tail(path, keep_aside=True)
+        if torn is None:
             return False
-        with open_file(path, "rb+") as f:
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return False
-            f.seek(max(0, size - (1 << 20)))
-            block = f.read()
-            cut = size - len(block) + block.rfind(b"\n") + 1 if b"\n" in block else 0
-            if cut == 0 and size > len(block):  # a torn line longer than 1 MiB: search the rest
-                f.seek(0)
-                cut = f.read(size).rfind(b"\n") + 1
-            f.seek(cut)
-            torn = f.read()
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-            side = open_fd(path.with_name(f"{path.name}.corrupt-torn-{stamp}"),
-                           os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-            with os.fdopen(side, "wb") as out:
-                out.write(torn)
-            f.truncate(cut)
-            f.flush()
-            os.fsync(f.fileno())
         self._tails.pop(path, None)
         msg = f"graphmem: torn last line of {path} ({len(torn)} bytes) cut off and kept aside"
         log.warning(msg)

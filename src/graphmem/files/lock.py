@@ -1,4 +1,6 @@
-"""Cross-process locks: one per memory folder, one global per ``GRAPHMEM_HOME`` job.
+"""Cross-process locks: one per memory folder, one per ``GRAPHMEM_HOME`` job (consolidation, the
+embedded server's start and stop). graphmem's one lock mechanism: ``flock`` is dropped by the
+kernel when its process dies, so a killed writer never leaves a stale lock behind.
 
 A lock is ``flock`` on a small file in the folder, plus a re-entrant thread lock so threads of
 one process queue up too. The lock file's descriptor is kept open per process (locking is on the

@@ -72,13 +72,8 @@ class Outbox:
         return out
 
     def pending_items(self) -> list[MemoryItem]:
-        """The queued items, deduplicated by id (the latest version of an item wins)."""
-        latest: dict[str, MemoryItem] = {}
-        for entry in self.entries():
-            for item in entry["items"]:
-                latest.pop(item.id, None)
-                latest[item.id] = item
-        return list(latest.values())
+        """The queued items, deduplicated by id (``latest_items``)."""
+        return latest_items(self.entries())
 
     def size(self) -> int:
         """How many distinct items are waiting."""
@@ -109,3 +104,14 @@ class Outbox:
                 atomic_write_text(self.path, "\n".join(keep) + "\n")
             else:
                 self.path.unlink(missing_ok=True)
+
+
+def latest_items(entries: Iterable[dict]) -> list[MemoryItem]:
+    """The items of outbox entries (oldest first), each id once: its latest version, in the
+    order the latest versions were queued."""
+    latest: dict[str, MemoryItem] = {}
+    for entry in entries:
+        for item in entry["items"]:
+            latest.pop(item.id, None)
+            latest[item.id] = item
+    return list(latest.values())

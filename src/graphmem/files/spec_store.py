@@ -16,7 +16,6 @@ import logging
 import os
 import pickle
 import threading
-import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,10 +25,11 @@ from .. import insight_items, insight_shapes
 from ..insight_shapes import Entry
 from ..models import MemoryItem, normalise, stable_id
 from ..errors import StorageError
-from .atomic import append_line, atomic_write_bytes, atomic_write_json, atomic_write_text, repair_tail
+from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
 from .clear import clear_memory_folder
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_file, read_bytes, real_dir, real_dirs
+from .salvage import quarantine, salvage_utf8
 
 if TYPE_CHECKING:
     from ..identity import Project
@@ -41,62 +41,6 @@ HEADERS = {
     "pattern": ("patterns.md", "# Code Patterns\n\nEstablished patterns to follow in this codebase:\n\n"),
 }
 INSIGHT_LISTS = ("what_worked", "what_failed", "recommendations_for_next_session", "subtasks_completed")
-
-
-class CorruptFileWarning(UserWarning):
-    """A memory file could not be parsed and was moved aside."""
-
-
-def quarantine(path: Path, reason: str) -> Path:
-    """Move a corrupt file aside to ``<name>.corrupt-<timestamp>`` and warn with its name."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    target = path.with_name(f"{path.name}.corrupt-{stamp}")
-    try:
-        os.replace(path, target)
-    except FileNotFoundError:
-        return target
-    msg = f"graphmem: corrupt file {path} ({reason}) moved aside to {target.name}"
-    log.warning(msg)
-    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
-    return target
-
-
-def keep_aside(path: Path, raw: bytes, reason: str) -> Path:
-    """Copy a damaged file's bytes to ``<name>.corrupt-<timestamp>`` (listed by ``graphmem doctor``)
-    before its readable part replaces it, and warn with both names."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    side = path.with_name(f"{path.name}.corrupt-{stamp}")
-    atomic_write_bytes(side, raw)
-    msg = (f"graphmem: {path} was damaged ({reason}); its readable records were kept and the "
-           f"damaged original saved as {side.name}")
-    log.warning(msg)
-    warnings.warn(msg, CorruptFileWarning, stacklevel=3)
-    return side
-
-
-def salvage_utf8(path: Path, parse: Any = None, lock: Any = None) -> bool:
-    """Repair a file with invalid UTF-8 under ``lock`` (default: its folder's): bad bytes become
-    U+FFFD, the original is kept aside. ``parse(text)`` must accept the repaired text (else
-    nothing changes and False is returned). True when the file is readable UTF-8 afterwards."""
-    with lock if lock is not None else folder_lock(path.parent):
-        try:
-            raw = read_bytes(path)
-        except FileNotFoundError:
-            return False
-        try:
-            raw.decode("utf-8")
-            return True  # repaired meanwhile by another process
-        except UnicodeDecodeError as exc:
-            reason = f"invalid UTF-8 at byte {exc.start}"
-        text = raw.decode("utf-8", "replace")
-        if parse is not None:
-            try:
-                parse(text)
-            except ValueError:
-                return False
-        keep_aside(path, raw, reason)
-        atomic_write_bytes(path, text.encode("utf-8"))
-        return True
 
 
 class _NeedsSalvage(Exception):

@@ -1,6 +1,6 @@
 """The project's code in its graph: File and Symbol entities, memories linked to them by ``ABOUT``.
 
-Written with each batch of items (``GraphStore._write_batch``, so through the same outbox path as
+Written with each batch of items (``writes.write_batch``, so through the same outbox path as
 every graph write) from the files: an item's own anchors (``memory/anchors.jsonl``) and its
 validity (``memory/validity.jsonl``). In Graphiti's schema, per project graph (``group_id``)::
 
@@ -24,32 +24,19 @@ from typing import Any
 
 from ..models import MemoryItem
 from . import schema
-from .schema import VEC, derived_id
+from .schema import derived_id
 
 HISTORY = ("retired", "superseded")
 EDGE_FIELDS = ("gm_path", "gm_blob", "gm_symbol", "gm_digest", "gm_lines", "gm_head",
                "gm_learned_at", "gm_validity", "gm_by", "gm_reason", "gm_event_at",
                "gm_recorded_at")
 
-CODE_NODES = """UNWIND $rows AS r
-MERGE (n:Entity {uuid: r.uuid})
-SET n:%s
-SET n = r.props
-SET n.name_embedding = """ + VEC.format("r.vec")
-
+CODE_EDGES = schema.edges_query("s")  # an ABOUT edge's vector is its memory's (the source)
 RENAME_NODES = """UNWIND $rows AS r
 MERGE (n:Entity:File {uuid: r.uuid})
-ON CREATE SET n = r.props, n.name_embedding = """ + VEC.format("r.vec")
-
+ON CREATE SET n = r.props, n.name_embedding = """ + schema.VEC.format("r.vec")
 DROP_ABOUT = """MATCH (m:Entity)-[e:RELATES_TO]->(:Entity) WHERE m.uuid IN $ids AND e.name = 'ABOUT'
 DELETE e"""
-
-CODE_EDGES = """UNWIND $rows AS r
-MATCH (s:Entity {uuid: r.source})
-MATCH (t:Entity {uuid: r.target})
-MERGE (s)-[e:RELATES_TO {uuid: r.props.uuid}]->(t)
-SET e = r.props
-SET e.fact_embedding = s.name_embedding"""
 
 
 def file_uuid(gid: str, path: str) -> str:
@@ -64,7 +51,7 @@ def symbol_uuid(gid: str, path: str, symbol: str) -> str:
 
 def spec_dir_of(item: MemoryItem) -> Path | None:
     """The spec folder on this machine holding ``item`` (None: its project's root is unknown)."""
-    from ..code import ROOTS
+    from ..code.roots import ROOTS
 
     root = ROOTS.get(item.project)
     return root / item.spec if root is not None and item.spec else None
@@ -144,7 +131,7 @@ def _edge(gid: str, source: str, target: str, name: str, fact: str, when: str) -
 
 async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]) -> None:
     """Write the code nodes and edges of a batch (raises GraphError like every graph write)."""
-    from ..code import ROOTS
+    from ..code.roots import ROOTS
     from ..code.tree import snapshot
 
     if not any(_own_anchors(i)[1] for i in items):
@@ -160,10 +147,10 @@ async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]
         n["vec"] = v
     for label, group in (("File", rows["files"]), ("Symbol", rows["symbols"])):
         if group:
-            await store._query(gid, CODE_NODES % label, {"rows": group})
-    await store._query(gid, DROP_ABOUT, {"ids": rows["ids"]})
+            await store.query(gid, schema.nodes_query(label, written=False), {"rows": group})
+    await store.query(gid, DROP_ABOUT, {"ids": rows["ids"]})
     if rows["edges"]:
-        await store._query(gid, CODE_EDGES, {"rows": rows["edges"]})
+        await store.query(gid, CODE_EDGES, {"rows": rows["edges"]})
 
 
 async def write_renames(store: Any, gid: str, renames: list[tuple[str, str, str]]) -> int:
@@ -182,30 +169,30 @@ async def write_renames(store: Any, gid: str, renames: list[tuple[str, str, str]
     vectors = schema.as_vectors(await store.embedder.embed([n["props"]["summary"] for n in nodes]))
     for n, v in zip(nodes, vectors):
         n["vec"] = v
-    # MERGE keeps a File node's blob when it already has one (CODE_NODES would overwrite it)
-    await store._query(gid, RENAME_NODES, {"rows": nodes})
+    # MERGE keeps a File node's blob when it already has one (nodes_query would overwrite it)
+    await store.query(gid, RENAME_NODES, {"rows": nodes})
     edges = [_edge(gid, file_uuid(gid, old), file_uuid(gid, new), "RENAMED_TO",
                    f"{old} was renamed to {new}", when or now) for old, new, when in renames]
-    await store._query(gid, CODE_EDGES, {"rows": edges})
+    await store.query(gid, CODE_EDGES, {"rows": edges})
     return len(edges)
 
 
 async def about_mentions(store: Any, project: str, target: str, snap: Any) -> list:
     """``about``'s mentions from the graph: the memories whose ABOUT edges reach ``target``
     (its File node, a File whose content moved there, a Symbol of that name)."""
-    from ..code.about import Mention, matches
+    from ..code.mention import Mention, matches
 
     gid = schema.group_id(project)  # the project's key
-    res = await store._query(gid, "MATCH (f:File) WHERE f.gm_code = 'file' RETURN f.gm_path", ro=True)
+    res = await store.query(gid, "MATCH (f:File) WHERE f.gm_code = 'file' RETURN f.gm_path", ro=True)
     known = [r[0] for r in res.result_set] if res is not None else []
-    renamed = await store._query(
+    renamed = await store.query(
         gid, "MATCH p = (a:File)-[:RELATES_TO*1..10]->(b:File {gm_path: $t}) "
              "WHERE all(x IN relationships(p) WHERE x.name = 'RENAMED_TO') RETURN a.gm_path",
         {"t": target}, ro=True)
     earlier = {r[0] for r in renamed.result_set} if renamed is not None else set()
     paths = {target, *(p for p in known if p not in snap.files), *earlier}
     fields = ", ".join(f"e.{f}" for f in EDGE_FIELDS)
-    res = await store._query(gid, (
+    res = await store.query(gid, (
         "MATCH (m:Entity)-[e:RELATES_TO]->(c:Entity) WHERE e.name = 'ABOUT' AND (c.gm_path IN "
         "$paths OR c.gm_symbol = $t OR c.gm_symbol ENDS WITH $dot OR c.gm_path + ':' + "
         f"c.gm_symbol = $t) RETURN m.uuid, {fields}, e.invalid_at, e.expired_at"),
@@ -217,7 +204,7 @@ async def about_mentions(store: Any, project: str, target: str, snap: Any) -> li
             found.setdefault(row[0], []).append(a)
     if not found:
         return []
-    res = await store._query(gid, (
+    res = await store.query(gid, (
         "MATCH (m:Entity)-[e:RELATES_TO]->(:Entity) WHERE e.name = 'ABOUT' AND m.uuid IN $ids "
         f"RETURN m.uuid, {fields}, e.invalid_at, e.expired_at"), {"ids": sorted(found)}, ro=True)
     rows: dict[str, list] = {}

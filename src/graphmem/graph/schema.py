@@ -218,15 +218,18 @@ def rrf(rankings: Iterable[list[int]], n: int, k: int = 60) -> list[float]:
 
 
 # ---- Cypher ---------------------------------------------------------------------------------
-def nodes_query(label: str) -> str:
-    """Item nodes of one label (labels cannot be parameters; they come from ``LABELS`` only)."""
-    assert label in LABELS or label in ("Session", "Spec")
-    return f"""UNWIND $rows AS r
-MERGE (n:Entity {{uuid: r.uuid}})
-SET n:{label}
-SET n = r.props
-SET n.gm_written = timestamp()
-SET n.name_embedding = """ + VEC.format("r.vec")
+CODE_LABELS = ("File", "Symbol")  # code nodes (``code_graph.py``)
+
+
+@functools.lru_cache(maxsize=None)
+def nodes_query(label: str, written: bool = True) -> str:
+    """Nodes of one label, merged by uuid, their vector from ``r.vec`` (labels cannot be
+    parameters; they come from ``LABELS`` only). ``written``: stamped with the server's clock,
+    the change feed's cursor (memories and their anchors; code nodes are not in the feed)."""
+    assert label in LABELS or label in ("Session", "Spec") or label in CODE_LABELS
+    return (f"UNWIND $rows AS r\nMERGE (n:Entity {{uuid: r.uuid}})\nSET n:{label}\nSET n = r.props\n"
+            + ("SET n.gm_written = timestamp()\n" if written else "")
+            + "SET n.name_embedding = " + VEC.format("r.vec"))
 
 
 EPISODE = """MERGE (ep:Episodic {uuid: $episode.uuid})
@@ -237,12 +240,21 @@ MATCH (n:Entity {uuid: m.node})
 MERGE (ep)-[e:MENTIONS {uuid: m.uuid}]->(n)
 SET e.group_id = m.group_id, e.created_at = m.created_at"""
 
-EDGES = """UNWIND $rows AS r
-MATCH (s:Entity {uuid: r.source})
-MATCH (t:Entity {uuid: r.target})
-MERGE (s)-[e:RELATES_TO {uuid: r.props.uuid}]->(t)
-SET e = r.props
-SET e.fact_embedding = t.name_embedding"""
+
+def edges_query(vector_of: str = "t") -> str:
+    """Fact edges merged by uuid between existing nodes; the edge's vector is its target's
+    (``t``: the item a memory's anchor points at) or its source's (``s``: the memory an ABOUT
+    edge starts from)."""
+    assert vector_of in ("s", "t")
+    return ("UNWIND $rows AS r\nMATCH (s:Entity {uuid: r.source})\nMATCH (t:Entity {uuid: r.target})\n"
+            "MERGE (s)-[e:RELATES_TO {uuid: r.props.uuid}]->(t)\nSET e = r.props\n"
+            f"SET e.fact_embedding = {vector_of}.name_embedding")
+
+
+EDGES = edges_query("t")
+META = "MATCH (m:GraphmemMeta) RETURN m.embedder, m.dimension, m.project"
+CLAIM = ("MERGE (m:GraphmemMeta {key: 'graph'}) SET m.embedder = $name, m.dimension = $dim, "
+         "m.project = $project, m.schema = 1")
 
 HIT_FIELDS = ("n.uuid, n.gm_kind, n.summary, n.gm_project, n.gm_spec, n.gm_session, n.gm_time, "
               "n.gm_meta, n.gm_source")

@@ -1,6 +1,7 @@
 """The only module that manages a FalkorDB process: the embedded server under ``GRAPHMEM_HOME``.
 
-    <home>/falkordb/data/        AOF + RDB files (persistence is always on)
+    <home>/falkordb/data/        the append-only log, its base rewritten as an RDB preamble
+                                 (persistence is always on; no separate dump.rdb snapshots)
     <home>/falkordb/server.json  pid, socket and start time of the running server
     <home>/falkordb/server.log   the server's own log (its tail goes into start-up errors)
     <home>/falkordb/start.lock   held while one process checks, starts or stops the server
@@ -21,11 +22,13 @@ import signal
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import ServerError, StorageError
+from ..files.lock import folder_lock
 from ..files.safe import private_dir, shared_tmp_dir, tighten
 from ..settings import Settings
 
@@ -147,15 +150,18 @@ class EmbeddedServer:
         """Where this home's server listens (whether or not it runs)."""
         return Endpoint(unix_socket=str(self.socket_path()))
 
-    def _lock(self, timeout: float):
-        from filelock import FileLock
-
-        try:
-            private_dir(Path(self.settings.home))
-            private_dir(self.root)
-        except StorageError as exc:
-            raise ServerError(str(exc)) from None
-        return FileLock(str(self.root / "start.lock"), timeout=timeout)
+    @contextmanager
+    def _lock(self, timeout: float) -> Iterator[None]:
+        """Hold ``start.lock`` (graphmem's one lock mechanism, ``files.lock``); a home we cannot
+        use or a lock not had in time is a graph outage (``ServerError``) for the caller."""
+        with ExitStack() as held:
+            try:
+                private_dir(Path(self.settings.home))
+                private_dir(self.root)
+                held.enter_context(folder_lock(self.root, timeout, name="start.lock"))
+            except StorageError as exc:
+                raise ServerError(str(exc)) from None
+            yield
 
     def _read_state(self) -> dict | None:
         try:
@@ -232,10 +238,8 @@ class EmbeddedServer:
                # Replaying logged queries is slow (whole UNWIND batches with vectors as text);
                # rewriting the log into an RDB snapshot early keeps restarts fast.
                "--aof-use-rdb-preamble", "yes", "--auto-aof-rewrite-min-size", "8mb",
-               # The log is the only copy: no RDB snapshots beside it. Redis's default save
-               # points forked the server for a dump.rdb that a start never reads (the log wins),
-               # and wrote it again at every stop: 393 MB and 3.5 s at 100k items (its log
-               # after bench/search.py --graph-sizes 100000).
+               # The log is the only copy: Redis's default save points fork the server for a
+               # dump.rdb that a start never reads (the log wins) and write it at every stop.
                "--save", "",
                "--daemonize", "yes", "--pidfile", str(pidfile), "--logfile", str(self.log_file),
                "--loadmodule", str(get_falkordb_module())]
@@ -306,7 +310,7 @@ class EmbeddedServer:
         if pid is None:
             return False
         try:
-            os.kill(pid, signal.SIGTERM)  # redis flushes the AOF and writes an RDB on SIGTERM
+            os.kill(pid, signal.SIGTERM)  # redis fsyncs its log on SIGTERM (no save points: no RDB)
         except ProcessLookupError:
             return False
         deadline = time.monotonic() + timeout
@@ -339,7 +343,7 @@ class EmbeddedServer:
             client.close()
 
     def stop(self) -> bool:
-        """Stop the home's server (it saves its data first). True if one was running."""
+        """Stop the home's server (its log rewritten into a snapshot first). True if one was running."""
         with self._lock(self.settings.graph.start_timeout + 30):
             if self._live_pid() is not None:
                 self._compact()
@@ -385,6 +389,22 @@ def server_facts(ep: Endpoint) -> dict[str, Any]:
         ver = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
     return {"redis_version": info.get("redis_version"), "falkordb_version": ver,
             "graphs": sorted(graphs)}
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """The state of the graph server these settings use, external or embedded (``db status``,
+    ``doctor``): ``running``, ``external``, where it listens, and the server's facts when it
+    answers (``error``: why an external one does not)."""
+    ext = external_endpoint(settings)
+    if ext is None:
+        return EmbeddedServer(settings).status()
+    reason = ping(ext)
+    out: dict[str, Any] = {"running": reason is None, "external": True, "endpoint": ext.describe()}
+    if reason is None:
+        out.update(server_facts(ext))
+    else:
+        out["error"] = reason
+    return out
 
 
 def ensure_endpoint(settings: Settings, start: bool = True) -> Endpoint:

@@ -1,0 +1,37 @@
+"""What ``about`` reduces both of its sources to (the files' anchors, the graph's ABOUT edges):
+one ``Mention`` per memory, and whether one of its anchors names the target.
+
+Below both ``code/about.py`` and ``graph/code_graph.py``, so the graph reads code knowledge
+without importing the façade's ``about``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .freshness import anchor_state
+from .tree import Snapshot
+
+
+@dataclass
+class Mention:
+    """One memory's own anchors with what the target matched, from either source."""
+
+    id: str
+    anchors: list[dict]                  # all its own anchors (path, blob, symbol, digest)
+    matched: list[dict] = field(default_factory=list)
+    head: str | None = None
+    learned_at: str | None = None
+    validity: dict | None = None         # {"state", "by", "reason", "invalid_at", "recorded_at"}
+
+
+def matches(a: dict, target: str, snap: Snapshot) -> bool:
+    """Does one anchor name ``target`` (its path, its path's new name, or its symbol)?"""
+    sym = a.get("symbol")
+    if sym:
+        if sym == target or sym.endswith("." + target) or f"{a.get('path')}:{sym}" == target:
+            return True
+    if a.get("path") == target:
+        return True
+    now = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap)
+    return now.get("to") == target
