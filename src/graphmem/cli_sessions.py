@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from .cli import _console, _emit, _spec_args, command, deprecated_alias, escape, print_table
 
@@ -99,7 +98,6 @@ def _consolidate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_consolidate(args: argparse.Namespace) -> int:
-    progress: Any = None
     bar = None
     if sys.stderr.isatty() and not args.json:
         from rich.progress import Progress
@@ -107,13 +105,13 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
         bar = Progress(transient=True, console=_console(stderr=True))
         task = bar.add_task("reading sessions", total=None)
 
-        def progress(done: int, total: int) -> None:  # noqa: F811 - set only on a terminal
+        def advance(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
     with _open(args) as m:
         if bar is not None:
             with bar:
                 report = m.consolidate(args.sessions, args.concurrency, project=args.whole_project,
-                                       progress=progress)
+                                       progress=advance)
         else:
             report = m.consolidate(args.sessions, args.concurrency, project=args.whole_project)
 
