@@ -30,8 +30,7 @@ MAX_QUERY_CHARS = 10_000
 # backends found rises. A small k keeps the top ranks apart (k=60 flattens them).
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
-CODE_POOL = 30  # local candidates that freshness and the query's code re-order (code/freshness.py)
-CODE_EXTRA = 10  # memories anchored to the files a query names, added beside them
+CODE_POOL = 30  # local candidates that the files they are about re-order (code/recall.py)
 
 # Extra sources of items for ``reindex`` (e.g. episodic sessions): fn(Project) -> items.
 ITEM_SOURCES: list[Callable[[Any], Iterable[MemoryItem]]] = []
@@ -145,7 +144,8 @@ class SearchMixin:
         # When the query names code of the project, a few more candidates than asked: hits
         # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
         focus, snap = named_files(query, self.project_dir)
-        fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if focus else limit
+        code = bool(focus or (snap is not None and snap.files))  # a project with code
+        fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if code else limit
         from .team import own_key, team_key
 
         # teammates' items taken in from a shared graph rank with the project's own
@@ -154,8 +154,6 @@ class SearchMixin:
                                               catch_up=self.project if projects else None,
                                               limit=fetch, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
-        from .code.freshness import anchored_to
-
         hits = fuse(local, graph, fetch) if graph else local
         hits = self.backends.localise(hits, self.project)
         specs = {self._spec_dir_of(h) for h in hits} - {None}
@@ -164,12 +162,14 @@ class SearchMixin:
         elif self.spec_dir is not None:
             specs.add(Path(self.spec_dir))
 
-        def anchored(files: set[str], known: set[str]) -> list[Hit]:
-            found = self._hits_by_id(anchored_to(sorted(map(str, specs)), files, CODE_EXTRA), known)
-            return [h for h in found if kinds is None or h.kind in kinds]
+        if code:  # re-ranked by the files the best candidates are about (code/recall.py)
+            from .code.recall import code_recall
 
-        hits = with_freshness(hits, self.project_dir, query=query, fetch=anchored,
-                              spec_dir_of=self._spec_dir_of, focus=focus, snap=snap)
+            hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
+                               fetch=lambda ids, known: [h for h in self._hits_by_id(ids, known)
+                                                         if kinds is None or h.kind in kinds])
+        hits = with_freshness(hits, self.project_dir, spec_dir_of=self._spec_dir_of, focus=set(),
+                              snap=snap)
         from .validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)

@@ -1,0 +1,163 @@
+"""Code recall: re-rank a project's search candidates by the files the best of them are about.
+
+A coding task's text rarely names the code it will change, but its best lexical and semantic
+matches usually are about that code. So the files anchored to the top ``PRF_HITS`` candidates
+(their own paths and their session's files, each weighted by the candidate's score and shared
+among its files) plus the files the query names (weight 1) predict where the task is; every
+candidate about those files gains ``FILE_GAIN`` times its share of that prediction, and the
+memories anchored to the best predicted files join the candidates (pseudo-relevance feedback on
+files, not on words). Newer memories gain ``RECENCY_GAIN * position ** RECENCY_POWER``, where
+``position`` is the item's place in the project's write history (1 = newest): code written
+last is what later changes touch. Then one item per session before a second one: a session is
+one piece of work, and ten lines of one change crowd out the others.
+
+Measured on ``bench/codemem.py`` (pytest, entire-cli); see the README's "Coding memory" part.
+Items with no anchor record are untouched (prose memories: LoCoMo ranks as before).
+
+``rerank`` is pure (arrays in, order out); ``code_recall`` gathers its inputs from the anchor
+books and the index.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..models import Hit
+from .anchors import AnchorBook, book
+
+PRF_HITS = 5  # candidates whose files predict the task's files
+FILE_GAIN = 0.7  # weight of the file prediction, against a best match scoring 1
+RECENCY_GAIN = 0.5
+RECENCY_POWER = 8.0
+NAMED_WEIGHT = 1.0  # a file the query names, against a best match's whole weight of 1
+EXTRA_FILES = 5  # best predicted files whose anchored memories join the candidates
+EXTRA_ITEMS = 20
+ONE_PER_SESSION = True
+
+
+def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
+                  named: set[str] | frozenset[str] = frozenset(), top: int = PRF_HITS
+                  ) -> dict[str, float]:
+    """File -> weight: the files of the ``top`` best candidates (each candidate's score shared
+    among its files by ``1 / sqrt(n)``) plus ``NAMED_WEIGHT`` for each file the query names."""
+    weight: dict[str, float] = {}
+    best = max(scores, default=0.0) or 1.0
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[:top]
+    for i in ranked:
+        fs = files[i]
+        if not fs or scores[i] <= 0:
+            continue
+        share = scores[i] / best / len(fs) ** 0.5
+        for f in fs:
+            weight[f] = weight.get(f, 0.0) + share
+    for f in named:
+        weight[f] = weight.get(f, 0.0) + NAMED_WEIGHT
+    return weight
+
+
+def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequence[str],
+           positions: Sequence[float | None], named: set[str] | frozenset[str] = frozenset()
+           ) -> tuple[list[int], list[float]]:
+    """The candidates' new order and scores (see the module docstring).
+
+    ``scores``: first-stage scores (best 1, extras 0); ``files``: each candidate's anchored
+    files (empty: no anchors, left as it was); ``groups``: its session (or its own id);
+    ``positions``: its place in the write history, 1 = newest (None: unknown).
+    """
+    weight = predict_files(scores, files, named)
+    top = max(weight.values(), default=0.0) or 1.0
+    new = []
+    for s, fs, pos in zip(scores, files, positions):
+        if not fs:
+            new.append(s)
+            continue
+        gain = max((weight.get(f, 0.0) for f in fs), default=0.0) / top
+        s = s + FILE_GAIN * gain
+        if pos is not None:
+            s += RECENCY_GAIN * pos ** RECENCY_POWER
+        new.append(s)
+    order = sorted(range(len(new)), key=lambda i: -new[i])
+    seen: set[str] = set()
+    first, later = [], []
+    for i in order:  # one item per session first, repeats after every session's best
+        (later if ONE_PER_SESSION and groups[i] in seen and files[i] else first).append(i)
+        seen.add(groups[i])
+    return first + later, new
+
+
+class _History:
+    """Write times of a book's records, sorted, to place an item in the project's history."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int] | None = None
+        self.times: list[str] = []
+
+    def position(self, b: AnchorBook, at: str | None) -> float | None:
+        key = (id(b), b.offset)
+        if key != self.key:
+            self.times = sorted(r.get("at") or "" for r in b.records.values())
+            self.key = key
+        if not at or not self.times:
+            return None
+        return bisect.bisect_right(self.times, at) / len(self.times)
+
+
+_history: dict[str, _History] = {}
+
+
+def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
+                specs: Sequence[str | Path], named: set[str],
+                fetch: Callable[[list[str], set[str]], list[Hit]] | None = None) -> list[Hit]:
+    """``hits`` re-ranked by ``rerank``, with the memories anchored to the best predicted files
+    added (``fetch(ids, known) -> hits``); unchanged when no hit has an anchor record."""
+    books: dict[Path, AnchorBook] = {}
+
+    def record(hit: Hit) -> tuple[dict | None, AnchorBook | None]:
+        where = spec_dir_of(hit)
+        if where is None:
+            return None, None
+        b = books.get(where)
+        if b is None:
+            b = books[where] = book(where)
+        rec = b.records.get(hit.id)
+        if rec is None and hit.kind in ("turn", "step") and hit.session:
+            rec = b.session_record(hit.session)
+        return rec, b
+
+    recs = [record(h) for h in hits]
+    if not any(r for r, _ in recs):
+        return hits
+    files = [_files(r) for r, _ in recs]
+    scores = [h.score for h in hits]
+    if fetch is not None:
+        weight = predict_files(scores, files, named)
+        best = sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]
+        from .freshness import anchored_to
+
+        ids = anchored_to([str(s) for s in specs], best, EXTRA_ITEMS) if best else []
+        extra = fetch(ids, {h.id for h in hits}) if ids else []
+        if extra:
+            hits = [*hits, *extra]
+            more = [record(h) for h in extra]
+            recs += more
+            files += [_files(r) for r, _ in more]
+            scores += [0.0] * len(extra)
+    positions = []
+    for rec, b in recs:
+        if rec is None or b is None:
+            positions.append(None)
+            continue
+        hist = _history.setdefault(str(b.path), _History())
+        positions.append(hist.position(b, rec.get("at")))
+    groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
+    order, new = rerank(scores, files, groups, positions, named)
+    return [hits[i].model_copy(update={"score": round(new[i], 6)}) for i in order]
+
+
+def _files(rec: dict | None) -> list[str]:
+    if not rec:
+        return []
+    return list(dict.fromkeys(a["path"] for a in rec.get("anchors") or []
+                              if isinstance(a, dict) and isinstance(a.get("path"), str)))
