@@ -167,7 +167,8 @@ class SearchMixin:
 
             hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
                                fetch=lambda ids, known: [h for h in self._hits_by_id(ids, known)
-                                                         if kinds is None or h.kind in kinds])
+                                                         if kinds is None or h.kind in kinds],
+                               keep=fetch)
         hits = with_freshness(hits, self.project_dir, spec_dir_of=self._spec_dir_of, focus=set(),
                               snap=snap)
         from .validity import apply_validity
@@ -179,7 +180,11 @@ class SearchMixin:
         """The spec folder on this machine that holds a hit of this project (None otherwise)."""
         if not hit.spec or hit.project != self.project.key:
             return None
-        return Path(self.project_dir) / hit.spec
+        known = self.__dict__.setdefault("_spec_dirs", {})  # asked for every hit at every stage
+        got = known.get(hit.spec)
+        if got is None:
+            got = known[hit.spec] = Path(self.project_dir) / hit.spec
+        return got
 
     def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""

@@ -32,19 +32,20 @@ FILE_GAIN = 0.7  # weight of the file prediction, against a best match scoring 1
 RECENCY_GAIN = 0.5
 RECENCY_POWER = 8.0
 NAMED_WEIGHT = 1.0  # a file the query names, against a best match's whole weight of 1
-EXTRA_FILES = 5  # best predicted files whose anchored memories join the candidates
+EXTRA_FILES = 5  # best predicted files whose memories may join the candidates
 EXTRA_ITEMS = 20
+SCAN = 100  # newest memories of a predicted file considered for the extras
 ONE_PER_SESSION = True
 
 
 def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
-                  named: set[str] | frozenset[str] = frozenset(), top: int = PRF_HITS
+                  named: set[str] | frozenset[str] = frozenset(), top: int | None = None
                   ) -> dict[str, float]:
     """File -> weight: the files of the ``top`` best candidates (each candidate's score shared
     among its files by ``1 / sqrt(n)``) plus ``NAMED_WEIGHT`` for each file the query names."""
     weight: dict[str, float] = {}
     best = max(scores, default=0.0) or 1.0
-    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[:top]
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[:top or PRF_HITS]
     for i in ranked:
         fs = files[i]
         if not fs or scores[i] <= 0:
@@ -64,17 +65,18 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
 
     ``scores``: first-stage scores (best 1, extras 0); ``files``: each candidate's anchored
     files (empty: no anchors, left as it was); ``groups``: its session (or its own id);
-    ``positions``: its place in the write history, 1 = newest (None: unknown).
+    ``positions``: its place in the write history, 1 = newest (None: unknown). A candidate's
+    file gain is the summed weight of its files, against the best candidate's sum.
     """
     weight = predict_files(scores, files, named)
-    top = max(weight.values(), default=0.0) or 1.0
+    about = [sum(weight.get(f, 0.0) for f in fs) for fs in files]
+    top = max(about, default=0.0) or 1.0
     new = []
-    for s, fs, pos in zip(scores, files, positions):
+    for s, fs, a, pos in zip(scores, files, about, positions):
         if not fs:
             new.append(s)
             continue
-        gain = max((weight.get(f, 0.0) for f in fs), default=0.0) / top
-        s = s + FILE_GAIN * gain
+        s = s + FILE_GAIN * a / top
         if pos is not None:
             s += RECENCY_GAIN * pos ** RECENCY_POWER
         new.append(s)
@@ -109,9 +111,11 @@ _history: dict[str, _History] = {}
 
 def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
                 specs: Sequence[str | Path], named: set[str],
-                fetch: Callable[[list[str], set[str]], list[Hit]] | None = None) -> list[Hit]:
-    """``hits`` re-ranked by ``rerank``, with the memories anchored to the best predicted files
-    added (``fetch(ids, known) -> hits``); unchanged when no hit has an anchor record."""
+                fetch: Callable[[list[str], set[str]], list[Hit]] | None = None,
+                keep: int | None = None) -> list[Hit]:
+    """``hits`` re-ranked by ``rerank``, with the memories most about the predicted files added
+    (``fetch(ids, known) -> hits``), the best ``keep`` of them (all: None); unchanged when no
+    hit has an anchor record."""
     books: dict[Path, AnchorBook] = {}
 
     def record(hit: Hit) -> tuple[dict | None, AnchorBook | None]:
@@ -133,10 +137,8 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     scores = [h.score for h in hits]
     if fetch is not None:
         weight = predict_files(scores, files, named)
-        best = sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]
-        from .freshness import anchored_to
-
-        ids = anchored_to([str(s) for s in specs], best, EXTRA_ITEMS) if best else []
+        ids = _about([book(s) for s in specs], weight,
+                     {h.id for h in hits})
         extra = fetch(ids, {h.id for h in hits}) if ids else []
         if extra:
             hits = [*hits, *extra]
@@ -153,11 +155,36 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
         positions.append(hist.position(b, rec.get("at")))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
     order, new = rerank(scores, files, groups, positions, named)
-    return [hits[i].model_copy(update={"score": round(new[i], 6)}) for i in order]
+    return [hits[i].model_copy(update={"score": round(new[i], 6)}) for i in order[:keep]]
+
+
+def _about(books: list[AnchorBook], weight: dict[str, float], known: set[str]) -> list[str]:
+    """Ids of the ``EXTRA_ITEMS`` memories most about the predicted files: among the newest
+    ``SCAN`` anchored to each of the ``EXTRA_FILES`` best, by the summed weight of those files."""
+    best = sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]
+    found: dict[str, float] = {}
+    for b in books:
+        for path in best:
+            w = weight[path]
+            for item_id in dict.fromkeys(reversed(b.by_path.get(path, ())[-SCAN:])):
+                if item_id not in known:  # newest first: ties go to the newer memory
+                    found[item_id] = found.get(item_id, 0.0) + w
+    return sorted(found, key=lambda i: -found[i])[:EXTRA_ITEMS]
+
+
+_files_memo: dict[int, tuple[dict, list[str]]] = {}
 
 
 def _files(rec: dict | None) -> list[str]:
+    """The paths a record anchors (memoised: records are shared and never change)."""
     if not rec:
         return []
-    return list(dict.fromkeys(a["path"] for a in rec.get("anchors") or []
-                              if isinstance(a, dict) and isinstance(a.get("path"), str)))
+    got = _files_memo.get(id(rec))
+    if got is not None and got[0] is rec:
+        return got[1]
+    fs = list(dict.fromkeys(a["path"] for a in rec.get("anchors") or []
+                            if isinstance(a, dict) and isinstance(a.get("path"), str)))
+    if len(_files_memo) > 100_000:
+        _files_memo.clear()
+    _files_memo[id(rec)] = (rec, fs)
+    return fs
