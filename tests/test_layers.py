@@ -24,6 +24,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.lru": set(),
     "graphmem._sync": set(),
     "graphmem.providers": BOTTOM,
+    # Code recall is a pure ranking stage over hits and anchor records (issue 17).
+    "graphmem.code.recall": BOTTOM | {"graphmem.code.anchors"},
     # Next steps of issue 16, one line each once their imports point one way (settings still
     # imports search_client), e.g. "graphmem.settings": BOTTOM,
     # "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
