@@ -8,7 +8,6 @@ import gzip
 import json
 import os
 import random
-import re
 import subprocess
 from collections import Counter
 from pathlib import Path

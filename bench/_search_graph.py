@@ -79,7 +79,7 @@ async def _time_store(store, queries: list[str], projects) -> list[float]:
 
 async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> list[float]:
     from graphmem import AsyncMemory
-    from graphmem.index import query as local_query
+    from graphmem.index import local_search as local_query
     from graphmem.providers import get_embedder
 
     lat = []
@@ -89,7 +89,7 @@ async def _time_memory(spec: Path, settings, queries: list[str], scope: str) -> 
         await m.search("warm up", scope=scope)
         for q in queries:
             # A new query: the model runs (once for graph and local with the default model).
-            local_query._VECTORS.clear()
+            local_query.forget_query_vectors()
             recent.clear()
             t = time.perf_counter()
             await m.search(q, scope=scope, limit=10)

@@ -86,7 +86,8 @@ class Mapper:
 
 
 def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[str],
-          contexts: dict[int, str], repo: Repo, strict: list[bool] | None = None) -> dict:
+          contexts: dict[int, str], repo: Repo, strict: list[bool] | None = None,
+          shown: list[str] | None = None) -> dict:
     """One task's metrics from its ranked sessions and its contexts."""
     rel = task["relevant"]
     total = sum(rel.values()) or 1.0
@@ -107,6 +108,10 @@ def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[s
     if mapped:
         out["staleleak@10"] = sum(1 for s, m in mapped
                                   if labels.get(s, "CURRENT") != "CURRENT" and not m) / len(mapped)
+    for s, m in mapped:  # which kinds of stale hit leak (JSON only: leak_<LABEL>)
+        label = labels.get(s, "CURRENT")
+        if label != "CURRENT" and not m:
+            out[f"leak_{label}"] = out.get(f"leak_{label}", 0.0) + 1 / len(mapped)
     strict_mapped = [m for s, m in zip(ranked[:10], (strict or marks)[:10]) if s is not None]
     if strict_mapped:  # StaleLeak counting only moved/gone/superseded/retired marks
         out["staleleak_strict@10"] = sum(
@@ -140,13 +145,54 @@ def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[s
         pos = big.find(cur)
         olds = [big.find(a) for a in task.get("stale_answers") or [] if a in big]
         out["stalefirst"] = float(bool(olds) and (pos < 0 or min(olds) < pos))
+    above = current_above(task, big, shown or texts, marks)
+    out.update(above)
     return out
+
+
+def current_above(task: dict, ctx: str, shown: list[str], marks: list[bool]) -> dict:
+    """"The current value ranked above the superseded ones": for a task with ``current_answer``
+    and ``stale_answers`` (locate: the symbol's new and old file; value_update: the pinned
+    version and the older ones), 1 when the current one comes first, 0 when an old one does or
+    the current one is missing; only tasks where either appears count. In the context, an old
+    answer inside a "<old> is now <new>" note is a marked mention; among the top-10 hits an old
+    answer counts only in a hit not marked stale (a hit shows its text, moved paths rewritten,
+    and its anchored files)."""
+    cur, olds = task.get("current_answer"), task.get("stale_answers") or []
+    if not cur or not olds:
+        return {}
+    out = {}
+    plain = ctx
+    for old in olds:
+        plain = plain.replace(f"{old} is now", "")
+    first_cur = plain.find(cur)
+    first_old = min((plain.find(o) for o in olds if o in plain), default=-1)
+    if first_cur >= 0 or first_old >= 0:
+        out["currentabove_ctx"] = float(first_cur >= 0 and (first_old < 0 or first_cur < first_old))
+    rank_cur = next((i for i, t in enumerate(shown[:10]) if cur in t), None)
+    rank_old = next((i for i, (t, m) in enumerate(zip(shown[:10], marks[:10]))
+                     if not m and any(o in t for o in olds)), None)
+    if rank_cur is not None or rank_old is not None:
+        out["currentabove@10"] = float(rank_cur is not None and (rank_old is None
+                                                                 or rank_cur < rank_old))
+    return out
+
+
+def presented(hit) -> str:
+    """What an agent reads of a hit: its text with moved paths rewritten, and its files."""
+    text = hit.text
+    fresh = hit.metadata.get("freshness") if isinstance(hit.metadata.get("freshness"), dict) else {}
+    for old, new in (fresh.get("moved") or {}).items():
+        text = text.replace(old, new)
+    return " ".join([text, *(fresh.get("paths") or [])])
 
 
 def average(rows: list[dict]) -> dict:
     keys = sorted({k for r in rows for k in r if k != "type"})
-    return {k: sum(r[k] for r in rows if k in r) / max(1, sum(1 for r in rows if k in r))
-            for k in keys} | {"n": len(rows)}
+    counted = {f"{k}_n": sum(1 for r in rows if k in r) for k in keys if k.startswith("currentabove")}
+    scored = max(1, sum(1 for r in rows if "staleleak@10" in r))  # leak_<LABEL>: over every task
+    return {k: sum(r[k] for r in rows if k in r) / (scored if k.startswith("leak_") else max(
+        1, sum(1 for r in rows if k in r))) for k in keys} | counted | {"n": len(rows)}
 
 
 def run_dataset(name: str, args, tmp: Path) -> dict:
@@ -155,7 +201,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     data = load_dataset(DATA / name)
     sessions = data["sessions"]
     lo = data["meta"].get("task_window", [0, len(sessions)])[0]
-    tasks = spread([t for t in data["tasks"] if t["after"] < len(sessions)], args.tasks)
+    tasks = spread([t for t in data["tasks"] if t["after"] < len(sessions)
+                    and (not args.types or t["type"] in args.types)], args.tasks)
     by_after: dict[int, list[dict]] = {}
     for t in tasks:
         by_after.setdefault(t["after"], []).append(t)
@@ -244,7 +291,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                 rows["graphmem"].append(score(task, [mapper(h) for h in hits],
                                               [marked(h.metadata) for h in hits],
                                               [h.text for h in hits], ctx, repo,
-                                              [marked(h.metadata, STRICT) for h in hits]))
+                                              [marked(h.metadata, STRICT) for h in hits],
+                                              [presented(h) for h in hits]))
                 for rk, ranked in (("bm25", items.bm25(text, 200)), ("recency", items.recency(200)),
                                    ("random", items.random(200, task["id"]))):
                     rctx = {b: plain_context(text, ranked, b) for b in budgets}
@@ -273,7 +321,7 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
     b = max(budgets)
     cols = ["r@10", "ndcg@10", "hit@10", "mrr", f"filerecall@{b}", "staleleak@10",
             "staleleak_strict@10", "overmark@10",
-            "staleleaktext", f"tokens@{b}", "unmapped@10"]
+            "staleleaktext", "currentabove_ctx", "currentabove@10", f"tokens@{b}", "unmapped@10"]
     trows = []
     for rk, block in res["rankers"].items():
         for typ, m in block.items():
@@ -294,6 +342,7 @@ def main() -> int:
     ap.add_argument("--datasets", default="pytest,entire-cli")
     ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
     ap.add_argument("--budgets", default="1000,4000")
+    ap.add_argument("--types", default=None, help="only tasks of these types (e.g. locate)")
     ap.add_argument("--out", default="codemem")
     ap.add_argument("--recall", default=None,
                     help="try other code recall knobs, e.g. FILE_GAIN=0.5,RECENCY_GAIN=0 "
@@ -317,6 +366,7 @@ def main() -> int:
 
         graphmem.context.RELEVANCE_FLOOR = args.floor
     args.budgets = [int(b) for b in args.budgets.split(",")]
+    args.types = set(args.types.split(",")) if args.types else None
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")
     import graphmem.context
 

@@ -94,7 +94,7 @@ def _env(folder: Path, embedder: str, fsync: str = "true") -> dict:
 def set_late(choice: str) -> None:
     """"off": the index without the ColBERT second stage, whose token matrices cost ~60 ms per
     turn to write here (a 100k prefill would take hours). Bench only, said in the table."""
-    import graphmem.index as gi
+    import graphmem.index.local_backend as gi
 
     if not hasattr(gi, "_bench_late"):
         gi._bench_late = gi.late_encoder

@@ -96,11 +96,7 @@ def _record(mem, session: str, when: datetime, turns: list[tuple[str, dict]]) ->
 
 def index_bytes(mem) -> dict:
     """Items in the local index and the bytes of their dense vectors and token matrices."""
-    conn = mem.aio.backends.local.index.conn
-    one = lambda q: conn.execute(q).fetchone()[0] or 0  # noqa: E731
-    return {"items": one("SELECT count(*) FROM search_items"),
-            "vectors": one("SELECT sum(length(vec)) FROM search_vectors"),
-            "tokens": one("SELECT sum(length(toks)) FROM search_tokens")}
+    return mem.aio.backends.local.index.sizes()
 
 
 def ingest(mem, sample: dict) -> tuple[int, float]:

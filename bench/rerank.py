@@ -29,11 +29,11 @@ def load_avg() -> float:
 
 
 def quality(data, convs, no_deadline: bool) -> dict:
-    from graphmem import Memory, Settings
-    from graphmem.index import rerank
+    from dataclasses import asdict, replace
 
-    if no_deadline:
-        rerank.DEADLINE = 1e9
+    from graphmem import Memory, Settings
+
+    tuning = None  # the index's own
     per = {"tuned": [], "unseen": []}
     lat, loads, samples = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -42,6 +42,10 @@ def quality(data, convs, no_deadline: bool) -> dict:
             spec.mkdir(parents=True)
             settings = Settings.load(home=str(Path(tmp) / f"c{ci}" / "home"))
             with Memory(spec, settings=settings) as mem:
+                index = mem.aio.backends.local.index
+                if no_deadline:
+                    index.tuning = replace(index.tuning, rerank_deadline=1e9)
+                tuning = index.tuning
                 locomo.ingest(mem, data[ci])
                 mem.search("warm up the models", scope="spec", rerank=True)
                 qs = locomo.questions(data[ci])
@@ -57,8 +61,7 @@ def quality(data, convs, no_deadline: bool) -> dict:
                   flush=True)
     out = {split: locomo.summarise(rows) for split, rows in per.items() if rows}
     out["latency_ms"] = {"p50": pct(lat, 50), "p95": pct(lat, 95), "load_1min": loads}
-    out["settings"] = {k: getattr(rerank, k) for k in
-                       ("POOL", "WEIGHT", "CONTEXT_WORDS", "BUDGET_TOKENS", "DEADLINE", "BATCH")}
+    out["settings"] = {k: v for k, v in asdict(tuning).items() if k.startswith("rerank_")}
     return {"quality": out, "samples": samples}
 
 
@@ -69,8 +72,8 @@ def pairs_of(mem, qs) -> list[tuple[str, str]]:
     index = mem.aio.backends.local.index
     out = []
     for q, _, _ in qs:
-        hits = mem.search(q, scope="spec", limit=rerank.POOL)
-        out.extend((q, p) for p in rerank.passages(index, hits)[:20])
+        hits = mem.search(q, scope="spec", limit=index.tuning.rerank_pool)
+        out.extend((q, p) for p in rerank.passages(index, hits, index.tuning)[:20])
     return out
 
 

@@ -21,7 +21,7 @@ with a transformer takes long (about 90 items/s here): ``--keep DIR`` keeps the 
 
 "embed" times the query embedding alone; "serial" encodes the query here first and then searches
 (what a search costs when the model does not run beside the word scoring, as on 2 cores:
-``index.query.OVERLAP``). The graph side (``_search_graph.py``) writes
+``Tuning.overlap``). The graph side (``_search_graph.py``) writes
 the same items to embedded FalkorDB graphs and times graph search and the fused search.
 """
 
@@ -135,7 +135,7 @@ def time_searches(specs: list[Path], settings, scope: str,
     import numpy as np
 
     from graphmem import Memory
-    from graphmem.index import query as local_query
+    from graphmem.index import local_search as local_query
     from graphmem.providers import get_embedder
     from graphmem.providers.base import InProcessEmbedder
 
@@ -144,7 +144,7 @@ def time_searches(specs: list[Path], settings, scope: str,
     shared = emb.token_encoder  # the default model: one pass, vector and tokens
 
     def forget() -> None:  # a new query: the models run
-        local_query._VECTORS.clear()
+        local_query.forget_query_vectors()
         if shared is not None:
             shared.recent.clear()
 
@@ -163,7 +163,7 @@ def time_searches(specs: list[Path], settings, scope: str,
                     v = shared.query_sync(q).mean(axis=0)  # remembered by the encoder
                 else:
                     v = np.asarray(emb.embed_query_sync(q), np.float32)
-                local_query._remember((emb.name, q), v)  # unit length, as a search keeps it
+                local_query.remember_query_vector((emb.name, q), v)  # unit length, as a search keeps it
                 m.search(q, scope=scope, limit=10)
                 out["serial"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()

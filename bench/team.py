@@ -138,11 +138,11 @@ def main() -> None:
             queries = [(query_for(tx, rnd), tx) for tx in rnd.sample(a_texts, min(args.queries, len(a_texts)))]
             lat: dict[str, list[float]] = {"A (own items)": [], "B (A's items, pull each search)": []}
             hits_at10 = {"A (own items)": 0, "B (A's items, pull each search)": 0}
-            from graphmem.index import query as index_query
+            from graphmem.index import local_search as index_query
 
             for q, target in queries:  # interleaved, so that load on the machine hits both
                 for name, mem in (("A (own items)", a), ("B (A's items, pull each search)", b)):
-                    index_query._VECTORS.clear()  # one process: B must not reuse A's query vector
+                    index_query.forget_query_vectors()  # one process: B must not reuse A's query vector
                     t = time.perf_counter()
                     hits = mem.search(q, scope="project", limit=10)
                     lat[name].append((time.perf_counter() - t) * 1000)
@@ -158,7 +158,7 @@ def main() -> None:
                 name = f"{who.upper()}, graph off (no pull, no graph search)"
                 lat[name], hits_at10[name] = [], 0
                 for q, target in queries:
-                    index_query._VECTORS.clear()
+                    index_query.forget_query_vectors()
                     t = time.perf_counter()
                     hits = local.search(q, scope="project", limit=10)
                     lat[name].append((time.perf_counter() - t) * 1000)

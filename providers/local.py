@@ -21,8 +21,8 @@ from typing import Any, Sequence
 from ..errors import ConfigError
 from .base import INLINE, InProcessEmbedder, PairScorer, as_texts
 from .local_fuse import fused
-from .onnx_runtime import (cache_dir, feeds, load_session, model_dir, pool, shared_model, tokenizer,
-                           unit_rows)
+from .onnx_runtime import (cache_dir, feeds, load_session, model_dir, run_each, shared_model,
+                           tokenizer, unit_rows)
 
 # The model used when settings say "default". The search issue measures quality and picks it.
 DEFAULT_EMBEDDING_MODEL = "answerai-colbert-small-v1"
@@ -66,7 +66,7 @@ class BgeEmbedder(InProcessEmbedder):
         # Many texts: two runs at once (a session may run from several threads). Short texts
         # leave the session's own 2 threads mostly idle, so text-level parallelism fills both
         # cores; each text still runs alone, so vectors are unchanged.
-        return list(pool().map(one, encs))
+        return run_each(one, encs)
 
 
 class WordLlamaEmbedder(InProcessEmbedder):

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from ..lru import LRU, nbytes
 from .base import INLINE, InProcessEmbedder, TokenEncoder
 from .local_fuse import fused
-from .onnx_runtime import cache_dir, load_session, model_dir, pool, shared_model, unit_rows
+from .onnx_runtime import cache_dir, load_session, model_dir, run_each, shared_model, unit_rows
 
 NAME = "local/answerai-colbert-small-v1"
 DIM = 384
@@ -118,7 +118,7 @@ class ColbertEncoder(TokenEncoder):
         if len(todo) <= INLINE:
             got.update(zip(todo, map(one, todo)))
         else:  # two texts at once, as ``local.BgeEmbedder`` does: each still runs alone
-            got.update(zip(todo, pool().map(one, todo)))
+            got.update(zip(todo, run_each(one, todo)))
         return [got[t] for t in texts]
 
 

@@ -142,6 +142,16 @@ def pool() -> Any:
         return _executor[1]
 
 
+def run_each(fn: Callable[[Any], M], items: list[Any]) -> list[M]:
+    """``fn`` of each item, side by side on ``pool()``; in this thread once the interpreter is
+    exiting (its pools then refuse work, and queued index rows still get flushed at exit)."""
+    try:
+        futures = [pool().submit(fn, x) for x in items]
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        return [fn(x) for x in items]
+    return [f.result() for f in futures]
+
+
 def tokenizer(path: Path, max_length: int, pair: bool = False) -> Any:
     """The model's tokenizer, truncating at ``max_length`` and padding to the batch's longest."""
     from tokenizers import Tokenizer

@@ -129,7 +129,46 @@ def test_each_freshness_state_from_a_real_history(tmp_path):
     helper = got["helper caching: helper() is called on every request"]
     assert helper["state"] == "moved" and helper["moved"] == {"src/util.py": "src/other.py"}
     config = got["config loading lives in src/util.py and src/other.py"]
-    assert config["state"] == "changed" and config["changed"] == ["src/other.py", "src/util.py"]
+    # util.py lost every line the memory saw; other.py only gained some: it is current
+    assert config["state"] == "changed" and config["changed"] == ["src/util.py"]
+    assert config["commits"] == {"src/other.py": 1, "src/util.py": 1}
+
+
+def test_changed_is_symbol_level_and_counts_the_commits_since(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/other.py": "X = 1\n"})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("refund rounding: `refund` must round half up")
+        mem.append_gotcha("payments layout: src/pay.py keeps charges and refunds together")
+
+        def now() -> tuple[dict, dict]:
+            got = states(mem, "refund rounding payments layout")
+            return (got["refund rounding: `refund` must round half up"],
+                    got["payments layout: src/pay.py keeps charges and refunds together"])
+
+        (root / "src/pay.py").write_text(PAY + "\n\ndef audit():\n    pass\n")
+        commit(root, "add audit below refund")
+        (root / "src/pay.py").write_text(
+            PAY.replace("return n", "return n * 2") + "\n\ndef audit():\n    pass\n")
+        commit(root, "edit Client.charge")
+        (root / "src/other.py").write_text("X = 2\n")
+        commit(root, "another file")
+        refund, layout = now()
+        # the file changed twice, but not refund's own lines, and most of the file is kept
+        assert refund["state"] == "current" and refund["commits"] == {"src/pay.py": 2}
+        assert layout["state"] == "current" and layout["commits"] == {"src/pay.py": 2}
+        (root / "src/pay.py").write_text(PAY.replace("return order.total", "return 0").replace(
+            "return n", "return n * 2") + "\n\ndef audit():\n    pass\n")
+        commit(root, "edit refund")
+        refund, _ = now()
+        assert refund["state"] == "changed" and refund["symbols_changed"] == ["refund"]
+        assert refund["commits"] == {"src/pay.py": 3}
+        ctx = mem.context("refund rounding must round half up", max_tokens=1000)
+        assert "src/pay.py changed since this was learned (3 commits)" in ctx
+        (root / "src/pay.py").write_text("def pay_everything():\n    return None\n")
+        commit(root, "rewrite the module")
+        _, layout = now()
+    assert layout["state"] == "changed" and layout["changed"] == ["src/pay.py"]
+    assert layout["commits"] == {"src/pay.py": 4}
 
 
 def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone(tmp_path, monkeypatch):
@@ -138,13 +177,13 @@ def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone
     with Memory(spec, root) as mem:
         mem.append_gotcha("checkout: renderCart in web/ui.js flickers during checkout")
         mem.append_gotcha("checkout: Handle in src/api.go serves the checkout page")
-        mem.append_gotcha("checkout: refund in src/pay.py runs after a failed checkout")
+        mem.append_gotcha("checkout: `refund` in src/pay.py runs after a failed checkout")
         before = [h.text for h in mem.search("checkout renderCart flickers", scope="project")]
         assert before[0].startswith("checkout: renderCart")
         (root / "web/ui.js").unlink()
         (root / "src/http").mkdir()
         git(root, "mv", "src/api.go", "src/http/api.go")
-        (root / "src/pay.py").write_text(PAY + "\n\ndef audit():\n    pass\n")
+        (root / "src/pay.py").write_text(PAY.replace("return order.total", "return 0"))
         commit(root, "change")
         after = [h.text for h in mem.search("checkout renderCart flickers", scope="project")]
         ctx = mem.context("checkout: Handle serves the checkout page, renderCart flickers during "
@@ -152,7 +191,7 @@ def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone
     assert after[-1].startswith("checkout: renderCart")  # gone: below the others
     assert "src/http/api.go" in ctx and "src/api.go is now src/http/api.go" in ctx
     assert "Handle in src/http/api.go serves" in ctx  # the text itself names the current path
-    assert "src/pay.py changed since this was learned" in ctx
+    assert "src/pay.py changed since this was learned (1 commit)" in ctx
     body = ctx.split("\n", 1)[1]
     assert "flickers" not in body and "1 matching memories left out" in body, ctx
 
@@ -204,6 +243,43 @@ def test_turns_are_quoted_with_their_session_and_weak_matches_stay_out(tmp_path)
         ctx = mem.context("make refunds idempotent", max_tokens=1000)
     assert "### From past conversations" in ctx
     assert f'- "please make refunds idempotent in src/pay.py" (user in session {sid}' in ctx
+
+
+@pytest.mark.parametrize("floor", ["on", "off"])
+def test_an_off_topic_turn_of_a_relevant_session_stays_out_of_a_small_context(tmp_path, monkeypatch,
+                                                                              floor):
+    if floor == "off":  # the previous rule (relative floor only): the off-topic turn got in
+        monkeypatch.setattr("graphmem.context.RAW_TERMS", 0)
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.update_codebase_map({"src/pay.py": "Stripe client wrapper: create PaymentIntent, refund"})
+        mem.save_session_insights(1, {"what_worked": [
+            "Refunds go through `refund` and the order moves to refunded from the webhook"]})
+        sid = mem.start_session()
+        mem.record_turns(sid, [
+            {"role": "user", "content": "Implement the checkout endpoint with a Stripe PaymentIntent."},
+            {"role": "assistant", "content": "I added POST /checkout; it creates the Stripe intent."},
+            {"role": "user", "content": "The test suite hangs on the first checkout test."},
+            {"role": "assistant", "content": "The fixture held a row lock; it reuses the session now."}])
+        mem.end_session(sid)
+        ctx = mem.context("Add partial refunds to checkout, triggered from the Stripe dashboard",
+                          max_tokens=1000)
+    assert "Implement the checkout endpoint" in ctx and "I added POST /checkout" in ctx
+    assert ("The test suite hangs" in ctx) == (floor == "off"), ctx
+
+
+def test_context_says_where_the_code_the_task_names_is_now(tmp_path):
+    root, spec = project(tmp_path, {"src/util.py": "def helper():\n    return 1\n",
+                                    "src/other.py": "X = 1\n"})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("helper() in src/util.py is called on every request")
+        (root / "src/util.py").write_text("")
+        (root / "src/other.py").write_text("X = 1\n\n\ndef helper():\n    return 1\n")
+        commit(root, "move helper")
+        ctx = mem.context("Where is `helper` implemented?", max_tokens=500)
+    where = ctx.index("`helper` is defined in src/other.py (lines 4-5)")
+    assert where < ctx.index("helper() in src/other.py is called")  # the memory, rewritten
+    assert "src/util.py is now src/other.py" not in ctx[:where]
 
 
 def test_a_project_that_is_not_a_git_repository(tmp_path):

@@ -15,9 +15,10 @@ SCHED = "def tick(loop):\n    return loop\n\n\ndef backoff(n):\n    return n * 2
 DOCS = "def render(page):\n    return page\n"
 
 
-def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tmp_path):
+def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tmp_path, monkeypatch):
     """A lesson sharing no word with the task, about the file the best match is about, rises
     above lessons that share words with it but are each about other code."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)  # write times within a second or across two
     others = ("src/docs.py", "src/cli.py", "src/web.py")
     root, spec = project(tmp_path, {"src/sched.py": SCHED, **{p: DOCS for p in others}})
     sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
@@ -42,8 +43,9 @@ def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tm
     assert jitter < texts.index("Scheduled builds of the documentation run nightly"), texts
 
 
-def test_one_item_per_session_before_a_second(tmp_path):
+def test_one_item_per_session_before_a_second(tmp_path, monkeypatch):
     """Five lines of one session match best; the other session's line still makes the top 3."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
     root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
     with Memory(spec, root) as mem:
         mem.save_session_insights(1, {

@@ -173,7 +173,8 @@ def test_consolidations_never_interleave(spec_dir: Path, isolated_env: Path, tmp
 
 
 class FakeOpenAI:
-    """A loopback server answering /v1/chat/completions in OpenAI's documented shape."""
+    """A loopback server answering /v1/chat/completions in OpenAI's documented shape (``answer``
+    returns the reply's content, or ``(status, error body)`` to refuse the request)."""
 
     def __init__(self, answer):
         self.requests: list[dict] = []
@@ -184,13 +185,17 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"),
                                        "body": body})
-                content = answer(body)
-                data = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
-                                   "choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant", "content": content}}],
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 10,
-                                             "total_tokens": 20}}).encode()
-                self.send_response(200)
+                content, status = answer(body), 200
+                if isinstance(content, tuple):  # (status, error body): a refused request
+                    status, payload = content
+                else:
+                    payload = {"id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": content}}],
+                               "usage": {"prompt_tokens": 10, "completion_tokens": 10,
+                                         "total_tokens": 20}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

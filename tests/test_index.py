@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from graphmem.errors import IndexMismatchError, ProviderError
-from graphmem.index.backend import LocalBackend
-from graphmem.index.query import search_local
-from graphmem.index.store import LocalIndex, group_id
+from graphmem.index.local_backend import LocalBackend
+from graphmem.index.local_search import search_local
+from graphmem.index.local_index import LocalIndex
 from graphmem.index.text import tokenize
+from graphmem.index.tuning import Tuning
 from graphmem.models import MemoryItem, stable_id
 from graphmem.settings import Settings
 
@@ -95,14 +96,66 @@ def test_embedding_failure_still_indexes_words_and_refills_later(tmp_path: Path)
     assert run(healed.refill_vectors()) == 1 and healed.stats()["vectors"] == 1
 
 
-def test_registry_lists_projects_with_group_ids(tmp_path: Path):
+def test_registry_lists_projects(tmp_path: Path):
     idx = LocalIndex(tmp_path / "home", None)
     run(idx.upsert([item("/work/alpha", "a"), item("/work/beta", "b")]))
     projects = {p["path"]: p for p in idx.projects()}
     assert set(projects) == {"/work/alpha", "/work/beta"}
     assert projects["/work/alpha"]["name"] == "alpha"
-    assert projects["/work/alpha"]["group_id"] == group_id("/work/alpha") != group_id("/work/beta")
+    assert "group_id" not in projects["/work/alpha"]  # the graph's group id is the graph's
     assert projects["/work/beta"]["last_seen"] > 0
+
+
+def test_an_index_of_the_previous_schema_opens_without_the_group_id_column(tmp_path: Path):
+    """Schema 3 stored a per-project group id that no one read (and that differed from the
+    graph's); opening such an index drops the column and keeps every row and mark."""
+    import sqlite3
+
+    from graphmem.index import db
+
+    home = tmp_path / "home"
+    home.mkdir()
+    conn = sqlite3.connect(db.db_path(home), isolation_level=None)
+    conn.execute("CREATE TABLE schema_versions (component TEXT NOT NULL, version INTEGER NOT NULL, "
+                 "applied_at REAL NOT NULL, PRIMARY KEY (component, version))")
+    for version, script in db.MIGRATIONS["search"][:3]:  # what the previous release applied
+        for stmt in db._split(script):
+            conn.execute(stmt)
+        conn.execute("INSERT INTO schema_versions VALUES ('search', ?, 0)", (version,))
+    conn.execute("INSERT INTO projects(path, name, group_id, last_seen, root, legacy) "
+                 "VALUES ('/work/old', 'old', 'gm_0123456789abcdef', 1.0, '/work/old', 0)")
+    conn.close()
+    idx = LocalIndex(home, None)
+    cols = [r[1] for r in idx.conn.execute("PRAGMA table_info(projects)")]
+    assert "group_id" not in cols and {"path", "root", "legacy"} <= set(cols)
+    assert [p["path"] for p in idx.projects()] == ["/work/old"]
+    idx.mark_caught_up("/work/old")
+    run(idx.upsert([item("/work/old", "an item written after the migration")]))
+    assert _ids(idx, "migration") and idx.caught_up("/work/old")
+
+
+def test_a_failure_inside_reset_vectors_leaves_the_index_as_it_was(tmp_path: Path):
+    """Forgetting the vectors is one transaction: a failure half-way (here a trigger standing in
+    for a full disk) rolls back, and the connection can write again."""
+    import sqlite3
+
+    from graphmem.index import db
+
+    home = tmp_path / "home"
+    idx = LocalIndex(home, HashEmbedder())
+    run(idx.upsert([item("/p", "alpha beta"), item("/p", "gamma delta")]))
+    before = idx.stats()
+    assert before["vectors"] == 2 and before["embedder"] == "test/hash:16"
+    other = sqlite3.connect(db.db_path(home), isolation_level=None)
+    other.execute("CREATE TRIGGER no_floor BEFORE UPDATE ON search_meta WHEN NEW.key = 'floor' "
+                  "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(sqlite3.Error, match="disk full"):
+        idx.reset_vectors()
+    assert idx.stats() == before  # no vector and no embedder mark lost
+    other.execute("DROP TRIGGER no_floor")
+    other.close()
+    run(idx.upsert([item("/p", "epsilon zeta")]))  # no transaction was left open
+    assert idx.stats()["vectors"] == 3
 
 
 def test_delete_spec_and_kinds(tmp_path: Path):
@@ -167,11 +220,10 @@ def test_writes_after_a_search_are_seen_without_a_rebuild_and_a_new_process_load
         assert _ids(other, q) == _ids(idx, q)
 
 
-def test_a_big_delta_is_merged_into_a_new_saved_base(tmp_path: Path, monkeypatch):
+def test_a_big_delta_is_merged_into_a_new_saved_base(tmp_path: Path):
     from graphmem.index import snapshot
 
-    monkeypatch.setattr(snapshot, "MIN_DELTA", 5)
-    idx = LocalIndex(tmp_path / "home", None)
+    idx = LocalIndex(tmp_path / "home", None, tuning=Tuning(min_delta=5))
     run(idx.upsert([item("/p", f"first batch {i}") for i in range(10)]))
     first = idx.snapshot().base
     run(idx.upsert([item("/p", f"second batch {i} zebra") for i in range(20)]))
@@ -193,8 +245,8 @@ def test_a_saved_base_of_another_database_is_ignored(tmp_path: Path):
     for f in home.glob(db.db_path(home).name + "*"):
         f.unlink()  # the database is rebuilt from files; the cache folder is left behind
     script = (  # a new process, as after a user deleted the database
-        "import asyncio, sys; from graphmem.index.store import LocalIndex; "
-        "from graphmem.index.query import search_local; from graphmem.models import MemoryItem; "
+        "import asyncio, sys; from graphmem.index.local_index import LocalIndex; "
+        "from graphmem.index.local_search import search_local; from graphmem.models import MemoryItem; "
         "idx = LocalIndex(sys.argv[1]); asyncio.run(idx.upsert([MemoryItem(id='x', kind='gotcha', "
         "text='delta epsilon', project='/p')])); "
         "print([len(asyncio.run(search_local(idx, q, projects=None))) for q in ('alpha', 'epsilon')])")
@@ -202,19 +254,16 @@ def test_a_saved_base_of_another_database_is_ignored(tmp_path: Path):
     assert out.stdout.strip() == "[0, 1]", out.stderr
 
 
-def test_partitioned_vectors_find_what_an_exact_scan_finds(tmp_path: Path, monkeypatch):
+def test_partitioned_vectors_find_what_an_exact_scan_finds(tmp_path: Path):
     """Above a size the vectors are probed by list; the top hits must match an exact scan."""
-    from graphmem.index import ivf, ranker
-
     topics = ["billing", "auth", "cache", "queue", "deploy", "search", "upload", "metrics"]
     items = [item("/p", f"{topics[i % 8]} {topics[(i * 3) % 8]} service note {i}")
              for i in range(400)]
     exact = LocalIndex(tmp_path / "a", HashEmbedder(dimension=32))
     run(exact.upsert(items))
     assert exact.snapshot().partition is None  # built before the thresholds change
-    monkeypatch.setattr(ivf, "MIN_ROWS", 100)
-    monkeypatch.setattr(ranker, "EXACT_LIMIT", 50)
-    probed = LocalIndex(tmp_path / "b", HashEmbedder(dimension=32))
+    probed = LocalIndex(tmp_path / "b", HashEmbedder(dimension=32),
+                        tuning=Tuning(ivf_min_rows=100, exact_limit=50))
     run(probed.upsert(items))
     assert probed.snapshot().partition is not None
     for q in ("billing cache", "deploy upload service", "metrics", "note 17"):

@@ -29,3 +29,24 @@ def test_migrations_apply_once_and_again_after_the_file_is_recreated(tmp_path):
 def test_migrations_must_be_numbered_from_one():
     with pytest.raises(ValueError, match="numbered 1..n"):
         db.register_migrations("bad", [(2, "SELECT 1")])
+
+
+def test_a_transaction_commits_or_leaves_nothing_and_the_connection_writes_again(tmp_path):
+    """The one transaction helper: a failure of any kind inside it (here a KeyboardInterrupt,
+    which is no ``Exception``) undoes every statement of the block and is re-raised."""
+    conn = db.connect(tmp_path)
+    conn.execute("CREATE TABLE t (x INTEGER)")
+    with db.transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(KeyboardInterrupt):
+        with db.transaction(conn):
+            conn.execute("INSERT INTO t VALUES (2)")
+            conn.execute("DELETE FROM t WHERE x = 1")
+            raise KeyboardInterrupt
+    assert not conn.in_transaction
+    assert [r[0] for r in conn.execute("SELECT x FROM t")] == [1]
+    other = db.connect(tmp_path)  # what another connection sees: the first block only
+    assert [r[0] for r in other.execute("SELECT x FROM t")] == [1]
+    with db.transaction(conn):
+        conn.execute("INSERT INTO t VALUES (3)")
+    assert sorted(r[0] for r in other.execute("SELECT x FROM t")) == [1, 3]

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from graphmem.errors import ConfigError
-from graphmem.index import late, open_index
-from graphmem.index.query import search_local
-from graphmem.index.ranker import Params
-from graphmem.index.store import LocalIndex
+from graphmem.index import late
+from graphmem.index.local_backend import open_index
+from graphmem.index.local_search import search_local
+from graphmem.index.tuning import Tuning
+from graphmem.index.local_index import LocalIndex
 from graphmem.models import MemoryItem
-from graphmem.index import query as query_module
+from graphmem.index import local_search as query_module
 from graphmem.providers.local_colbert import (ColbertEncoder, ColbertMeanEmbedder, make_late_encoder,
                                               mean_vector, pack, unpack)
 from graphmem.settings import Settings
@@ -102,7 +103,7 @@ def test_the_second_stage_finds_a_turn_that_shares_no_word_with_the_question(tmp
     asyncio.run(idx.upsert(turns()))
     q = "Which animal joined Alice's family?"
     words_only = asyncio.run(search_local(idx, q, projects=None, limit=3,
-                                          params=Params(late_pool=0)))
+                                          tuning=Tuning(late_pool=0)))
     both = asyncio.run(search_local(idx, q, projects=None, limit=3))
     assert words_only[0].id != "s1-2"
     assert both[0].id == "s1-2"
@@ -121,8 +122,8 @@ def test_maxsim_reads_a_turn_with_its_neighbours(tmp_path, encoder):
     near = np.stack([np.array(snap.neighbours[0][0]), np.array(snap.neighbours[0][1])])
     nb = np.stack([np.where(near[s] >= 0, best[:, np.maximum(near[s], 0)], np.nan)
                    for s in (0, 1)])
-    alone = dict(late.rescore(ranked, best, None, near, Params(late_neighbour=0)))
-    ctx = dict(late.rescore(ranked, best, nb, near, Params(late_neighbour=0)))
+    alone = dict(late.rescore(ranked, best, None, near, Tuning(late_neighbour=0)))
+    ctx = dict(late.rescore(ranked, best, nb, near, Tuning(late_neighbour=0)))
     assert ctx[3] > alone[3] and ctx[2] == max(ctx.values())
 
 
@@ -181,7 +182,7 @@ def test_the_default_embedder_and_the_tokens_share_one_model_pass(tmp_path, enco
     want = mean_vector(encoder.documents_sync([TURNS[2]])[0])
     assert np.allclose(np.frombuffer(blob, np.float32), want, atol=1e-5)
     encoder.recent.clear()
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     hits = asyncio.run(search_local(idx, "we took in a shelter puppy", projects=None, limit=3,
                                     late_stage=True))
     assert counting.queries == ["we took in a shelter puppy"]  # one pass served both stages
@@ -250,12 +251,12 @@ def test_another_embedder_and_the_tokens_each_encode_the_query_once(tmp_path, en
     assert not late.shares_pass(idx)
     asyncio.run(idx.upsert(turns()))
     encoder.recent.clear()
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     q = "Which animal joined Alice's family?"
     hits = asyncio.run(search_local(idx, q, projects=None, limit=3))
     assert counting.queries == [q] and bge.queries == [q] and hits[0].id == "s1-2"
     bge.fail = True
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     again = asyncio.run(search_local(idx, "a beagle named Max", projects=None, limit=3))
     assert again[0].id == "s1-2"  # words and tokens still answer
 

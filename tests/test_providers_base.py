@@ -13,8 +13,9 @@ import pytest
 from graphmem import providers
 from graphmem.errors import ConfigError
 from graphmem.health import Row
-from graphmem.index import query as query_module
+from graphmem.index import local_search as query_module
 from graphmem.index import rerank
+from graphmem.index.tuning import Tuning
 from graphmem.providers import base
 from graphmem.settings import Settings
 
@@ -112,19 +113,20 @@ def test_a_declared_plugin_gets_the_derived_query_embedding(plugins):
     assert emb.token_encoder is None and emb.similarity_embedder() is emb
     vec = asyncio.run(emb.embed_query("where is the lock?"))
     assert vec == [1.0, float(len("query: where is the lock?"))]
-    query_module._VECTORS.clear()
+    query_module.forget_query_vectors()
     asyncio.run(query_module.query_vector(emb, "which cache?"))  # what search asks for
     assert emb.seen[-1] == "query: which cache?"
 
 
-def test_a_declared_pair_scorer_is_driven_pair_by_pair(plugins, monkeypatch):
-    monkeypatch.setattr(rerank, "DEADLINE", 600.0)  # a busy machine must not cut the run short
+def test_a_declared_pair_scorer_is_driven_pair_by_pair(plugins):
+    tuning = Tuning(rerank_deadline=600.0)  # a busy machine must not cut the run short
     settings = Settings.load(env={"GRAPHMEM_RERANKER": "declared"})
     scorer = providers.get_reranker(settings)
     texts = ["billing runs on postgres", "search runs on elasticsearch", "deploys use argo"]
-    got = asyncio.run(rerank.score(scorer, "which database", texts))
+    got = asyncio.run(rerank.score(scorer, "which database", texts, tuning))
     assert got == [1.0, 0.0, 0.0]
-    assert scorer.batches == [texts[i:i + rerank.BATCH] for i in range(0, 3, rerank.BATCH)]
+    step = tuning.rerank_batch
+    assert scorer.batches == [texts[i:i + step] for i in range(0, 3, step)]
 
 
 def test_an_undeclared_object_is_wrapped_once_with_the_derived_methods():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from graphmem import Memory, ValidationError, _sync
 from graphmem.errors import ProviderError
 from graphmem.index import rerank
+from graphmem.index.tuning import DEFAULT
 from graphmem.models import Hit, MemoryItem, stable_id
 from graphmem.settings import Settings
 
@@ -55,44 +57,43 @@ def test_a_turn_is_shown_with_the_end_of_the_turn_before_it(world):
     with Memory(world["spec"], settings=world["settings"]) as m:
         hits = first_stage(m, "which database does billing use, postgres or pgbouncer, search")
         by_text = dict(zip((h.text for h in hits),
-                           rerank.passages(m.aio.backends.local.index, hits)))
+                           rerank.passages(m.aio.backends.local.index, hits, DEFAULT)))
     answer = by_text[TURNS[3]]
     before, own = answer.split("\n")
     assert own == TURNS[3]
     # The long question is cut to its last CONTEXT_WORDS words, marked as cut.
     assert before.startswith("… ") and before.endswith("in production right now?")
-    assert len(before[2:].split()) == rerank.CONTEXT_WORDS
+    assert len(before[2:].split()) == DEFAULT.rerank_context_words
     assert by_text[TURNS[5]] == f"{TURNS[4]}\n{TURNS[5]}"  # short: whole
     assert by_text[TURNS[0]] == TURNS[0]  # first of its session: nothing before it
     assert by_text[GOTCHA] == GOTCHA  # not a sequence kind: its own text only
 
 
-def test_budget_and_deadline_bound_what_the_local_cross_encoder_reads(world, monkeypatch):
+def test_budget_and_deadline_bound_what_the_local_cross_encoder_reads(world):
     from graphmem.providers.local import make_reranker
 
     rr = make_reranker(world["settings"])
     texts = [f"passage number {i} about databases and billing" for i in range(12)]
     counts = rr.count_tokens("which database", texts)
     assert len(counts) == 12 and all(c > 8 for c in counts)
-    monkeypatch.setattr(rerank, "BUDGET_TOKENS", sum(counts[:5]) + 1)
-    monkeypatch.setattr(rerank, "DEADLINE", 600.0)  # the budget alone decides here
-    got = asyncio.run(rerank.score(rr, "which database", texts))
+    # the budget alone decides here
+    tuning = replace(DEFAULT, rerank_budget_tokens=sum(counts[:5]) + 1, rerank_deadline=600.0)
+    got = asyncio.run(rerank.score(rr, "which database", texts, tuning))
     assert [s is not None for s in got] == [True] * 5 + [False] * 7  # best-first, then stop
     assert got[:5] == pytest.approx(rr.score_pairs("which database", texts[:5]), abs=1e-6)
-    monkeypatch.setattr(rerank, "BUDGET_TOKENS", 10_000)
-    monkeypatch.setattr(rerank, "DEADLINE", 0.0)
-    got = asyncio.run(rerank.score(rr, "which database", texts))
-    assert sum(s is not None for s in got) == rerank.BATCH  # the first batch always runs
+    tuning = replace(DEFAULT, rerank_budget_tokens=10_000, rerank_deadline=0.0)
+    got = asyncio.run(rerank.score(rr, "which database", texts, tuning))
+    assert sum(s is not None for s in got) == tuning.rerank_batch  # the first batch always runs
 
 
 def test_fusion_keeps_unscored_hits_below_the_scored_ones():
     hits = [Hit(id=f"h{i}", kind="turn", text=str(i), project="p",
                 score=1.0 - i / 10) for i in range(5)]
-    fused = rerank.fuse([h.model_copy() for h in hits], [0.1, 5.0, -3.0, None, None])
+    fused = rerank.fuse([h.model_copy() for h in hits], [0.1, 5.0, -3.0, None, None], DEFAULT)
     assert [h.id for h in fused] == ["h1", "h0", "h2", "h3", "h4"]
     assert fused[0].score > fused[1].score > fused[2].score > fused[3].score
     # Fewer than two scores: nothing to scale, the first stage's order stays.
-    same = rerank.fuse([h.model_copy() for h in hits], [2.0, None, None, None, None])
+    same = rerank.fuse([h.model_copy() for h in hits], [2.0, None, None, None, None], DEFAULT)
     assert [h.id for h in same] == [h.id for h in hits]
 
 
@@ -123,9 +124,10 @@ def test_a_reranker_with_only_score_gets_the_whole_pool_in_one_call(world):
     assert len(hits) == 3 and hits[0].score >= hits[1].score >= hits[2].score
 
 
-def test_rerank_with_the_local_cross_encoder_is_repeatable(world, monkeypatch):
-    monkeypatch.setattr(rerank, "DEADLINE", 600.0)  # a busy machine must not cut one run short
+def test_rerank_with_the_local_cross_encoder_is_repeatable(world):
     with Memory(world["spec"], settings=world["settings"]) as m:
+        index = m.aio.backends.local.index  # a busy machine must not cut one run short
+        index.tuning = replace(index.tuning, rerank_deadline=600.0)
         a = m.search("which database is billing on", limit=4, rerank=True)
         b = m.search("which database is billing on", limit=4, rerank=True)
     assert TURNS[3] in [h.text for h in a[:2]]  # the answer (the question itself may lead)

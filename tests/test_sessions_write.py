@@ -207,7 +207,7 @@ print(sid, flush=True)
 
 def test_queued_rows_are_flushed_with_vectors_when_the_interpreter_exits(spec_dir: Path,
                                                                          isolated_env: Path):
-    from graphmem.index.store import LocalIndex
+    from graphmem.index.local_index import LocalIndex
 
     res = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(spec_dir)], capture_output=True,
                          text=True, timeout=180)

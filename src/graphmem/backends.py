@@ -6,8 +6,8 @@ the files by the next open, search or write (``graphmem.repair``); the graph que
 the outbox.
 
 Wiring (each side implemented in its own package):
-- ``graphmem.index.open_index(settings, embedder) -> LocalIndex`` with ``upsert(items)``,
-  ``delete_spec(project, spec)``, ``search(...) -> list[Hit]``, ``close()``.
+- ``graphmem.index.local_backend.LocalBackend(settings)`` with ``write(items)``,
+  ``forget_spec(project, spec)``, ``search(...) -> list[Hit]``, ``reindex(...)``, ``close()``.
 - ``graphmem.graph.open_graph(settings, embedder, llm) -> GraphStore`` (async) with
   ``save(items) -> None`` (raises GraphError on failure), ``search(...)``, ``aclose()``; the
   outbox lives in the spec's memory folder (``graphmem.files.outbox``).
@@ -41,9 +41,9 @@ class Backends:
 
     @property
     def local(self):
-        """The local index side (``graphmem.index.backend.LocalBackend``), opened on first use."""
+        """The local index side (``graphmem.index.local_backend.LocalBackend``), opened on first use."""
         if self._local is None:
-            from .index.backend import LocalBackend
+            from .index.local_backend import LocalBackend
 
             self._local = LocalBackend(self.settings)
         return self._local

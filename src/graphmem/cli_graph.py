@@ -73,7 +73,7 @@ def _outbox_specs(project_dir: Path | None) -> list[tuple[Path, Path]]:
     every project the home's index has registered (the projects ``reindex`` and writes know)."""
     from .files.outbox import OUTBOX_NAME
     from .index.db import db_path
-    from .index.store import LocalIndex
+    from .index.local_index import LocalIndex
     from .search import spec_folders
     from .settings import Settings
 

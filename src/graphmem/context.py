@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from .errors import ValidationError
+from .index.text import tokenize
 from .insight_items import count_note
 from .models import Hit, normalise
 
@@ -23,6 +24,14 @@ SECTIONS = (  # (title, kinds), in the order an agent should read them
     ("From past conversations", ("turn",)),
 )
 RELEVANCE_FLOOR = 0.3  # share of the best hit's score a hit needs to be shown (see bench/codemem.py)
+# Quoted turns rank high through their session's neighbours, and scores are relative to the
+# best hit: on a small corpus an off-topic turn of a relevant session scores near the top. A
+# turn is shown only when its own text shares RAW_TERMS of the task's words or it scores within
+# RAW_STRONG of the best (a match by meaning alone). Steps are left to the plain floor: they
+# name the files a session touched (on entire-cli, filtering them too cost FileRecall@4k .05).
+RAW_KINDS = ("turn",)
+RAW_TERMS = 2
+RAW_STRONG = 0.85
 FILES_PER_LINE = 3  # anchored files named after a lesson
 
 
@@ -71,7 +80,9 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     changed = fresh.get("changed") or []
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        notes.append(f"{shown} changed since this was learned")
+        n = sum(v for p, v in (fresh.get("commits") or {}).items() if p in changed)
+        notes.append(f"{shown} changed since this was learned"
+                     + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
     if hit.kind == "turn":
         who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
         when = f", {hit.time:%Y-%m-%d}" if hit.time else ""
@@ -84,21 +95,37 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     return f"- {body}" + (f" [{'; '.join(notes)}]" if notes else "") + "\n"
 
 
+def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
+    """Where the functions and classes the task names are defined now (a renamed file or a
+    moved function shows under its current path), if the budget leaves room."""
+    from .code import defined_now
+
+    rows = defined_now(task, project_dir)
+    lines = [f"- `{r['symbol']}` is defined in {r['path']} (lines {r['lines'][0]}-{r['lines'][1]})\n"
+             for r in rows]
+    block = "\n### Code the task names, where it is now\n" + "".join(lines) if lines else ""
+    return block if estimate_tokens(block) <= budget else ""
+
+
 def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
                   pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
 
-    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out (``pinned`` ids, e.g.
-    memories anchored to the files the agent works on, are kept); so are memories whose code is
-    gone, with a count of what was hidden.
+    Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out, and so are quoted
+    turns sharing fewer than ``RAW_TERMS`` words with the task unless they score within
+    ``RAW_STRONG`` of the best (``pinned`` ids, e.g. memories anchored to the files the agent
+    works on, are kept); so are memories whose code is gone, with a count of what was hidden.
     """
     header = f"## Memory relevant to: {task[:120]}\n"
     budget = max_tokens - estimate_tokens(header)
+    where = _defined_now(task, project_dir, budget // 4)  # first: it answers "where is X now"
+    budget -= estimate_tokens(where)
     seen: set[str] = set()
     chosen: dict[str, list[str]] = {title: [] for title, _ in SECTIONS}
     section_of = {k: title for title, kinds in SECTIONS for k in kinds}
     top = max((h.score for h in hits if h.id not in pinned
                and _freshness(h).get("state") != "gone"), default=0.0)
+    task_terms = None
     hidden = 0
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
@@ -107,6 +134,11 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             continue
         if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
             continue
+        if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
+            if task_terms is None:
+                task_terms = set(tokenize(task))
+            if len(task_terms.intersection(tokenize(hit.text))) < RAW_TERMS:
+                continue  # an exchange that does not talk about the task
         if _freshness(hit).get("state") == "gone":
             hidden += 1
             seen.add(key)
@@ -119,9 +151,9 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not any(chosen.values()) and not hidden and not retired:
+    if not any(chosen.values()) and not hidden and not retired and not where:
         return ""
-    parts = [header]
+    parts = [header, where]
     for title, _ in SECTIONS:
         if chosen[title]:
             parts.append(f"\n### {title}\n")

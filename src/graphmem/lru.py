@@ -1,9 +1,11 @@
 """A bounded memory of recent values: the least recently used go first past a limit.
 
 One mechanism for every "remember what was computed lately" in graphmem: query vectors
-(``index/query.py``, counted), query and document token matrices (``providers/local_colbert.py``,
-in bytes) and unpacked stored tokens (``index/late.py``, in bytes). Thread-safe: the encoder's
-memories are filled from worker threads.
+(``index/local_search.py``, counted), fact vectors (``consolidate.py``, counted), query and
+document token matrices (``providers/local_colbert.py``, in bytes) and unpacked stored tokens
+(``index/local_index.py``, in bytes). Thread-safe: the encoder's memories are filled from worker
+threads. Kept rather than ``cachetools.LRUCache``, which is not thread-safe and raises on a value
+larger than its limit: wrapping it for both would take as many lines as this.
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def doctor_check(sections: dict, settings: Any, ctx: Any) -> None:
                     f"them from the files, or {fix}"))
     if damage is not None or not db.db_path(home).exists():
         return
-    from .index.store import LocalIndex
+    from .index.local_index import LocalIndex
 
     index = LocalIndex(home)
     try:

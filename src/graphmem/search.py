@@ -141,8 +141,8 @@ class SearchMixin:
         be = self.backends
         from .code import named_files, with_freshness
 
-        # When the query names code of the project, a few more candidates than asked: hits
-        # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
+        # In a project with code, a few more candidates than asked, for code recall to re-order
+        # (LoCoMo, with no code, keeps its cost: p50 8 ms, not 22).
         focus, snap = named_files(query, self.project_dir)
         code = bool(focus or (snap is not None and snap.files))  # a project with code
         fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if code else limit
@@ -188,7 +188,7 @@ class SearchMixin:
 
     def _hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
-        from .index.query import _hit
+        from .index.local_search import hit_of as _hit
 
         ids = [i for i in ids if i not in known]
         rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}

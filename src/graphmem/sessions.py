@@ -71,7 +71,7 @@ class SessionsMixin:
 
     async def _ep_settle(self) -> None:
         """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
-        from .index import episode_writer
+        from .index.sessions import writer as episode_writer
 
         if not self.__dict__.get("_ep_caught_up"):
             self.__dict__["_ep_caught_up"] = True
@@ -88,7 +88,7 @@ class SessionsMixin:
             if (Path(self.spec_dir) / "memory" / "episodes").is_dir():
                 self._ep
             return
-        from .index.episodes import open_episode_index
+        from .index.sessions.tables import open_episode_index
 
         try:
             specs = open_episode_index(self.settings.home).specs(str(self.project_dir))
@@ -316,7 +316,7 @@ class SessionsMixin:
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
                                       or _SURROGATE.search(workspace)):
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
-        from .index.episodes import open_episode_index
+        from .index.sessions.tables import open_episode_index
 
         await self._ep_settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted

@@ -86,7 +86,7 @@ class _EpisodeState:
     """Per ``AsyncMemory`` and spec: the files, the index, the writer and one batcher per loop."""
 
     def __init__(self, mem: Any, spec_dir: Path | None = None):
-        from .index.episodes import open_episode_index
+        from .index.sessions.tables import open_episode_index
 
         self.mem = mem
         self.store = EpisodeStore(spec_dir or mem.spec_dir, fsync=mem.settings.episodes.fsync)
@@ -100,7 +100,7 @@ class _EpisodeState:
     @property
     def writer(self):
         """This process's background writer (looked up each time: a forked child has its own)."""
-        from .index.episode_writer import writer
+        from .index.sessions.writer import writer
 
         return writer()
 
@@ -115,7 +115,7 @@ class _EpisodeState:
 
     def queue(self, sid: str, done: Appended) -> None:
         """Hand freshly appended records to the background writer (called under the lock)."""
-        from .index.episode_writer import Job
+        from .index.sessions.writer import Job
 
         self.writer.put(Job(self.spec, sid, done.turns, done.steps,
                             (done.turns_size, done.steps_size), self.mem.backends.local,
@@ -141,7 +141,7 @@ class _EpisodeState:
         process wrote, a copied folder) is re-read into the episodes rows and the search index in
         one transaction; ``force`` rebuilds every session's episodes rows.
         """
-        from .index.episode_writer import Job
+        from .index.sessions.writer import Job
 
         self.writer.settle()
         known = self.index.states(self.spec)

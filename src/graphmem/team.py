@@ -6,7 +6,7 @@ metadata, so hits show both.
 
 With an external server (``GRAPHMEM_FALKORDB_URL``), a search in ``spec`` or ``project`` scope
 first pulls what this home's local index lacks from the project's graph: items and tombstones
-written after the home's cursor (server time, ``index/team_cursor.py``), which trails the
+written after the home's cursor (server time, ``IndexStore.cursor``), which trails the
 server's clock by a margin for writes that committed after a later one was already read. New or
 changed items are embedded and ranked by the local index like this machine's own writes;
 tombstoned ones are dropped. A pull with nothing new costs three small indexed queries.
@@ -118,7 +118,6 @@ async def pull(mem: "AsyncMemory", budget: int = BUDGET) -> dict[str, int] | Non
     budget of items to embed was reached, call again), or None when there is no shared server.
     """
     from .graph import schema, server
-    from .index import team_cursor
 
     settings = mem.settings
     if settings.graph.mode == "off" or server.external_endpoint(settings) is None:
@@ -129,13 +128,13 @@ async def pull(mem: "AsyncMemory", budget: int = BUDGET) -> dict[str, int] | Non
     project = mem.project.key
     gid = schema.group_id(project)
     index = mem.backends.local.index
-    items_at, tombs_at = team_cursor.get(index.conn, gid)
+    items_at, tombs_at = index.cursor(gid)
     rows = await graph.changes(project, items_at)
     if not rows and items_at == (0, ""):
         return {"items": 0, "deleted": 0, "read": 0, "more": False}  # no graph (yet)
     settled = await graph.server_ms(project) - MARGIN_MS  # every write stamped before has landed
     tombs = await graph.changes(project, tombs_at, tombstones=True)
-    have = team_cursor.hashes(index.conn, [r[0] for r in rows] + [t[0] for t in tombs])
+    have = index.hashes_by_id([r[0] for r in rows] + [t[0] for t in tombs])
     # Take rows in feed order until ``budget`` of them need embedding: a first pull of a big
     # graph is spread over several searches instead of blocking one past its timeout.
     wanted, cut = [], len(rows)
@@ -163,9 +162,7 @@ async def pull(mem: "AsyncMemory", budget: int = BUDGET) -> dict[str, int] | Non
         await index.upsert(fresh)
     if gone:  # a copy this machine's own files hold stays: the files here are the truth
         gone_n = index.delete(project=team_key(project), ids=gone)
-    with index._lock:
-        team_cursor.advance(index.conn, gid, project, _next(rows, settled, 2),
-                            _next(tombs, settled, 1))
+    index.advance_cursor(gid, project, _next(rows, settled, 2), _next(tombs, settled, 1))
     return {"items": len(fresh), "deleted": gone_n if gone else 0, "read": len(rows) + len(tombs),
             "more": more}
 

@@ -9,8 +9,10 @@ reference files untouched::
      "invalid_at": "2026-12-01T21:00:00+00:00", "recorded_at": "2026-12-01T21:00:00+00:00"}
 
 Searches and contexts leave retired and superseded memories out by default (a context says how
-many it hid); ``include_history=True`` returns them with ``metadata["validity"]``. Without an
-LLM, a new gotcha or pattern that reads exactly like an older one except for its numbers marks
+many it hid); ``include_history=True`` returns them with ``metadata["validity"]``. With an LLM
+configured, a new gotcha or pattern is judged against the older ones on the same code by the LLM
+(``supersession.py``), and those it replaces are superseded. Without one (or when its answer
+cannot be used), a new note that reads exactly like an older one except for its numbers marks
 the older as "possibly superseded" (``possible_update``): marked and ranked below the newer one,
 never hidden.
 """
@@ -18,6 +20,7 @@ never hidden.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from pathlib import Path
@@ -28,6 +31,7 @@ from .files.atomic import append_line
 from .files.jsonl_tail import JsonlTail, tail
 from .models import Hit, parse_iso, utcnow
 
+log = logging.getLogger("graphmem.validity")
 FILE_NAME = "validity.jsonl"
 POSSIBLY = "possibly superseded"
 MAX_REASON = 2_000
@@ -158,18 +162,68 @@ class ValidityMixin:
         return ev
 
     async def _flag_updates(self, kind: str, text: str, new_id: str) -> None:
-        """After a new gotcha or pattern: flag the older ones of this spec it seems to update."""
+        """After a new gotcha or pattern: with an LLM, the older ones it replaces are judged by
+        the LLM and superseded (``supersession.py``); without one, or when its answer cannot be
+        used, the older ones it seems to update are flagged (``possible_update``)."""
         from .models import stable_id
 
-        if skeleton(text) is None:
+        llm = self._supersession_llm()
+        if llm is None and skeleton(text) is None:
             return
         path = self.files.bullet_file(kind)
-        for old in older_versions(path, self.files.load_bullets(kind), text):
-            old_id = stable_id(self.project.key, self.spec_key, kind, old)
+        bullets = self.files.load_bullets(kind)
+        rule = older_versions(path, bullets, text) if skeleton(text) is not None else []
+        rule_ids = [stable_id(self.project.key, self.spec_key, kind, old) for old in rule]
+        judged = None if llm is None else \
+            await self._judged_updates(llm, kind, text, new_id, bullets, rule_ids)
+        if judged is not None:
+            ids, reason = judged
+            for old_id in ids:
+                self._log_event(old_id, "superseded", reason or "replaced by a newer note",
+                                new_id, None)
+            if ids:
+                await self._validity_to_graph(ids)
+            return
+        for old_id in rule_ids:
             if old_id != new_id:
                 self._log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
                                 new_id, None)
                 await self._validity_to_graph([old_id])
+
+    def _supersession_llm(self) -> Any:
+        """The configured LLM, or None (none set, or it cannot be made: the rule decides)."""
+        from .errors import GraphmemError
+        from .providers import get_llm
+
+        try:
+            return get_llm(self.settings)
+        except GraphmemError as exc:
+            log.warning("no LLM for supersession: %s", exc)
+            return None
+
+    async def _judged_updates(self, llm: Any, kind: str, text: str, new_id: str,
+                              bullets: list[str], rule_ids: list[str]) -> tuple[list[str], str] | None:
+        """The LLM's judgement (ids it supersedes, reason), or None without a usable one."""
+        from .errors import GraphmemError
+        from .models import stable_id
+        from .supersession import judge, same_anchor
+
+        texts = {stable_id(self.project.key, self.spec_key, kind, b): b for b in bullets}
+        texts.pop(new_id, None)
+        gone = {i for i, ev in validity_log(self.spec_dir).events.items()
+                if ev.get("state") in ("retired", "superseded")}
+        order = [i for i in [*rule_ids, *same_anchor(self.spec_dir, new_id, texts)]
+                 if i in texts and i not in gone]
+        candidates = [(i, texts[i]) for i in dict.fromkeys(order)]
+        if not candidates:
+            return [], ""
+        try:
+            ids, reason = await judge(llm, kind, text, candidates)
+        except GraphmemError as exc:  # a failed or unusable answer: the rule decides
+            log.warning("supersession not judged: %s", exc)
+            return None
+        return ids, f"judged by {getattr(llm, 'name', 'the LLM')}: {reason}" if reason else \
+            f"judged by {getattr(llm, 'name', 'the LLM')}"
 
     async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
         """Mark a memory as no longer true (it stays in the files; searches hide it)."""

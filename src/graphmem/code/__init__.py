@@ -73,3 +73,20 @@ def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str |
     except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
         log.warning("freshness not computed: %s", exc)
         return hits
+
+
+def defined_now(query: str, project_dir: str | Path | None, limit: int = 5) -> list[dict]:
+    """The symbols ``query`` names that the project defines, with where they are defined now
+    (``{"symbol", "path", "lines"}``; empty on any failure: a context goes on without them)."""
+    from .anchors import find_symbols
+    from .tree import snapshot
+
+    if project_dir is None or not query:
+        return []
+    try:
+        snap = snapshot(project_dir, max_age=0)
+        found = find_symbols(query, snap, []) if snap.files else []
+    except Exception as exc:  # noqa: BLE001
+        log.warning("symbols named by the query not found: %s", exc)
+        return []
+    return [{"symbol": a["symbol"], "path": a["path"], "lines": a["lines"]} for a in found[:limit]]

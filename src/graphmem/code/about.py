@@ -27,6 +27,7 @@ from .tree import Snapshot, snapshot
 log = logging.getLogger("graphmem.code")
 HISTORY = ("retired", "superseded")
 MAX_TARGET = 1_000
+STATES_FILE = "anchor_states.json"
 
 
 @dataclass
@@ -108,7 +109,7 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                  "learned_at": m.learned_at,
                  "anchors": [_short(a) for a in m.matched],
                  "freshness": {k: fresh[k] for k in ("state", "moved", "changed", "gone",
-                                                     "symbols_changed")},
+                                                     "symbols_changed", "commits")},
                  "validity": m.validity}
         (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
     current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
@@ -191,7 +192,8 @@ class AboutMixin:
         written = backfill(project, items)
         counts: dict[str, int] = {}
         moved: set[str] = set()
-        snap = None
+        snap = snapshot(project, max_age=0)
+        renamed, renames_head = await self._send_renames(project, specs, snap)
         for spec in specs:
             if not (Path(spec) / "memory").is_dir():
                 continue
@@ -199,7 +201,7 @@ class AboutMixin:
                 # the snapshot is taken under the lock: of two hooks' refreshes racing, the one
                 # writing last saw the latest HEAD
                 snap = snapshot(project, max_age=0)
-                self._write_states(spec, snap, counts, moved)
+                self._write_states(spec, snap, counts, moved, renames_head.get(str(spec)))
         graph = "off"
         if moved and self.settings.graph.mode != "off":
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
@@ -208,10 +210,36 @@ class AboutMixin:
                     graph, _ = await self.backends.write_graph(
                         SpecStore(spec, self.project).memory_dir, self.project_dir, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
-                "states": counts, "moved": len(moved), "graph": graph}
+                "states": counts, "moved": len(moved), "graph": graph, "renamed": renamed}
+
+    async def _send_renames(self, project: Path, specs: list, snap: Snapshot) -> tuple[int, dict]:
+        """RENAMED_TO edges for the renames of anchored files git saw since the last refresh
+        that sent them -> (edges written, spec -> the HEAD to remember as sent)."""
+        from ..errors import GraphmemError
+
+        previous = {str(s): last_renames_head(s) for s in specs}
+        if self.settings.graph.mode == "off" or not snap.git or not snap.head:
+            return 0, previous
+        todo = pending_renames(project, specs, snap.head, previous)
+        try:
+            if todo:
+                from ..graph.code_graph import write_renames
+                from ..graph.schema import group_id
+
+                graph = await self.backends.graph_store()
+                if graph is None or not graph.available:
+                    raise GraphmemError(f"graph unavailable: {getattr(graph, 'last_error', '')}")
+                sent = await write_renames(graph, group_id(self.project.key), todo)
+            else:
+                sent = 0
+        except GraphmemError as exc:  # tried again by the next refresh: the head stays
+            log.warning("renames not sent to the graph: %s", exc)
+            return 0, previous
+        return sent, {k: snap.head for k in previous}
 
     @staticmethod
-    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set) -> None:
+    def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set,
+                      renames_head: str | None = None) -> None:
         import json
 
         from ..files.atomic import atomic_write_text
@@ -220,12 +248,13 @@ class AboutMixin:
         states = {}
         for item_id, rec in book(spec).records.items():
             st = item_state(rec, snap)
-            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone")}
+            states[item_id] = {k: st[k] for k in ("state", "moved", "changed", "gone", "commits")}
             counts[st["state"]] = counts.get(st["state"], 0) + 1
             if st["moved"]:
                 moved.add(item_id)
-        atomic_write_text(Path(spec) / "memory" / "anchor_states.json", json.dumps(
-            {"head": snap.head, "states": states}, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(Path(spec) / "memory" / STATES_FILE, json.dumps(
+            {"head": snap.head, "renames_head": renames_head, "states": states}, indent=1,
+            sort_keys=True) + "\n")
 
     async def _validity_to_graph(self, item_ids: list[str]) -> None:
         """After a retire or supersede: the items go to the graph again (their ABOUT edges take
@@ -242,6 +271,38 @@ class AboutMixin:
         items = [i for i in self.files.items() if i.id in wanted]
         if items:
             await self.backends.write_graph(self.files.memory_dir, self.project_dir, items)
+
+
+def last_renames_head(spec: str | Path) -> str | None:
+    """The HEAD up to which a spec's refresh sent renames to the graph (None: never)."""
+    import json
+
+    try:
+        got = json.loads((Path(spec) / "memory" / STATES_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    head = got.get("renames_head") if isinstance(got, dict) else None
+    return head if isinstance(head, str) else None
+
+
+def pending_renames(project: Path, specs: list, head: str,
+                    previous: dict[str, str | None]) -> list[tuple[str, str, str]]:
+    """Renames since the oldest refresh that sent some (the whole window when one never did),
+    of files the specs' anchors name, and the later renames of those files' new names."""
+    from .anchors import book
+    from .history import renames
+
+    heads = set(previous.values())
+    since = heads.pop() if len(heads) == 1 else None
+    if since == head:
+        return []
+    relevant = {p for s in specs for p in book(s).by_path}
+    out = []
+    for old, new, when in renames(project, since, head):
+        if old in relevant:
+            out.append((old, new, when))
+            relevant.add(new)
+    return out
 
 
 def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:

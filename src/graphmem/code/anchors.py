@@ -14,6 +14,13 @@ line, the last line naming an item wins::
                   "digest": "77aa..."}, {"path": "src/api.py", "blob": "c3d4...", "via": "session"}]}
 
 ``reindex`` writes a line for every item that has none (its state as of the reindex).
+
+Compaction (``compact``): once the file holds more than ``COMPACT_RATIO`` times the lines its
+readers need and at least ``COMPACT_MIN_BYTES``, the next write rewrites it with only the lines
+that still decide something (the last line of each item, and the lines that give a session its
+files), in order, to a temp file renamed over it, under the same lock every append takes. A
+reader sees the old file or the new one (a new inode: it reads it again), a crash leaves the old
+file and a stray temp file, and nothing is lost: the file is derived (``reindex`` rebuilds it).
 """
 
 from __future__ import annotations
@@ -25,18 +32,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from ..files.atomic import append_line
+from ..files.atomic import append_line, atomic_write_bytes
 from ..files.jsonl_tail import JsonlTail, tail
-from ..files.safe import real_dir
+from ..files.lock import folder_lock
+from ..files.safe import open_file, real_dir
 from ..models import MemoryItem
 from .tree import Snapshot, snapshot
 
 log = logging.getLogger("graphmem.code")
 
 FILE_NAME = "anchors.jsonl"
+LOCK_NAME = ".anchors.lock"  # every append and every compaction of anchors.jsonl holds it
+COMPACT_RATIO = 3
+COMPACT_MIN_BYTES = 256_000
 MAX_SYMBOL_FILES = 3  # a name defined in more files than this says too little to anchor
 MAX_ANCHORS = 40
 EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
+_compacted: dict[str, int] = {}  # anchors file -> its size after this process compacted it
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -150,14 +162,63 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
                     for g in groups.values())
     path = anchors_file(spec_dir)
     real_dir(path.parent, create=True)
-    append_line(path, lines, sync=False)  # derived: reindex writes it again
+    with folder_lock(path.parent, name=LOCK_NAME):  # a compaction never drops an append
+        append_line(path, lines, sync=False)  # derived: reindex writes it again
+    if book(spec_dir).wants_compaction():
+        compact(spec_dir)
     return len(groups)
+
+
+def needed(lines: list[bytes], live: set[str] | None = None) -> list[bytes]:
+    """The lines a reader of ``lines`` needs: the last one naming each item (of ``live`` ones,
+    when given), and those that add a file to their session's list (``AnchorBook``), in order."""
+    recs: list[dict | None] = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        recs.append(rec if isinstance(rec, dict) and isinstance(rec.get("anchors"), list) else None)
+    last: dict[str, int] = {}
+    for i, rec in enumerate(recs):
+        for item_id in (rec or {}).get("items") or []:
+            last[item_id] = i
+    keep = {i for item_id, i in last.items() if live is None or item_id in live}
+    files: dict[str, set] = {}
+    for i, rec in enumerate(recs):
+        if rec is None or not isinstance(rec.get("session"), str):
+            continue
+        have = files.setdefault(rec["session"], set())
+        new = {a.get("path") for a in rec["anchors"] if isinstance(a, dict)} - have
+        if new and len(have) < MAX_ANCHORS:
+            keep.add(i)
+            have.update(new)
+    return [lines[i] for i in sorted(keep)]
+
+
+def compact(spec_dir: str | Path, live: set[str] | None = None) -> tuple[int, int]:
+    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after)."""
+    path = anchors_file(spec_dir)
+    with folder_lock(path.parent, name=LOCK_NAME):
+        try:
+            with open_file(path) as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return 0, 0
+        body = data[:data.rfind(b"\n") + 1]  # a torn last line is dropped
+        kept = needed(body.splitlines(), live)
+        out = b"".join(line + b"\n" for line in kept)
+        if len(out) < len(data):
+            atomic_write_bytes(path, out)
+        _compacted[str(path)] = min(len(out), len(data))
+    return len(data), min(len(out), len(data))
 
 
 class AnchorBook(JsonlTail):
     """Item id -> its latest anchor record, read incrementally from one ``anchors.jsonl``."""
 
     def reset(self) -> None:
+        self.lines = 0  # lines read; against the distinct records, it says when to compact
         self.records: dict[str, dict] = {}
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
@@ -166,7 +227,15 @@ class AnchorBook(JsonlTail):
         """A record for an unanchored turn or step: its session's other files, ``via`` session."""
         return self.sessions.get(session)
 
+    def wants_compaction(self) -> bool:
+        """Whether most lines no longer decide anything (see ``compact``); after a compaction,
+        not before the file is ``COMPACT_RATIO`` times its compacted size again."""
+        distinct = len({id(r) for r in self.records.values()})
+        return self.offset >= max(COMPACT_MIN_BYTES, COMPACT_RATIO * _compacted.get(str(self.path), 0)) \
+            and self.lines > COMPACT_RATIO * (distinct + len(self.sessions))
+
     def take(self, rec: dict) -> None:
+        self.lines += 1
         if not isinstance(rec.get("anchors"), list):
             return
         for item_id in rec.get("items") or []:
@@ -203,6 +272,8 @@ def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
         missing = [it for it in its if it.id not in known]
         try:
             written += record(project_dir, spec, missing)
+            if len(known) > len(its) + written:  # lines of items the files no longer hold
+                compact(spec, live={it.id for it in its})
         except OSError as exc:
             log.warning("anchors of %s not written: %s", spec, exc)
     return written

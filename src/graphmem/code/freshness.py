@@ -3,19 +3,24 @@
 For a whole result list at once, against one ``Snapshot`` of the project (cached against HEAD and
 the git index), each anchor is:
 
-- ``current``: the file has the same blob;
-- ``changed``: the file is there with another blob (for a symbol, ``lines_changed`` says
-  whether its own lines changed too: the item lists them under ``symbols_changed``);
+- ``current``: the file has the same blob; for a symbol, its own lines are the same (the file
+  may have changed elsewhere: ``edited``); for a whole file, at least ``KEEP_SHARE`` of the
+  lines the memory saw are still there (``history.kept_shares``);
+- ``changed``: the symbol's own lines changed (the item lists it under ``symbols_changed``),
+  or most of the file was rewritten (or, outside git, its content differs);
 - ``moved``: the file is gone but its content is now at another path, or the symbol is now
   defined (only) in another file; the anchor carries the current ``to`` path;
 - ``gone``: the file or the symbol is defined nowhere.
 
+Every anchored file whose blob differs also gets the number of commits that touched it since
+the anchor's HEAD (``commits``: path -> count, ``history.History``).
+
 An item's state comes from its own anchors (the paths and symbols its text names) or, when it
 names none, from its session's files: ``gone`` when at least half of its own anchors are gone
 (all of its session's files, for an item naming none), else ``moved`` when one of them moved,
-else ``changed`` when any anchor is not current (for an item naming no code: at least half of
-its session's files), else ``current``. Items without anchors
-get no state. Results are memoised per (anchor record, snapshot).
+else ``changed`` when one of its own anchors changed (for an item naming no code: at least half
+of its session's files), else ``current``. Items without anchors get no state. Results are
+memoised per (anchor record, snapshot).
 """
 
 from __future__ import annotations
@@ -25,16 +30,18 @@ from typing import Any, Callable
 
 from ..models import Hit
 from .anchors import book
+from .history import history, kept_shares
 from .tree import Snapshot, snapshot
 
 STATES = ("current", "changed", "moved", "gone")
+KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
 FOCUS_OWN, FOCUS_SESSION = 0.3, 0.15  # tuned on bench/codemem.py (pytest, entire-cli)
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
 
 def anchor_state(a: dict, snap: Snapshot) -> dict:
-    """The state of one anchor now: ``{"path", "state", "to"?, "symbol"?}``."""
+    """The state of one anchor now: ``{"path", "state", "to"?, "symbol"?, "edited"?}``."""
     path, sym = a.get("path"), a.get("symbol")
     out: dict[str, Any] = {"path": path}
     if sym:
@@ -42,9 +49,10 @@ def anchor_state(a: dict, snap: Snapshot) -> dict:
         found = snap.definitions.get(sym, [])
         here = [s for p, s in found if p == path]
         if here:
-            same_lines = any(s.digest == a.get("digest") for s in here)
-            out["state"] = "current" if snap.files.get(path) == a.get("blob") else "changed"
-            if not same_lines:
+            if any(s.digest == a.get("digest") for s in here):
+                out["state"] = "current"  # its own lines are as they were
+                out["edited"] = snap.files.get(path) != a.get("blob")
+            else:
                 out["state"], out["lines_changed"] = "changed", True
         elif found and len({p for p, _ in found}) == 1:
             out["state"], out["to"] = "moved", found[0][0]
@@ -55,7 +63,15 @@ def anchor_state(a: dict, snap: Snapshot) -> dict:
         return out
     blob = snap.files.get(path)
     if blob is not None:
-        out["state"] = "current" if blob == a.get("blob") else "changed"
+        if blob == a.get("blob"):
+            out["state"] = "current"
+            return out
+        kept = _kept(snap).get((a.get("blob") or "", blob))
+        if kept is None and snap.git:
+            kept = kept_shares(snap.root, {(a.get("blob") or "", blob)}).get(
+                (a.get("blob") or "", blob))
+        out["edited"] = True
+        out["state"] = "current" if kept is not None and kept >= KEEP_SHARE else "changed"
         return out
     same = snap.by_blob.get(a.get("blob") or "", [])
     if len(same) == 1:
@@ -65,6 +81,27 @@ def anchor_state(a: dict, snap: Snapshot) -> dict:
     return out
 
 
+def _kept(snap: Snapshot) -> dict:
+    return snap.__dict__.setdefault("_kept", {})
+
+
+def prepare(recs: list[dict], snap: Snapshot) -> None:
+    """Read at once what the whole-file anchors of ``recs`` need (one ``git cat-file``)."""
+    if not snap.git:
+        return
+    known = _kept(snap)
+    pairs = set()
+    for rec in recs:
+        for a in rec.get("anchors") or ():
+            if isinstance(a, dict) and not a.get("symbol"):
+                now = snap.files.get(a.get("path"))
+                pair = (a.get("blob") or "", now)
+                if now is not None and now != pair[0] and pair not in known:
+                    pairs.add(pair)
+    if pairs:
+        known.update(kept_shares(snap.root, pairs))
+
+
 def item_state(rec: dict, snap: Snapshot) -> dict:
     """The freshness of one item from its anchor record (see the module docstring)."""
     memo = snap.__dict__.setdefault("_freshness", {})
@@ -72,28 +109,43 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     got = memo.get(key)
     if got is not None:
         return got
-    states = [anchor_state(a, snap) for a in rec.get("anchors") or [] if isinstance(a, dict)]
-    own = [s for s, a in zip(states, rec["anchors"]) if not a.get("via")]
+    anchors = [a for a in rec.get("anchors") or [] if isinstance(a, dict)]
+    states = [anchor_state(a, snap) for a in anchors]
+    own = [s for s, a in zip(states, anchors) if not a.get("via")]
     basis = own or states
     counts = {k: sum(1 for s in basis if s["state"] == k) for k in STATES}
     if basis and (counts["gone"] == len(basis) or (own and counts["gone"] * 2 >= len(own))):
         state = "gone"
     elif counts["moved"]:
         state = "moved"
-    elif own and any(s["state"] != "current" for s in states) \
-            or not own and sum(s["state"] != "current" for s in basis) * 2 >= len(basis):
+    elif own and counts["changed"] or not own and counts["changed"] * 2 >= len(basis):
         state = "changed"
     else:
         state = "current"
     out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
            "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
-           "changed": sorted({s["path"] for s in states if s["state"] == "changed"}),
+           "changed": sorted({s["path"] for s in basis if s["state"] == "changed"}),
            "symbols_changed": sorted({s["symbol"] for s in states if s.get("lines_changed")}),
            "gone": sorted({s["path"] if not s.get("symbol") else f"{s['path']}:{s['symbol']}"
                            for s in states if s["state"] == "gone"}),
+           "commits": _commits(rec.get("head"), basis, snap),
            "paths": list(dict.fromkeys(
                s.get("to") or s["path"] for s in states if s["state"] != "gone"))}
     memo[key] = out
+    return out
+
+
+def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, int]:
+    """Commits since ``head`` that touched each anchored file whose content differs now."""
+    touched = sorted({s["path"] for s in basis if s.get("edited") or s["state"] == "changed"})
+    hist = history(snap.root, snap.head) if touched and snap.git and head else None
+    if hist is None:
+        return {}
+    out = {}
+    for path in touched:
+        n = hist.commits_since(head, path)
+        if n is not None:
+            out[path] = n
     return out
 
 
@@ -121,6 +173,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None,
     out: list[Hit] = []
     boosted = False
     books: dict = {}  # one refresh per spec folder, not per hit
+    recs = []
     for hit in hits:
         where = spec_dir_of(hit) if spec_dir_of else (hit.spec if hit.project == str(root) else None)
         if where and where not in books:
@@ -129,10 +182,14 @@ def annotate(hits: list[Hit], project_dir: str | Path | None,
         rec = b.records.get(hit.id) if b else None
         if rec is None and b is not None and hit.kind in ("turn", "step") and hit.session:
             rec = b.session_record(hit.session)  # a prompt naming no file: its session's files
+        recs.append(rec)
+    if any(recs):
+        snap = snap or snapshot(root, max_age=0)
+        prepare([r for r in recs if r], snap)
+    for hit, rec in zip(hits, recs):
         if rec is None:
             out.append(hit)
             continue
-        snap = snap or snapshot(root, max_age=0)
         fresh = item_state(rec, snap)
         update: dict[str, Any] = {"metadata": {**hit.metadata, "freshness": fresh}}
         if focus:

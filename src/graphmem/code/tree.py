@@ -173,9 +173,20 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
     if hit is not None:
         snap.previous = hit[1]
         hit[1].previous = None  # keep one generation only
+        if snap.git and snap.head and snap.head != hit[1].head:
+            _warm_history(root, snap.head)
     with _lock:
         _snapshots[str(root)] = (key, snap)
     return snap
+
+
+def _warm_history(root: Path, head: str) -> None:
+    """Read the commits of a new HEAD in the background (freshness counts commits per file):
+    a search after a write finds them read, or waits on the same lock instead of running git."""
+    from .history import history
+
+    threading.Thread(target=history, args=(root, head), daemon=True,
+                     name="graphmem-history").start()
 
 
 def _git_snapshot(root: Path, commit: str = "") -> Snapshot | None:

@@ -37,6 +37,10 @@ SET n:%s
 SET n = r.props
 SET n.name_embedding = """ + VEC.format("r.vec")
 
+RENAME_NODES = """UNWIND $rows AS r
+MERGE (n:Entity:File {uuid: r.uuid})
+ON CREATE SET n = r.props, n.name_embedding = """ + VEC.format("r.vec")
+
 DROP_ABOUT = """MATCH (m:Entity)-[e:RELATES_TO]->(:Entity) WHERE m.uuid IN $ids AND e.name = 'ABOUT'
 DELETE e"""
 
@@ -162,6 +166,30 @@ async def write_code(store: Any, gid: str, project: str, items: list[MemoryItem]
         await store._query(gid, CODE_EDGES, {"rows": rows["edges"]})
 
 
+async def write_renames(store: Any, gid: str, renames: list[tuple[str, str, str]]) -> int:
+    """RENAMED_TO edges (with their File nodes) for renames git saw, ``(old, new, when)``;
+    ``valid_at`` is the rename's commit time. Raises GraphError like every graph write."""
+    if not renames:
+        return 0
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    files: dict[str, dict] = {}
+    for path in {p for old, new, _ in renames for p in (old, new)}:
+        u = file_uuid(gid, path)
+        files[u] = {"uuid": u, "name": path, "props": {
+            "uuid": u, "name": path, "group_id": gid, "summary": f"file {path}", "created_at": now,
+            "gm_code": "file", "gm_path": path}}
+    nodes = list(files.values())
+    vectors = schema.as_vectors(await store.embedder.embed([n["props"]["summary"] for n in nodes]))
+    for n, v in zip(nodes, vectors):
+        n["vec"] = v
+    # MERGE keeps a File node's blob when it already has one (CODE_NODES would overwrite it)
+    await store._query(gid, RENAME_NODES, {"rows": nodes})
+    edges = [_edge(gid, file_uuid(gid, old), file_uuid(gid, new), "RENAMED_TO",
+                   f"{old} was renamed to {new}", when or now) for old, new, when in renames]
+    await store._query(gid, CODE_EDGES, {"rows": edges})
+    return len(edges)
+
+
 async def about_mentions(store: Any, project: str, target: str, snap: Any) -> list:
     """``about``'s mentions from the graph: the memories whose ABOUT edges reach ``target``
     (its File node, a File whose content moved there, a Symbol of that name)."""
@@ -174,8 +202,8 @@ async def about_mentions(store: Any, project: str, target: str, snap: Any) -> li
         gid, "MATCH p = (a:File)-[:RELATES_TO*1..10]->(b:File {gm_path: $t}) "
              "WHERE all(x IN relationships(p) WHERE x.name = 'RENAMED_TO') RETURN a.gm_path",
         {"t": target}, ro=True)
-    paths = {target, *(p for p in known if p not in snap.files),
-             *((r[0] for r in renamed.result_set) if renamed is not None else ())}
+    earlier = {r[0] for r in renamed.result_set} if renamed is not None else set()
+    paths = {target, *(p for p in known if p not in snap.files), *earlier}
     fields = ", ".join(f"e.{f}" for f in EDGE_FIELDS)
     res = await store._query(gid, (
         "MATCH (m:Entity)-[e:RELATES_TO]->(c:Entity) WHERE e.name = 'ABOUT' AND (c.gm_path IN "
@@ -185,7 +213,7 @@ async def about_mentions(store: Any, project: str, target: str, snap: Any) -> li
     found: dict[str, list[dict]] = {}
     for row in res.result_set if res is not None else []:
         a = _anchor(row)
-        if matches(a, target, snap):
+        if a["path"] in earlier or matches(a, target, snap):  # earlier: git's renames, edited too
             found.setdefault(row[0], []).append(a)
     if not found:
         return []

@@ -1,14 +1,9 @@
 """Search's numpy products run on one BLAS thread.
 
-numpy's OpenBLAS splits even small products over every core, and its idle workers then spin for
-a while before sleeping. On a 2-core machine they spin on the core the query encoder (onnxruntime,
-2 threads) needs for the next search: in a LoCoMo profile outside the repo the encoder took 10.0 ms
-p50 with 2 BLAS threads and 8.4 ms with 1 (``OPENBLAS_NUM_THREADS`` set for the whole process).
-Only search's own sections are limited (``one_thread``); the limit is lifted when the last
-one ends, so the host application's numpy keeps its threads. (This replaced setting
-``OPENBLAS_NUM_THREADS=1`` for the whole process when graphmem was imported first:
-``bench/locomo.py --convs 3,4`` with numpy on 2 threads and these limits, p50 / p95 15.0 / 19.2
-and 13.6 / 18.0 ms, against 14.8 / 19.2 and 15.3 / 18.9 ms with that setting.)
+numpy's OpenBLAS splits even small products over every core, and its idle workers then spin on
+the core the query encoder needs for the next search (measured: ``docs/tuning.md``). Only
+search's own sections are limited (``one_thread``); the limit is lifted when the last one ends,
+so the host application's numpy keeps its threads.
 """
 
 from __future__ import annotations

@@ -20,8 +20,10 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import CorruptIndexError, StorageError
 from ..files.safe import private_dir, tighten
@@ -228,8 +230,7 @@ def migrate(conn: sqlite3.Connection) -> None:
                      "PRIMARY KEY (component, version))")
         for component in pending:
             for version, script in MIGRATIONS[component]:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with transaction(conn):
                     done = conn.execute("SELECT 1 FROM schema_versions WHERE component=? AND version=?",
                                         (component, version)).fetchone()
                     if not done:
@@ -237,10 +238,25 @@ def migrate(conn: sqlite3.Connection) -> None:
                             conn.execute(stmt)
                         conn.execute("INSERT INTO schema_versions VALUES (?, ?, ?)",
                                      (component, version, time.time()))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, lock: threading.RLock | None = None, *,
+                write: bool = True) -> Iterator[sqlite3.Connection]:
+    """One transaction on ``conn`` (holding ``lock``, the connection's thread lock, if given):
+    ``BEGIN IMMEDIATE`` (``write``; else a deferred ``BEGIN``: one consistent read snapshot),
+    ``COMMIT`` at the end, ``ROLLBACK`` on any exception, which is re-raised."""
+    with lock if lock is not None else nullcontext():
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:  # SQLite already rolled back (a full disk, a damaged file)
+                pass
+            raise
 
 
 def _split(script: str) -> list[str]:

@@ -12,11 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-MIN_ROWS = 5_000  # below this a full scan costs under a millisecond or two
-TRAIN_ROWS = 16_000
-ITERATIONS = 6
-PROBE_SHARE = 0.04  # share of the lists probed per query
-MIN_PROBES = 8
+from .tuning import Tuning
 
 
 class Partition:
@@ -27,8 +23,9 @@ class Partition:
         self.ptr = ptr
 
     @staticmethod
-    def worth_it(n: int) -> bool:
-        return n >= MIN_ROWS
+    def worth_it(n: int, tuning: Tuning) -> bool:
+        """Whether ``n`` rows are enough for probing to beat a full scan."""
+        return n >= tuning.ivf_min_rows
 
     @classmethod
     def assign(cls, vectors: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarray:
@@ -39,14 +36,14 @@ class Partition:
         return out
 
     @classmethod
-    def train(cls, vectors: np.ndarray, seed: int = 0) -> np.ndarray:
+    def train(cls, vectors: np.ndarray, tuning: Tuning, seed: int = 0) -> np.ndarray:
         """Spherical k-means centroids (about 2 * sqrt(n) lists) from a sample."""
         n = len(vectors)
         k = max(16, int(2 * np.sqrt(n)))
         rng = np.random.default_rng(seed)
-        sample = vectors[np.sort(rng.choice(n, min(n, TRAIN_ROWS), replace=False))]
+        sample = vectors[np.sort(rng.choice(n, min(n, tuning.ivf_train_rows), replace=False))]
         cent = sample[rng.choice(len(sample), k, replace=False)].copy()
-        for _ in range(ITERATIONS):
+        for _ in range(tuning.ivf_iterations):
             lab = cls.assign(sample, cent)
             sums = np.zeros_like(cent)
             np.add.at(sums, lab, sample)
@@ -56,18 +53,18 @@ class Partition:
         return cent.astype(np.float32)
 
     @classmethod
-    def build(cls, vectors: np.ndarray) -> tuple["Partition", np.ndarray]:
+    def build(cls, vectors: np.ndarray, tuning: Tuning) -> tuple["Partition", np.ndarray]:
         """A partition and the row order (by list) the base must adopt."""
-        cent = cls.train(vectors)
+        cent = cls.train(vectors, tuning)
         lab = cls.assign(vectors, cent)
         order = np.argsort(lab, kind="stable")
         ptr = np.searchsorted(lab[order], np.arange(len(cent) + 1)).astype(np.int64)
         return cls(cent, ptr), order
 
-    def probe(self, q: np.ndarray) -> list[tuple[int, int]]:
+    def probe(self, q: np.ndarray, tuning: Tuning) -> list[tuple[int, int]]:
         """Row ranges of the lists nearest to ``q``."""
         k = len(self.centroids)
-        m = min(k, max(MIN_PROBES, int(k * PROBE_SHARE)))
+        m = min(k, max(tuning.ivf_min_probes, int(k * tuning.ivf_probe_share)))
         near = np.argpartition(-(self.centroids @ q), m - 1)[:m]
         return [(int(self.ptr[c]), int(self.ptr[c + 1])) for c in np.sort(near)
                 if self.ptr[c + 1] > self.ptr[c]]

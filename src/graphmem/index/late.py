@@ -5,16 +5,13 @@ Writes: every distinct text gets its token matrix (int8, one scale per token; se
 dense vectors, so unchanged text is never encoded twice and ``reindex`` fills only what is
 missing. When the embedder is the mean of these token vectors (the local default,
 ``ColbertMeanEmbedder``), one model pass gives a text both (``encode_shared``), and a query's one
-pass gives its vector and its tokens. Search: the first stage (words + dense,
-``ranker.View.rank``) proposes ``Params.late_pool`` rows. Each query token takes its best match
-among the row's tokens or, at ``late_context`` of its value, among the tokens of the turns one
-and two before and after it (a turn is read in context); tokens are weighted by how rare a good
-match is in the pool, the weighted sum is blended with the pool neighbours' scores and fused
-with the first stage after scaling both to [0, 1].
-
-Measured on LoCoMo through ``bench/locomo.py``, unseen conversations 3-4 (R@5 / R@10): bge first
-stage alone .688/.775; bge + this stage (mean over tokens, +-1 neighbours) .731/.789; ColBERT-mean
-first stage + this stage with token weights and +-2 neighbours .743/.807. Cost: ~10 KB per item.
+pass gives its vector and its tokens. Search: the first stage (words + dense, ``ranker.rank``)
+proposes ``Tuning.late_pool`` rows. Each query token takes its best match among the row's tokens
+or, at ``late_context`` of its value, among the tokens of the turns one and two before and after
+it (a turn is read in context); tokens are weighted by how rare a good match is in the pool, the
+weighted sum is blended with the pool neighbours' scores and fused with the first stage after
+scaling both to [0, 1]. It lifts recall on questions that share no word with their answer
+(measured: ``docs/tuning.md``).
 """
 
 from __future__ import annotations
@@ -23,36 +20,20 @@ import asyncio
 import logging
 from typing import Any, Sequence
 
-from ..lru import LRU, nbytes
-from . import db
-
 log = logging.getLogger("graphmem.index")
-
-db.register_migrations("late", [(1, """
-CREATE TABLE search_tokens (hash TEXT PRIMARY KEY, toks BLOB NOT NULL);
-CREATE TABLE search_tokens_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-""")])
-
-
-
-def stored_model(conn) -> str | None:
-    """The encoder that made the stored token matrices (None: none stored yet)."""
-    row = conn.execute("SELECT value FROM search_tokens_meta WHERE key='model'").fetchone()
-    return row[0] if row else None
 
 
 def usable(index: Any) -> bool:
     """True when the index has an encoder and holds token matrices made by it."""
-    enc = getattr(index, "late", None)
-    return enc is not None and stored_model(index.conn) == enc.name
+    enc = index.late
+    return enc is not None and index.token_model() == enc.name
 
 
 def missing(index: Any, hashes: Sequence[str]) -> set[str]:
     """The hashes that have no token matrix of the index's encoder yet."""
     todo = set(hashes)
-    if stored_model(index.conn) in (None, index.late.name):
-        todo.difference_update(r[0] for r in db.select_in(
-            index.conn, "SELECT hash FROM search_tokens WHERE hash IN ({})", todo))
+    if index.token_model() in (None, index.late.name):
+        todo.difference_update(index.hashes_with_tokens(todo))
     return todo
 
 
@@ -62,7 +43,7 @@ async def encode_missing(index: Any, pairs: Sequence[tuple[str, str]]) -> dict[s
     A failing encoder is logged, not raised: the rows still go in, and ``refill`` (run by
     ``graphmem reindex``) encodes them later.
     """
-    enc = getattr(index, "late", None)
+    enc = index.late
     if enc is None or not pairs:
         return {}
     todo = dict(pairs)
@@ -87,7 +68,7 @@ def shares_pass(index: Any) -> bool:
     model pass gives a text both its vector and its token matrix (``encode_shared``)."""
     from ..providers.base import as_embedder
 
-    enc, emb = getattr(index, "late", None), as_embedder(index.embedder)
+    enc, emb = index.late, as_embedder(index.embedder)
     return enc is not None and emb is not None and emb.token_encoder is enc
 
 
@@ -122,53 +103,20 @@ async def encode_shared(index: Any, pairs: dict[str, str],
 
 def store(index: Any, tokens: dict[str, bytes]) -> None:
     """Insert token matrices (inside the caller's write transaction); a new model replaces all."""
-    enc = getattr(index, "late", None)
-    if enc is None or not tokens:
-        return
-    conn = index.conn
-    if stored_model(conn) != enc.name:
-        conn.execute("DELETE FROM search_tokens")
-        conn.execute("INSERT OR REPLACE INTO search_tokens_meta VALUES ('model', ?)", (enc.name,))
-    conn.executemany("INSERT OR IGNORE INTO search_tokens VALUES (?, ?)", list(tokens.items()))
-
-
-def hashes_of(conn, ids: Sequence[str]) -> list[str]:
-    """Content hashes the given item ids have now (before a rewrite replaces them)."""
-    return [r[0] for r in db.select_in(
-        conn, "SELECT DISTINCT hash FROM search_items WHERE id IN ({})", ids)]
-
-
-def prune(conn, hashes: Sequence[str] | None = None,
-          tables: Sequence[str] = ("search_tokens",)) -> None:
-    """Drop per-text rows (token matrices, vectors) no item uses any more: of ``hashes`` only
-    (one indexed look-up each), or of every hash (inside the caller's write transaction)."""
-    for table in tables:
-        if hashes is None:
-            conn.execute(f"DELETE FROM {table} WHERE hash NOT IN (SELECT hash FROM search_items)")
-        else:
-            conn.executemany(f"DELETE FROM {table} WHERE hash=? AND NOT EXISTS "
-                             "(SELECT 1 FROM search_items WHERE hash=?)", [(h, h) for h in hashes])
+    if index.late is not None and tokens:
+        index.put_tokens(index.late.name, tokens)
 
 
 async def refill(index: Any) -> int:
     """Encode every indexed text that has no token matrix (after a failure or a model change)."""
-    if getattr(index, "late", None) is None:
+    if index.late is None:
         return 0
-    stale = stored_model(index.conn) not in (None, index.late.name)
-    where = "" if stale else "WHERE hash NOT IN (SELECT hash FROM search_tokens)"
-    todo = index.conn.execute(f"SELECT hash, min(text) FROM search_items {where} "
-                              "GROUP BY hash").fetchall()
+    todo = index.texts_without_tokens(every=index.token_model() not in (None, index.late.name))
     if not todo:
         return 0
-    tokens = await encode_missing(index, [(h, t) for h, t in todo])
-    with index._lock:
-        index.conn.execute("BEGIN IMMEDIATE")
-        try:
-            store(index, tokens)
-            index.conn.execute("COMMIT")
-        except BaseException:
-            index._rollback()
-            raise
+    tokens = await encode_missing(index, todo)
+    with index.transaction():
+        store(index, tokens)
     return len(tokens)
 
 
@@ -189,13 +137,8 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
         return {}
     from ..providers.local_colbert import unpack
 
-    cache = getattr(index, "_late_cache", None)
-    if cache is None:
-        # Unpacked matrices by content hash: a search re-reads the rows its pool shares with
-        # the last searches; SQLite then serves only the new ones.
-        cache = index._late_cache = LRU(64 << 20, size=nbytes)
-    hashes = dict(db.select_in(index.conn, "SELECT rowid, hash FROM search_items WHERE rowid IN ({})",
-                               rowids))
+    cache = index.token_cache
+    hashes = index.hashes_by_rowid(rowids)
     out, todo = {}, {}
     for r, h in hashes.items():
         got = cache.get(h)
@@ -203,8 +146,7 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
             todo.setdefault(h, []).append(r)
         else:
             out[r] = got
-    for h, blob in db.select_in(index.conn, "SELECT hash, toks FROM search_tokens WHERE hash IN ({})",
-                                todo):
+    for h, blob in index.token_blobs(todo):
         got = unpack(blob)
         cache.put(h, got)
         for r in todo[h]:

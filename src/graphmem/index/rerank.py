@@ -1,6 +1,6 @@
 """The second stage of ``search(..., rerank=True)``: a cross-encoder over the first stage's best.
 
-The first stage hands over its top ``POOL`` hits. Each is shown to the reranker as a short
+The first stage hands over its top ``rerank_pool`` hits. Each is shown to the reranker as a short
 passage: a turn or step with the end of the item before it in its session (what it answers),
 every other kind with its own text. The reranker's scores are scaled to the pool and fused with
 the first-stage scores (the cross-encoder alone ranked worse, measured on LoCoMo). A local
@@ -18,32 +18,24 @@ from typing import Any, Sequence
 
 from ..errors import ProviderError
 from ..models import Hit
-from .ranker import SEQUENCE_KINDS
+from .tuning import Tuning
+from .view import SEQUENCE_KINDS
 
 log = logging.getLogger("graphmem.index")
 
-POOL = 40  # first-stage hits the reranker may see (the token budget usually stops earlier)
-WEIGHT = 0.5  # share of the reranker in the final score; the rest is the first stage's
-CONTEXT_WORDS = 20  # words of the previous item shown with a turn or step (about 24 tokens)
-BUDGET_TOKENS = 1300  # per query, for an in-process cross-encoder (cost is linear in tokens)
-DEADLINE = 0.25  # seconds of cross-encoder time per query; the first batch always runs
-BATCH = 2  # pairs per worker-thread call: the deadline is checked between calls
-# Measured on LoCoMo conversation 0 (150 questions, tuning split; first stage R@5 .708, R@10
-# .801), fused at 0.5: the turn alone as passage (50 tokens a pair) .732/.796 at 26 pairs; with
-# the previous turn's last 12 tokens (62 a pair) .793/.827; its last 24 tokens (72 a pair)
-# .794/.859 at 26 pairs and .784/.834 at 16: context beats depth at equal cost.
 
-
-def passages(index, hits: Sequence[Hit]) -> list[str]:
-    """The text the reranker sees for each hit: turns and steps with the item before them."""
+def passages(index, hits: Sequence[Hit], tuning: Tuning) -> list[str]:
+    """The text the reranker sees for each hit: turns and steps with the end of the item before
+    them (context beat depth at equal cost: ``docs/tuning.md``)."""
     before = previous_texts(index, hits)
+    n = tuning.rerank_context_words
     out = []
     for hit in hits:
         prev = before.get(hit.id)
         if prev:
             words = prev.split()
-            tail = " ".join(words[-CONTEXT_WORDS:])
-            prev = tail if len(words) <= CONTEXT_WORDS else "… " + tail
+            tail = " ".join(words[-n:])
+            prev = tail if len(words) <= n else "… " + tail
             out.append(f"{prev}\n{hit.text}")
         else:
             out.append(hit.text)
@@ -56,9 +48,8 @@ def previous_texts(index, hits: Sequence[Hit]) -> dict[str, str]:
     if not seq:
         return {}
     snap = index.snapshot()
-    where = _positions(snap)
-    rowids = {r[1]: int(r[0]) for r in index.conn.execute(
-        f"SELECT rowid, id FROM search_items WHERE id IN ({','.join('?' * len(seq))})", seq)}
+    where = snap.positions()
+    rowids = index.rowids_by_id(seq)
     prev_of = snap.neighbours[0][0]
     want: dict[str, int] = {}
     for hid in seq:
@@ -69,16 +60,8 @@ def previous_texts(index, hits: Sequence[Hit]) -> dict[str, str]:
     return {hid: texts[r] for hid, r in want.items() if r in texts}
 
 
-def _positions(snap) -> dict[int, int]:
-    """rowid -> position in a snapshot (built once per snapshot; snapshots are immutable)."""
-    got = getattr(snap, "_rerank_positions", None)
-    if got is None:
-        got = {int(r): i for i, r in enumerate(snap.rowid)}
-        snap._rerank_positions = got
-    return got
-
-
-async def score(reranker: Any, query: str, texts: list[str]) -> list[float | None]:
+async def score(reranker: Any, query: str, texts: list[str],
+                tuning: Tuning) -> list[float | None]:
     """Reranker scores, best-first within the token budget and deadline (None: not scored).
 
     A ``PairScorer`` (in-process) is driven batch by batch; any other reranker (a remote API)
@@ -96,25 +79,26 @@ async def score(reranker: Any, query: str, texts: list[str]) -> list[float | Non
                                 provider=_name(reranker)) from None
     counts = reranker.count_tokens(query, texts)
     n, spent = 0, 0
-    while n < len(texts) and spent + counts[n] <= BUDGET_TOKENS:
+    while n < len(texts) and spent + counts[n] <= tuning.rerank_budget_tokens:
         spent += counts[n]
         n += 1
     n = max(n, min(len(texts), 2))
     out: list[float | None] = [None] * len(texts)
     start = time.perf_counter()
-    for lo in range(0, n, BATCH):
-        if lo and time.perf_counter() - start > DEADLINE:
-            break
-        chunk = list(range(lo, min(n, lo + BATCH)))
+    for lo in range(0, n, tuning.rerank_batch):
+        if lo and time.perf_counter() - start > tuning.rerank_deadline:
+            break  # the first batch always runs
+        chunk = list(range(lo, min(n, lo + tuning.rerank_batch)))
         got = await asyncio.to_thread(reranker.score_pairs, query, [texts[i] for i in chunk])
         for i, s in zip(chunk, got):
             out[i] = s
     return out
 
 
-def fuse(hits: list[Hit], scores: list[float | None]) -> list[Hit]:
-    """Final score = (1 - WEIGHT) x first stage (scaled to the best) + WEIGHT x reranker
-    (min-max scaled over the scored hits); unscored hits get the reranker's minimum."""
+def fuse(hits: list[Hit], scores: list[float | None], tuning: Tuning) -> list[Hit]:
+    """Final score = (1 - w) x first stage (scaled to the best) + w x reranker (min-max scaled
+    over the scored hits), w = ``rerank_weight``; unscored hits get the reranker's minimum."""
+    w = tuning.rerank_weight
     got = [s for s in scores if s is not None]
     if len(got) < 2:
         return hits
@@ -123,18 +107,20 @@ def fuse(hits: list[Hit], scores: list[float | None]) -> list[Hit]:
     first_hi = first_hi if first_hi > 0 else 1.0  # a negative scale would flip the order
     for hit, s in zip(hits, scores):
         ce = (s - lo) / (hi - lo) if s is not None and hi > lo else 0.0
-        hit.score = round((1 - WEIGHT) * hit.score / first_hi + WEIGHT * ce, 6)
+        hit.score = round((1 - w) * hit.score / first_hi + w * ce, 6)
     return sorted(hits, key=lambda h: -h.score)
 
 
-async def rerank(index, reranker: Any, query: str, hits: list[Hit]) -> list[Hit]:
+async def rerank(index, reranker: Any, query: str, hits: list[Hit],
+                 tuning: Tuning | None = None) -> list[Hit]:
     """``hits`` (first-stage order) re-ordered by the fused score; the first stage's order
-    when the reranker fails (a search must still answer)."""
+    when the reranker fails (a search must still answer). ``tuning``: the index's own."""
     if len(hits) < 2:
         return hits
-    texts = passages(index, hits)
+    tuning = tuning or index.tuning
+    texts = passages(index, hits, tuning)
     try:
-        scores = await score(reranker, query, texts)
+        scores = await score(reranker, query, texts, tuning)
     except ProviderError as exc:
         log.warning("reranker %s failed (%s); first-stage order kept", _name(reranker), exc)
         return hits
@@ -142,7 +128,7 @@ async def rerank(index, reranker: Any, query: str, hits: list[Hit]) -> list[Hit]
         log.warning("reranker %s gave %d scores for %d passages; first-stage order kept",
                     _name(reranker), len(scores), len(texts))
         return hits
-    return fuse(hits, scores)
+    return fuse(hits, scores, tuning)
 
 
 def _name(reranker: Any) -> str:

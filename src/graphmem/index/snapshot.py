@@ -29,8 +29,6 @@ log = logging.getLogger("graphmem.index")
 CACHE_DIR = "search-cache"
 COLUMNS = ("rowid", "project", "kind", "spec", "session", "time", "length")
 ARRAYS = COLUMNS + ("ptr", "doc", "tf", "name_ptr", "name_doc", "s_ptr", "s_doc", "s_tf")
-MIN_DELTA = 2000  # a delta this small is always cheaper to rank beside the base than to merge
-DELTA_SHARE = 0.05  # beyond this share of the base, the next search rebuilds it
 
 
 @dataclass
@@ -91,14 +89,8 @@ def _csr(docs: np.ndarray, terms: np.ndarray, weights: bool = True):
     return ptr, (uniq % n_docs).astype(np.int32), tf.astype(np.float32)
 
 
-_SELECT = ("SELECT i.rowid, i.kind, i.project_id, i.spec, i.session, i.time, i.terms, i.fields, "
-           "i.length, v.vec FROM search_items i LEFT JOIN search_vectors v ON v.hash=i.hash")
-
-
-def read_rows(conn, where: str, args: tuple, specs: dict, sessions: dict, dim: int | None,
-              order: str = "i.rowid") -> Rows:
-    """Rows matching ``where`` as arrays; new specs and sessions get codes in the given dicts."""
-    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY {order}", args).fetchall()
+def as_arrays(rows: list[tuple], specs: dict, sessions: dict, dim: int | None) -> Rows:
+    """``IndexStore.ranking_rows`` as arrays; new specs and sessions get codes in the dicts."""
     n = len(rows)
     kind_code = {k: i for i, k in enumerate(KINDS)}
     col = list(zip(*rows)) if rows else [()] * 10
@@ -135,20 +127,18 @@ def read_rows(conn, where: str, args: tuple, specs: dict, sessions: dict, dim: i
 
 def build_base(index: Any) -> Base:
     """Read every row (in one read transaction) into a new base and save it."""
-    conn, emb = index.conn, index.embedder
+    emb, tuning = index.embedder, index.tuning
     dim = emb.dimension if emb is not None else None
     specs: dict = {}
     sessions: dict = {}
-    conn.execute("BEGIN")
-    try:
-        gen = int(index.meta("generation") or 0)
+    with index.read_snapshot():
+        gen = index.generation()
         # Ordered by project, so one project's rows sit together (its vectors are one slice).
-        rows = read_rows(conn, "1", (), specs, sessions, dim, order="i.project_id, i.rowid")
-    finally:
-        conn.execute("COMMIT")
+        raw = index.ranking_rows(by_project=True)
+    rows = as_arrays(raw, specs, sessions, dim)
     partition = None
-    if rows.vectors is not None and Partition.worth_it(rows.n):
-        partition, order = Partition.build(rows.vectors)
+    if rows.vectors is not None and Partition.worth_it(rows.n, tuning):
+        partition, order = Partition.build(rows.vectors, tuning)
         rows = _permute(rows, order)  # each list becomes one slice of the vector matrix
     base = Base(gen, rows, list(specs), list(sessions), partition,
                 f"{emb.name}:{emb.dimension}" if emb is not None else None)
@@ -219,29 +209,25 @@ def load(index: Any) -> Base | None:
 
 def refresh(index: Any, view: Any):
     """The view for the index's current generation, reusing ``view``'s base when still valid."""
-    from .ranker import View
+    from .view import View
 
     base = view.base if view is not None else None
     dim = index.embedder.dimension if index.embedder is not None else None
+    tuning = index.tuning
     for attempt in range(2):
         if base is None or base.gen < int(index.meta("floor") or 0):
             base = load(index) or build_base(index)
         specs, sessions = base.codes()
-        conn = index.conn
-        conn.execute("BEGIN")  # the delta, the deletes and the generation from one snapshot
-        try:
+        with index.read_snapshot():  # the delta, the deletes and the generation at one state
             gen = index.generation()
-            n_delta = conn.execute("SELECT count(*) FROM search_items WHERE gen > ?",
-                                   (base.gen,)).fetchone()[0]
-            big = n_delta > max(MIN_DELTA, DELTA_SHARE * base.rows.n)
+            n_delta = index.count_since(base.gen)
+            big = n_delta > max(tuning.min_delta, tuning.delta_share * base.rows.n)
             if not big or attempt:
-                delta = read_rows(conn, "i.gen > ?", (base.gen,), specs, sessions, dim)
-                gone = np.array([r[0] for r in conn.execute(
-                    "SELECT rowid FROM search_deleted WHERE gen > ?", (base.gen,))], np.int64)
-        finally:
-            conn.execute("COMMIT")
+                raw = index.ranking_rows(since=base.gen)
+                gone = np.array(index.deleted_since(base.gen), np.int64)
         if big and not attempt:
             base = build_base(index)  # merge: the next pass reads an (almost) empty delta
             continue
+        delta = as_arrays(raw, specs, sessions, dim)
         return View.of(base, delta, gone, gen, specs, len(sessions))
     raise AssertionError("unreachable")

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
-from ..errors import CorruptIndexError, GraphmemError, IndexMismatchError, StorageError
+from ..errors import ConfigError, CorruptIndexError, GraphmemError, IndexMismatchError, StorageError
 from ..models import Hit, MemoryItem
 
 log = logging.getLogger("graphmem.index")
@@ -39,6 +39,46 @@ def make_reranker(settings: Any):
     return get_reranker(settings)
 
 
+def open_index(settings: Any, embedder: Any = None):
+    """The ``LocalIndex`` of ``settings.home`` (numpy loads only when a search needs it)."""
+    from .late import shares_pass
+    from .local_index import LocalIndex
+
+    index = LocalIndex(Path(settings.home), embedder, late_encoder(settings),
+                       busy_timeout=settings.index.busy_timeout)
+    index.late_always = late_in_every_search(settings, shares_pass(index))
+    index.redact = bool(getattr(settings, "redact", True))
+    return index
+
+
+LATE_SEARCH = ("auto", "rerank", "all")
+
+
+def late_in_every_search(settings: Any, shared: bool = False) -> bool:
+    """Whether the ColBERT stage re-scores every search or only ``rerank=True`` ones.
+
+    "auto" (default): every search when the embedder is that stage's own model (``shared``: the
+    query's one pass gives both its vector and its tokens, so the stage costs only the MaxSim),
+    else only ``rerank=True`` (with another embedder it costs a second model pass per search;
+    ``docs/tuning.md``).
+    """
+    choice = settings.providers.local.late_search
+    if not isinstance(choice, str) or choice.strip().lower() not in LATE_SEARCH:
+        raise ConfigError(f"providers.local.late_search must be one of {', '.join(LATE_SEARCH)}, "
+                          f"got {choice!r}")
+    choice = choice.strip().lower()
+    return shared if choice == "auto" else choice == "all"
+
+
+def late_encoder(settings: Any):
+    """The ColBERT encoder of the second stage (``late.py``), or None when it is off or absent."""
+    try:
+        from ..providers.local_colbert import make_late_encoder
+    except ImportError:
+        return None
+    return make_late_encoder(settings)
+
+
 class LocalBackend:
     """Owns the ``LocalIndex`` of one home plus the models it needs."""
 
@@ -57,8 +97,6 @@ class LocalBackend:
     @property
     def index(self):
         if self._index is None:
-            from . import open_index
-
             self._index = open_index(self.settings, self.embedder)
         return self._index
 
@@ -111,7 +149,7 @@ class LocalBackend:
 
     async def search(self, query: str, *, projects: list[str] | None, spec: str | None,
                      kinds: Sequence[str] | None, limit: int, rerank: bool = False) -> list[Hit]:
-        from .query import search_local
+        from .local_search import search_local
 
         if not rerank:
             async def plain(index):
@@ -126,7 +164,8 @@ class LocalBackend:
 
         async def reranked(index):
             hits = await search_local(index, query, projects=projects, spec=spec, kinds=kinds,
-                                      limit=max(limit, second.POOL), late_stage=True)
+                                      limit=max(limit, index.tuning.rerank_pool),
+                                      late_stage=True)
             if self._reranker is not None:
                 hits = await second.rerank(index, self._reranker, query, hits)
             return hits[:limit]

@@ -1,4 +1,4 @@
-"""The episodes index: SQLite rows derived from the session files, for fast lists and recents.
+"""The session tables: SQLite rows derived from the session files, for fast lists and recents.
 
 One row per session, turn and step, keyed by (spec folder, session id) so that two copies of a
 project never collide. Each session row remembers the sizes of the files it was built from;
@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import StorageError
-from . import db
+from ...errors import StorageError
+from ..db import (connect, identity, is_corrupt, move_aside, register_migrations,
+                  transaction)
 
-db.register_migrations("episodes", [(1, """
+register_migrations("episodes", [(1, """
 CREATE TABLE ep_sessions (
   spec TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, workspace TEXT NOT NULL,
   started_at REAL NOT NULL, ended_at REAL, model TEXT, mode TEXT,
@@ -65,7 +66,7 @@ def open_episode_index(home: Path, busy_timeout: float = 30.0) -> "EpisodeIndex"
 
 
 def _epoch(value: Any) -> float | None:
-    from ..files.episodes import parse_iso
+    from ...files.episodes import parse_iso
 
     t = parse_iso(value)
     return t.timestamp() if t else None
@@ -77,54 +78,45 @@ class EpisodeIndex:
     def __init__(self, home: Path, busy_timeout: float = 30.0):
         self.home = Path(home)
         self.busy_timeout = busy_timeout
-        self.conn = db.connect(home, busy_timeout=busy_timeout)
-        self._ident = db.identity(self.home)
+        self.conn = connect(home, busy_timeout=busy_timeout)
+        self._ident = identity(self.home)
         self._lock = threading.RLock()  # one connection, shared by the threads of this process
 
     def _fresh(self) -> None:
         """Reconnect when the database file was replaced (moved aside and rebuilt)."""
-        if db.identity(self.home) != self._ident:
+        if identity(self.home) != self._ident:
             try:
                 self.conn.close()
             except sqlite3.Error:
                 pass
-            self.conn = db.connect(self.home, busy_timeout=self.busy_timeout)
-            self._ident = db.identity(self.home)
+            self.conn = connect(self.home, busy_timeout=self.busy_timeout)
+            self._ident = identity(self.home)
 
     def _heal(self, exc: sqlite3.Error) -> bool:
         """A damaged database: move it aside and reconnect (True), else False."""
-        if not db.is_corrupt(exc):
+        if not is_corrupt(exc):
             return False
         try:
             self.conn.close()
         except sqlite3.Error:
             pass
-        db.move_aside(self.home, str(exc))
-        self.conn = db.connect(self.home, busy_timeout=self.busy_timeout)
-        self._ident = db.identity(self.home)
+        move_aside(self.home, str(exc))
+        self.conn = connect(self.home, busy_timeout=self.busy_timeout)
+        self._ident = identity(self.home)
         return True
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on the session tables (``db.transaction``); an SQLite error is a
+        ``StorageError``, and a damaged database is moved aside for the next reconcile."""
         with self._lock:
             self._fresh()
             try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                yield self.conn
-                self.conn.execute("COMMIT")
+                with transaction(self.conn) as conn:
+                    yield conn
             except sqlite3.Error as exc:
-                self._rollback()
                 self._heal(exc)  # the next reconcile rebuilds the rows from the files
                 raise StorageError(f"episodes index: {exc}") from None
-            except BaseException:
-                self._rollback()
-                raise
-
-    def _rollback(self) -> None:
-        try:
-            self.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
 
     def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -163,7 +155,7 @@ class EpisodeIndex:
 
     def put_session(self, spec: str, meta: dict, sizes: tuple[int, int, int]) -> None:
         """Insert or refresh a session's row from its metadata."""
-        with self._tx() as c:
+        with self.transaction() as c:
             self._put_session(c, spec, meta, sizes)
 
     @classmethod
@@ -206,7 +198,7 @@ class EpisodeIndex:
     def replace_session(self, spec: str, meta: dict, turns: list[dict], steps: list[dict],
                         sizes: tuple[int, int, int]) -> None:
         """Rebuild one session's rows from everything its files hold."""
-        with self._tx() as c:
+        with self.transaction() as c:
             self.replace_rows(c, spec, meta, turns, steps, sizes)
 
     @classmethod
@@ -235,7 +227,7 @@ class EpisodeIndex:
 
     def delete_session(self, spec: str, sid: str) -> None:
         """Drop a session and its turns and steps."""
-        with self._tx() as c:
+        with self.transaction() as c:
             c.execute("DELETE FROM ep_turns WHERE spec=? AND session_id=?", (spec, sid))
             c.execute("DELETE FROM ep_steps WHERE spec=? AND session_id=?", (spec, sid))
             c.execute("DELETE FROM ep_sessions WHERE spec=? AND id=?", (spec, sid))
@@ -284,14 +276,6 @@ class EpisodeIndex:
         rows = self._query("SELECT * FROM ep_turns WHERE spec=? ORDER BY at DESC, rowid DESC LIMIT ?",
                            (spec, limit))
         return [_turn(r) for r in rows[::-1]]
-
-    def steps(self, spec: str, sid: str) -> list[dict]:
-        rows = self._query("SELECT * FROM ep_steps WHERE spec=? AND session_id=? ORDER BY step_index",
-                           (spec, sid))
-        return [{"id": r["id"], "session_id": r["session_id"], "index": r["step_index"],
-                 "name": r["name"], "status": r["status"],
-                 "payload": json.loads(r["payload"]) if r["payload"] else None, "at": _iso(r["at"])}
-                for r in rows]
 
 
 def _iso(epoch: float | None) -> str | None:

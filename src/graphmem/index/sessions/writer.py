@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import importlib
 import logging
 import os
 import sys
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .episodes import EpisodeIndex
+from .tables import EpisodeIndex
 
 log = logging.getLogger("graphmem.index.episodes")
 
@@ -120,6 +120,7 @@ class EpisodeWriter:
     def _run(self) -> None:
         _background_priority()
         loop = asyncio.new_event_loop()  # cloud embedders keep one HTTP client per loop
+        loop.set_default_executor(_Inline())
         while True:
             batch = self._take()
             try:
@@ -130,6 +131,25 @@ class EpisodeWriter:
             with self._cv:
                 self._applied += sum(j.size for j in batch)
                 self._cv.notify_all()
+
+
+class _Inline(ThreadPoolExecutor):
+    """The writer loop's executor: ``asyncio.to_thread`` calls run in the writer's own thread.
+
+    The writer awaits each call before the next, so a worker thread would only add a hand-off;
+    and at interpreter exit, when the writer flushes its queue, thread pools refuse new work.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            future.set_exception(exc)
+        return future
 
 
 def _background_priority() -> None:
@@ -168,7 +188,7 @@ async def _apply_group(jobs: list[Job]) -> None:
                     "reindex`", len(items), exc)
     for j in jobs:  # the rows, but not the file sizes: the next open sees the gap and re-indexes
         if j.fallback is not None:
-            with j.fallback._tx() as conn:
+            with j.fallback.transaction() as conn:
                 j.rows(conn, sizes=False)
 
 
@@ -200,12 +220,7 @@ def _flush_at_exit() -> None:
                     "from the session files")
 
 
-# At exit, flush while thread pools still take work (embedders run batches in one): threading's
-# exit hooks run newest first and before ``atexit``, and concurrent.futures registered its own
-# (which stops the pools) on import, just below. ``atexit`` is the fallback on other Pythons.
-importlib.import_module("concurrent.futures.thread")  # its exit hook is registered before ours
-_register = getattr(threading, "_register_atexit", None)
-if _register is not None:
-    _register(_flush_at_exit)
-else:  # pragma: no cover
-    atexit.register(_flush_at_exit)
+# At exit (``atexit``: after the thread pools stopped taking work), the writer still applies the
+# queue: its loop runs worker-thread calls inline (``_Inline``) and the local models run their
+# texts one after another (``providers.onnx_runtime.run_each``).
+atexit.register(_flush_at_exit)

@@ -5,30 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from typing import Any, Sequence
 
 from ..errors import ProviderError
-from ..models import Hit
-from . import blas, late
 from ..lru import LRU
-from .ranker import Params
-from .store import LocalIndex, row_time
+from ..models import Hit
+from . import blas, late, ranker
+from .local_index import LocalIndex, row_time
 from .text import tokenize
+from .tuning import DEFAULT, Tuning
 
 log = logging.getLogger("graphmem.index")
 
-
-VECTOR_CACHE = 256  # agents repeat queries (context, then search); a hit skips the model
-_VECTORS = LRU(VECTOR_CACHE)  # (embedder, query) -> unit vector
-# Score words while the query encoder runs only when cores are left over: the model uses two
-# threads, and on a 2-core machine a third busy thread made a search slower, not faster (10k
-# items, bench/search.py: p50 17.9 ms overlapped vs 17.1 ms model first). Without overlap the
-# ColBERT query pass runs in the searching thread itself, blocking its event loop for the pass
-# (~8 ms): handing it to a worker thread and back cost about 2 ms a search. That split comes
-# from an interleaved profile kept outside the repo; bench/locomo.py has the sum of the latency
-# work it was part of (default search p95 24.0 -> 17.6-20.2 ms across runs).
-OVERLAP = (os.cpu_count() or 1) > 2
+_VECTORS = LRU(DEFAULT.vector_cache)  # (embedder, query) -> unit vector, across indexes
 
 
 async def query_vector(embedder: Any, query: str):
@@ -48,7 +37,12 @@ async def query_vector(embedder: Any, query: str):
         vec = await asyncio.to_thread(embedder.embed_query_sync, query)
     else:
         vec = await embedder.embed_query(query)
-    return _remember(key, vec)
+    return remember_query_vector(key, vec)
+
+
+def forget_query_vectors() -> None:
+    """Empty the memory of recent query vectors (a benchmark times the model on new queries)."""
+    _VECTORS.clear()
 
 
 def _recall(key: tuple[str, str]):
@@ -56,7 +50,8 @@ def _recall(key: tuple[str, str]):
     return _VECTORS.get(key)
 
 
-def _remember(key: tuple[str, str], vec: Any):
+def remember_query_vector(key: tuple[str, str], vec: Any):
+    """Keep a query's vector, scaled to unit length, under (embedder name, query); returns it."""
     import numpy as np
 
     v = np.asarray(vec, np.float32)
@@ -64,8 +59,8 @@ def _remember(key: tuple[str, str], vec: Any):
     return _VECTORS.put(key, v / norm if norm else v)
 
 
-async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: bool
-                  ) -> tuple[Any, Any]:
+async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: bool,
+                  inline: bool) -> tuple[Any, Any]:
     """(query token matrix, query unit vector) for the stages that run. Each is None when not
     wanted, or the exception that stopped its model: words alone still answer. With the default
     local model one pass gives both (the vector is the token matrix's mean)."""
@@ -83,7 +78,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
     qm: Any = None
     if late_enc is not None:
         try:
-            qm = await late.query_tokens(late_enc, query, inline=not OVERLAP)
+            qm = await late.query_tokens(late_enc, query, inline=inline)
         except Exception as exc:  # noqa: BLE001 - reported where it is read
             qm = exc
     if not want_vector:
@@ -95,7 +90,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
             return qm, got
         if isinstance(qm, Exception):
             return qm, ProviderError(f"query not encoded: {qm}")
-        return qm, _remember(key, qm.mean(axis=0))
+        return qm, remember_query_vector(key, qm.mean(axis=0))
     try:
         return qm, await query_vector(index.embedder, query)
     except ProviderError as exc:
@@ -104,13 +99,14 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
 
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
                        spec: str | None = None, kinds: Sequence[str] | None = None,
-                       limit: int = 10, params: Params | None = None,
+                       limit: int = 10, tuning: Tuning | None = None,
                        late_stage: bool | None = None) -> list[Hit]:
     """Rank the index's items for ``query`` within the given projects (None: all) and spec.
 
     ``late_stage``: re-score with ColBERT token vectors; None follows ``index.late_always``.
+    ``tuning``: the index's own unless given.
     """
-    p = params or Params()
+    p = tuning or index.tuning
     index.check_embedder()
     snap = index.snapshot()
     pids: tuple[int, ...] | None = None
@@ -121,18 +117,19 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     scope = snap.mask(pids, spec, tuple(sorted(kinds)) if kinds else None)
     term_ids = list(index.term_ids(tokenize(query)).values())
     # The query encoders run beside the word scoring on a worker thread (onnxruntime releases the
-    # GIL) when cores allow (``OVERLAP``), else first, in this thread for the ColBERT pass.
+    # GIL) when cores allow (``tuning.overlap``), else first, in this thread for the ColBERT pass
+    # (a hand-off to a worker and back cost more than the pass blocks the loop).
     wanted = index.late_always if late_stage is None else late_stage
     late_enc = index.late if wanted and p.late_pool and late.usable(index) else None
-    encoding = _encode(index, late_enc, query, snap.vectors is not None)
-    if OVERLAP:
+    encoding = _encode(index, late_enc, query, snap.vectors is not None, not p.overlap)
+    if p.overlap:
         encoding = asyncio.ensure_future(encoding)
         await asyncio.sleep(0)  # let the encoders start before the words are scored
-        words = snap.lexical(term_ids, p)
+        words = ranker.lexical(snap, term_ids, p)
         qm, qvec = await encoding
     else:
         qm, qvec = await encoding
-        words = snap.lexical(term_ids, p)
+        words = ranker.lexical(snap, term_ids, p)
     if isinstance(qvec, Exception):  # the embedder is down: words alone still answer
         log.warning("query not embedded (%s); ranking by words only", qvec)
         qvec = None
@@ -140,18 +137,18 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
         log.warning("late interaction skipped (%s)", qm)
         qm = None
     with blas.one_thread():
-        ranked = snap.rank(words, qvec, scope, max(limit, p.late_pool if late_enc else 0), p)
+        ranked = ranker.rank(snap, words, qvec, scope, max(limit, p.late_pool if late_enc else 0), p)
         if qm is not None and ranked:
             ranked = _late_stage(index, snap, qm, ranked, p)
     ranked = ranked[:limit]
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
-    hits = [_hit(rows[int(snap.rowid[i])], score) for i, score in ranked
+    hits = [hit_of(rows[int(snap.rowid[i])], score) for i, score in ranked
             if int(snap.rowid[i]) in rows]
     return hits
 
 
 def _late_stage(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]],
-                p: Params) -> list[tuple[int, float]]:
+                p: Tuning) -> list[tuple[int, float]]:
     """Re-score the first stage's pool by MaxSim over stored token vectors (``late.py``)."""
     import numpy as np
 
@@ -179,7 +176,8 @@ def _index_in(pos, values):
     return np.where(pos[order][at] == values, order[at], -1)
 
 
-def _hit(row, score: float) -> Hit:
+def hit_of(row, score: float) -> Hit:
+    """A ``Hit`` from an index row (``IndexStore.rows``) and its score."""
     return Hit(id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 6),
                project=row["project"], spec=row["spec"], session=row["session"],
                time=row_time(row["time"]), metadata=json.loads(row["metadata"]),

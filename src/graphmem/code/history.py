@@ -1,0 +1,209 @@
+"""What happened to a file since an anchor was taken: commits that touched it, and lines kept.
+
+``History`` counts, for a path and the HEAD an anchor recorded, the commits since that HEAD that
+touched the path (``git log --name-only`` read once, then extended by ``old..HEAD`` after each
+commit: one subprocess per new HEAD, never one per hit). History is read as a line,
+newest ``MAX_COMMITS`` commits, ``--topo-order``: on a merge-heavy history a commit of a merged
+branch counts as "since" when git lists it after the anchor's HEAD, which is the usual reading
+of "since this was learned". An anchor older than the window counts as ``None`` (unknown).
+
+``kept_shares`` gives, per (old blob, new blob), the share of the old blob's lines still in the
+new one (blobs read from the loose object store, else one ``git cat-file --batch``), cached
+forever per pair: a whole-file anchor is only ``changed`` when most of what it saw is rewritten.
+"""
+
+from __future__ import annotations
+
+import bisect
+import subprocess
+import threading
+import zlib
+from collections import Counter
+from pathlib import Path
+
+MAX_COMMITS = 20_000
+MAX_BLOB_BYTES = 512_000
+MAX_PAIRS = 50_000
+_lock = threading.Lock()
+_histories: dict[str, "History"] = {}
+_kept: dict[tuple[str, str], float | None] = {}
+
+
+def _git(root: Path, *args: str, data: bytes | None = None, timeout: float = 30) -> bytes | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], input=data, capture_output=True,
+                             timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+class History:
+    """Commits of one repository, oldest first, with the paths each touched."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.head: str | None = None
+        self.pos: dict[str, int] = {}          # commit -> its place, growing with time
+        self.touched: dict[str, list[int]] = {}  # path -> places of the commits touching it
+        self.next = 0
+
+    def _take(self, log: bytes) -> list[tuple[str, list[str], list[str]]]:
+        """Parse ``git log`` output (newest first) -> [(commit, parents, paths)], oldest first."""
+        commits = []
+        for block in log.split(b"\x00\x00")[1:]:
+            lines = block.decode("utf-8", "surrogateescape").split("\n")
+            ids = lines[0].split()
+            if ids:
+                commits.append((ids[0], ids[1:], [x for x in lines[1:] if x]))
+        commits.reverse()
+        return commits
+
+    def _add(self, commits: list[tuple[str, list[str], list[str]]]) -> None:
+        for sha, _, paths in commits:
+            if sha in self.pos:
+                continue
+            self.pos[sha] = self.next
+            for p in paths:
+                self.touched.setdefault(p, []).append(self.next)
+            self.next += 1
+
+    def update(self, head: str) -> None:
+        """Bring the line up to ``head``: one ``git log`` of what is new when ``head`` descends
+        from the last one (a new commit's parent is already in the line), else the whole window."""
+        if head == self.head:
+            return
+        fmt = ["log", "--topo-order", "--no-renames", "--name-only", "--format=%x00%x00%H %P"]
+        if self.head is not None:
+            new = self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}",
+                                  f"{self.head}..{head}") or b"")
+            if new and any(p in self.pos for p in new[0][1]):
+                self._add(new)  # the oldest new commit sits on the line: a plain extension
+                self.head = head
+                return
+        self.pos, self.touched, self.next = {}, {}, 0
+        self._add(self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}", head) or b""))
+        self.head = head
+
+    def commits_since(self, since: str | None, path: str) -> int | None:
+        """Commits after ``since`` touching ``path`` (None when ``since`` is not in the window)."""
+        at = self.pos.get(since or "")
+        if at is None:
+            return None
+        places = self.touched.get(path, [])
+        return len(places) - bisect.bisect_right(places, at)
+
+
+def history(root: str | Path, head: str | None) -> History | None:
+    """The (cached, updated) history of the repository at ``root`` up to ``head``."""
+    if not head:
+        return None
+    key = str(root)
+    with _lock:
+        h = _histories.get(key)
+        if h is None:
+            h = _histories[key] = History(Path(root))
+        h.update(head)
+    return h
+
+
+def kept_shares(root: str | Path, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], float | None]:
+    """For each (old blob, new blob): the share of the old lines still in the new one (as a
+    multiset of lines: moved lines count as kept), None when a blob cannot be read (outside git,
+    or an object git no longer has). Loose objects are read from ``.git/objects`` directly;
+    the rest with one ``git cat-file --batch``."""
+    out = {p: _kept[p] for p in pairs if p in _kept}
+    todo = [p for p in pairs if p not in _kept]
+    if not todo:
+        return out
+    blobs = sorted({b for p in todo for b in p})
+    texts = {b: t for b in blobs if (t := _loose(Path(root), b)) is not None}
+    rest = [b for b in blobs if b not in texts]
+    if rest:
+        raw = _git(Path(root), "cat-file", "--batch", data="".join(b + "\n" for b in rest).encode())
+        texts.update(_parse_batch(raw or b"", rest))
+    if len(_kept) > MAX_PAIRS:
+        _kept.clear()
+    for old, new in todo:
+        a, b = texts.get(old), texts.get(new)
+        if a is None or b is None:
+            share = None
+        else:
+            la = Counter(x.strip() for x in a.splitlines() if x.strip())
+            lb = Counter(x.strip() for x in b.splitlines() if x.strip())
+            share = sum((la & lb).values()) / sum(la.values()) if la else 1.0
+        _kept[(old, new)] = out[(old, new)] = share
+    return out
+
+
+_objects: dict[str, Path | None] = {}
+
+
+def _loose(root: Path, blob: str) -> str | None:
+    """A loose blob's text read from the object store (None when packed or absent)."""
+    key = str(root)
+    if key not in _objects:
+        from .tree import _git_dir
+
+        gitdir = _git_dir(root)
+        common = None
+        if gitdir is not None:
+            try:
+                rel = (gitdir / "commondir").read_text().strip()
+                common = (gitdir / rel).resolve()
+            except OSError:
+                common = gitdir
+        _objects[key] = common / "objects" if common else None
+    folder = _objects[key]
+    if folder is None or len(blob) != 40:
+        return None
+    try:
+        data = zlib.decompress((folder / blob[:2] / blob[2:]).read_bytes())
+    except (OSError, zlib.error):
+        return None
+    head, _, body = data.partition(b"\0")
+    if not head.startswith(b"blob ") or len(body) > MAX_BLOB_BYTES:
+        return None
+    return body.decode("utf-8", "replace")
+
+
+def _parse_batch(raw: bytes, blobs: list[str]) -> dict[str, str]:
+    """``git cat-file --batch`` output -> blob id -> text (missing and big ones left out)."""
+    out: dict[str, str] = {}
+    i = 0
+    for blob in blobs:
+        nl = raw.find(b"\n", i)
+        if nl < 0:
+            break
+        head = raw[i:nl].split()
+        i = nl + 1
+        if len(head) != 3:  # "<id> missing"
+            continue
+        size = int(head[2])
+        if size <= MAX_BLOB_BYTES:
+            out[blob] = raw[i:i + size].decode("utf-8", "replace")
+        i += size + 1
+    return out
+
+
+def renames(root: str | Path, since: str | None, head: str,
+            max_commits: int = 5_000) -> list[tuple[str, str, str]]:
+    """The file renames git sees in the commits after ``since`` up to ``head`` (all of the
+    window without ``since``) -> [(old path, new path, commit time ISO)], oldest first."""
+    span = f"{since}..{head}" if since else head
+    raw = _git(Path(root), "log", "-M", "--diff-filter=R", "--name-status", "-z",
+               f"--max-count={max_commits}", "--format=%x00%x00%H %cI", span, timeout=60)
+    out: list[tuple[str, str, str]] = []
+    when = ""
+    tokens = (raw or b"").decode("utf-8", "surrogateescape").split("\0")
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i].strip("\n")
+        i += 1
+        if len(tok) > 41 and tok[40] == " " and all(c in "0123456789abcdef" for c in tok[:40]):
+            when = tok[41:]
+        elif tok.startswith("R") and i + 1 < len(tokens):
+            out.append((tokens[i], tokens[i + 1], when))
+            i += 2
+    out.reverse()
+    return out
