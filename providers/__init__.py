@@ -18,8 +18,6 @@ What each returned model can do is declared by the bases in ``base.py``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
@@ -86,19 +84,6 @@ def providers_for(role: str) -> list[str]:
     return names
 
 
-def _fingerprint(settings: Any) -> str:
-    # Secrets take part in the key (two keys, two clients) but only as a hash, never stored.
-    def plain(value: Any) -> Any:
-        if hasattr(value, "get_secret_value"):
-            return value.get_secret_value()
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        return value
-
-    raw = json.dumps(plain(settings.providers.model_dump()), sort_keys=True, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
 def _check(settings: Any, role: str, name: str) -> ModuleType:
     mod = load_provider(name)
     if not hasattr(mod, ROLES[role]):
@@ -116,7 +101,7 @@ _DECLARE = {"llm": lambda obj: obj, "embedder": as_embedder, "reranker": as_rera
 
 
 def _get(settings: Any, role: str, name: str) -> Any:
-    key = (role, _fingerprint(settings))
+    key = (role, settings.providers.fingerprint())  # secrets take part, only as a hash
     with _lock:
         if key not in _cache:
             made = getattr(_check(settings, role, name), ROLES[role])(settings)

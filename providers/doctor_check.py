@@ -68,17 +68,17 @@ async def _live(settings: Any) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _fused_status() -> tuple[str, str]:
+def _fused_status(settings: Any) -> tuple[str, str]:
     """The fused copies of the local ColBERT model and cross-encoder (``local_fuse.py``)."""
     from .local_fuse import status
-    from .onnx_runtime import model_dir
+    from .onnx_runtime import model_cache, model_dir
 
     try:
         sources = {name: model_dir(sub) / "model.onnx"
                    for name, sub in (("ColBERT", "colbert"), ("cross-encoder", "reranker_en"))}
     except Exception as exc:  # noqa: BLE001 - validate() reports missing model files
         return "warn", f"local model files: {exc}"
-    return status(sources)
+    return status(sources, model_cache(settings))
 
 
 def check(settings: Any, live: bool = False) -> list[Row]:
@@ -93,7 +93,7 @@ def check(settings: Any, live: bool = False) -> list[Row]:
     rows.append(Row("reranker", "ok", _describe(settings, "reranker", ps.reranker)
                     if ps.reranker else "none"))
     if (ps.embedder or "local") == "local" or ps.reranker == "local":
-        rows.append(Row("fused models", *_fused_status()))
+        rows.append(Row("fused models", *_fused_status(settings)))
     used = {ps.llm, ps.embedder, ps.reranker}
     for name, (env, section) in _KEYS.items():
         secret = getattr(ps, section).api_key

@@ -21,8 +21,8 @@ from typing import Any, Sequence
 from ..errors import ConfigError
 from .base import INLINE, InProcessEmbedder, PairScorer, as_texts
 from .local_fuse import fused
-from .onnx_runtime import (cache_dir, feeds, load_session, model_dir, run_each, shared_model,
-                           tokenizer, unit_rows)
+from .onnx_runtime import (ModelCache, feeds, load_session, model_cache, model_dir, run_each,
+                           shared_model, tokenizer, unit_rows)
 
 # The model used when settings say "default". The search issue measures quality and picks it.
 DEFAULT_EMBEDDING_MODEL = "answerai-colbert-small-v1"
@@ -46,9 +46,9 @@ class BgeEmbedder(InProcessEmbedder):
     dimension = 384
     query_prefix = ""  # bge's retrieval instruction is optional for v1.5; search may set it
 
-    def __init__(self, cache: Any = None) -> None:
+    def __init__(self, cache: ModelCache | None = None) -> None:
         path = model_dir("bge_small_en")
-        self.session = load_session(path, cache)
+        self.session = load_session(path, (cache or model_cache()).folder)
         self.tokenizer = tokenizer(path, 512)
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
@@ -98,9 +98,10 @@ class CrossEncoderReranker(PairScorer):
 
     name = "local/ms-marco-MiniLM-L-12-v2"
 
-    def __init__(self, cache: Any = None) -> None:
+    def __init__(self, cache: ModelCache | None = None) -> None:
         path = model_dir("reranker_en")
-        self.session = load_session(path, cache, prefer=fused(path / "model.onnx"))
+        cache = cache or model_cache()
+        self.session = load_session(path, cache.folder, prefer=fused(path / "model.onnx", cache))
         self.tokenizer = tokenizer(path, 512, pair=True)
 
     def score_sync(self, pairs: list[tuple[str, str]]) -> list[float]:
@@ -150,7 +151,7 @@ def make_embedder(settings: Any) -> InProcessEmbedder:
                     list(EMBEDDING_MODELS), "embedding model")
     if name == "wordllama":
         return shared_model(name, WordLlamaEmbedder)
-    bge = lambda: shared_model("bge-small-en-v1.5", lambda: BgeEmbedder(cache_dir(settings)))  # noqa: E731
+    bge = lambda: shared_model("bge-small-en-v1.5", lambda: BgeEmbedder(model_cache(settings)))  # noqa: E731
     if name == "answerai-colbert-small-v1":
         from .local_colbert import ColbertMeanEmbedder, shared_encoder
 
@@ -161,7 +162,7 @@ def make_embedder(settings: Any) -> InProcessEmbedder:
 def make_reranker(settings: Any) -> CrossEncoderReranker:
     """The local cross-encoder named by ``providers.local.reranker``."""
     _resolve(settings.providers.local.reranker, DEFAULT_RERANKER, RERANKERS, "reranker")
-    return shared_model("reranker", lambda: CrossEncoderReranker(cache_dir(settings)))
+    return shared_model("reranker", lambda: CrossEncoderReranker(model_cache(settings)))
 
 
 def validate(settings: Any, role: str) -> list[str]:

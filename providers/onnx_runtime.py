@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from ..errors import ConfigError
 
@@ -25,6 +25,7 @@ log = logging.getLogger("graphmem.providers")
 _models: dict[str, Any] = {}
 _lock = threading.RLock()  # re-entrant: a model factory may load the model it wraps
 _executor: tuple[int, Any] | None = None  # (pid that made it, executor)
+_chosen_cache: list[Any] = []  # the process's ModelCache, once settings chose one
 
 
 def model_dir(sub: str) -> Path:
@@ -38,19 +39,30 @@ def model_dir(sub: str) -> Path:
     return path
 
 
-def model_cache() -> Path:
-    """Where models built here live (fused copies, the MaxSim graph): shared by every
-    GRAPHMEM_HOME of the user."""
-    env = os.environ.get("GRAPHMEM_MODEL_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "graphmem"
+class ModelCache(NamedTuple):
+    """The one folder for model files built on this machine, shared by every home:
+    onnxruntime's optimised graphs, the fused copies (``local_fuse``), the MaxSim graph."""
+
+    folder: Path
+    fuse: bool = True  # False: no fused copies, the shipped files run as they are
 
 
-def cache_dir(settings: Any) -> Path:
-    """Where a home keeps onnxruntime's optimised copies of the shipped graphs."""
-    return Path(settings.home) / "models"
+def model_cache(settings: Any = None) -> ModelCache:
+    """The cache ``settings`` name (``providers.local.model_cache`` / ``fuse_models``). Models
+    are shared by the process (``shared_model``) and so is their cache: the first settings that
+    ask choose it for the calls that pass none (else the per-user default)."""
+    with _lock:
+        if settings is not None:
+            local = settings.providers.local
+            cache = ModelCache(Path(local.model_cache).expanduser(), bool(local.fuse_models))
+            if not _chosen_cache:
+                _chosen_cache.append(cache)
+            return cache
+        if _chosen_cache:
+            return _chosen_cache[0]
+    from ..config_sources import default_model_cache
+
+    return ModelCache(Path(default_model_cache()))
 
 
 def shared_model(key: str, factory: Callable[[], M]) -> M:
@@ -63,9 +75,10 @@ def shared_model(key: str, factory: Callable[[], M]) -> M:
 
 
 def forget_models() -> None:
-    """Drop every loaded model (tests; the next use loads again)."""
+    """Drop every loaded model and the chosen cache (tests; the next use loads again)."""
     with _lock:
         _models.clear()
+        _chosen_cache.clear()
 
 
 def session_options(ort: Any, optimise: bool) -> Any:

@@ -9,6 +9,11 @@ from pathlib import Path
 import pytest
 
 os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
+# graphiti-core calls python-dotenv's load_dotenv() when imported, which loads the first .env
+# found above its own folder (or the current one): a developer's .env would leak API keys and
+# GRAPHMEM_* values into the tests and their subprocesses. A .env named by GRAPHMEM_ENV_FILE is
+# still read (config_sources uses dotenv_values, which this switch does not affect).
+os.environ["PYTHON_DOTENV_DISABLED"] = "1"
 
 from graphmem.search_client import PREFIXES as _PREFIXES  # noqa: E402 - the variables settings read
 

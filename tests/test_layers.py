@@ -13,8 +13,8 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCES = {"graphmem": REPO / "src" / "graphmem", "graphmem.providers": REPO / "providers"}
 
 # The bottom layer: the types, the settings and small leaf utilities every layer may use.
-BOTTOM = {"graphmem.errors", "graphmem.models", "graphmem.settings", "graphmem.health",
-          "graphmem.lru", "graphmem._sync"}
+BOTTOM = {"graphmem.errors", "graphmem.models", "graphmem.settings", "graphmem.config_sources",
+          "graphmem.health", "graphmem.lru", "graphmem._sync"}
 
 # package -> the graphmem modules (and packages) its modules may import, besides its own.
 MAY_IMPORT: dict[str, set[str]] = {
@@ -24,6 +24,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.lru": set(),
     "graphmem._sync": set(),
     "graphmem.providers": BOTTOM,
+    # The settings and the types: only each other and the leaves.
+    "graphmem.config_sources": {"graphmem.errors"},  # stdlib only: the CLI's search client reads it
+    "graphmem.settings": BOTTOM,
+    "graphmem.models": BOTTOM,
+    "graphmem.sessions_input": BOTTOM,
+    "graphmem.display": set(),
     # Code recall is a pure ranking stage over hits and anchor records (issue 17).
     "graphmem.code.recall": BOTTOM | {"graphmem.code.anchors"},
     # Code memory (issue 17): git history, the LLM's supersession judgement and the context
@@ -34,8 +40,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
     # Session listing shares the home's database (``index.db``) and nothing else of index/.
     "graphmem.index.sessions": BOTTOM | {"graphmem.files", "graphmem.index.db"},
-    # Next steps of issue 16, one line each once their imports point one way (settings still
-    # imports search_client), e.g. "graphmem.settings": BOTTOM,
+    # Next steps of issue 16, one line each once their imports point one way, e.g.
     # "graphmem.graph": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
 }
 

@@ -58,3 +58,23 @@ def test_version_has_one_source():
     """pyproject reads the version from graphmem.__version__ (what ``--version`` prints)."""
     assert "version" not in PYPROJECT["project"] and "version" in PYPROJECT["project"]["dynamic"]
     assert SETUPTOOLS["dynamic"]["version"] == {"attr": "graphmem.__version__"}
+
+
+def test_every_library_the_code_imports_is_declared():
+    """A third-party import that is not in ``dependencies`` works only while another package
+    happens to pull it in (python-dotenv did, through graphiti-core)."""
+    import re
+    import sys
+    from importlib.metadata import packages_distributions
+
+    from test_layers import graph
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    declared = {norm(re.split(r"[<>=!~\[; ]", d)[0]) for d in PYPROJECT["project"]["dependencies"]}
+    owners = packages_distributions()
+    tops = {dep.split(".")[0] for deps in graph().values() for dep in deps}
+    foreign = sorted(t for t in tops if t and t != "graphmem" and t not in sys.stdlib_module_names)
+    missing = [t for t in foreign if not any(norm(d) in declared for d in owners.get(t, []))]
+    assert missing == [], f"imported but not declared in pyproject.toml: {missing}"

@@ -126,12 +126,13 @@ def test_validate_each_vendor_names_its_variables():
                    ["provider voyage needs VOYAGE_API_KEY",
                     "voyage embedder: the dimension of 'voyage-9' is unknown; set VOYAGE_EMBEDDING_DIM"]),
         "ollama-llm": ({"GRAPHITI_LLM_PROVIDER": "ollama"}, ["ollama LLM needs OLLAMA_LLM_MODEL"]),
-        "local": ({"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "e5-huge"},
-                  ["unknown local embedding model 'e5-huge'; known: default, answerai-colbert-small-v1, "
-                   "bge-small-en-v1.5, wordllama"]),
     }
     for label, (env, expected) in cases.items():
         assert providers.validate(Settings.load(env=env)) == expected, label
+    # An unknown local model is refused when the settings load, naming the variable.
+    with pytest.raises(ConfigError, match="GRAPHMEM_LOCAL_EMBEDDING_MODEL .*'default', "
+                       "'answerai-colbert-small-v1', 'bge-small-en-v1.5' or 'wordllama'"):
+        Settings.load(env={"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "e5-huge"})
 
 
 def test_reference_variable_names_configure_providers():

@@ -32,11 +32,10 @@ def _spec_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _memory(args: argparse.Namespace):
-    from .errors import NotFoundError
     from .memory import Memory
+    from .models import check_folders
 
-    if not args.spec_dir.is_dir():
-        raise NotFoundError(f"spec folder not found: {args.spec_dir}")
+    check_folders(spec=args.spec_dir)
     return Memory(args.spec_dir, args.project_dir)
 
 

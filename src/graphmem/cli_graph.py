@@ -94,11 +94,10 @@ def _outbox_specs(project_dir: Path | None) -> list[tuple[Path, Path]]:
 
 def _sync_all(args: argparse.Namespace) -> dict:
     """Replay every queued outbox of the home (or of ``--project-dir``)."""
-    from .errors import NotFoundError
     from .memory import Memory
+    from .models import check_folders
 
-    if args.project_dir is not None and not args.project_dir.is_dir():
-        raise NotFoundError(f"project folder not found: {args.project_dir}")
+    check_folders(project=args.project_dir)
     specs = []
     with status("replaying graph outboxes"):
         for spec, project in _outbox_specs(args.project_dir):

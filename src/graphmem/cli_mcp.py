@@ -36,7 +36,8 @@ def _mcp_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from .errors import NotFoundError, ValidationError
+    from .errors import ValidationError
+    from .models import check_folders
     from .settings import Settings
 
     if args.action == "token":
@@ -45,10 +46,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         raise ValidationError("only applies to `graphmem mcp token`", field="--rotate")
     # Cheap checks first: a bad option fails before the MCP SDK is imported.
     address = parse_http(args.http, args.allow_remote) if args.http else None
-    for option, folder in (("spec", args.spec_dir), ("project", args.project_dir),
-                           *(("root", r) for r in args.root)):
-        if folder is not None and not folder.is_dir():
-            raise NotFoundError(f"{option} folder not found: {folder}")
+    check_folders(spec=args.spec_dir, project=args.project_dir)
+    for root in args.root:
+        check_folders(root=root)
     import anyio
 
     from .mcp_server import build_server

@@ -25,12 +25,9 @@ def _where_args(p: argparse.ArgumentParser) -> None:
 
 
 def _check_where(args: argparse.Namespace) -> None:
-    from .errors import NotFoundError
+    from .models import check_folders
 
-    if args.spec_dir is not None and not args.spec_dir.is_dir():
-        raise NotFoundError(f"spec folder not found: {args.spec_dir}")
-    if args.project_dir is not None and not args.project_dir.is_dir():
-        raise NotFoundError(f"project folder not found: {args.project_dir}")
+    check_folders(spec=args.spec_dir, project=args.project_dir)
 
 
 def _open(args: argparse.Namespace):
@@ -100,11 +97,6 @@ def _start_server(cfg) -> None:
         spawn(cfg)
 
 
-# What rich reads from the environment to decide width and colours (see ``_render_remotely``).
-RICH_ENV = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "NO_COLOR", "FORCE_COLOR",
-            "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLORTERM", "TERM")
-
-
 def show_hits(rows: list[dict], console) -> None:
     """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
     Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
@@ -134,6 +126,8 @@ def _render_remotely(args: argparse.Namespace) -> dict | None:
     tool call): rich then depends only on these variables, and importing it would cost this
     process more than the search. A terminal's size and colours are left to this process."""
     import os
+
+    from .display import RICH_ENV
 
     if args.json or any(os.isatty(fd) for fd in (0, 1, 2)):
         return None
@@ -243,12 +237,11 @@ def _reindex_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
-    from .errors import NotFoundError
     from .memory import Memory
+    from .models import check_folders
 
     project = args.project_dir or Path.cwd()
-    if not project.is_dir():
-        raise NotFoundError(f"project folder not found: {project}")
+    check_folders(project=project)
     with Memory(None, project) as m, status(f"reindexing {project} (embeds what changed)"):
         counts = m.reindex()
     return _emit(args, counts, lambda c: print(

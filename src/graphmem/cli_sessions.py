@@ -11,13 +11,10 @@ from .cli import _console, _emit, _spec_args, command, deprecated_alias, escape,
 
 
 def _open(args: argparse.Namespace):
-    from .errors import NotFoundError
     from .memory import Memory
+    from .models import check_folders
 
-    if args.spec_dir is not None and not args.spec_dir.is_dir():
-        raise NotFoundError(f"spec folder not found: {args.spec_dir}")
-    if args.project_dir is not None and not args.project_dir.is_dir():
-        raise NotFoundError(f"project folder not found: {args.project_dir}")
+    check_folders(spec=args.spec_dir, project=args.project_dir)
     return Memory(args.spec_dir, args.project_dir or (None if args.spec_dir else Path.cwd()))
 
 

@@ -24,7 +24,8 @@ __all__ = [
 
 
 # The reference's functions take a folder per call; opening the index and models per call would
-# cost more than the write, so each (folder, settings) keeps one Memory for the process.
+# cost more than the write, so each (folder, settings) keeps one Memory for the process. The
+# settings part is a digest of every value, secrets included: two API keys, two Memory objects.
 _CACHE: dict[tuple[str, str], Memory] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -44,7 +45,7 @@ class _Borrowed:
 
 def _mem(spec_dir: Path) -> _Borrowed:
     settings = Settings.load()
-    key = (str(Path(spec_dir).resolve()), settings.model_dump_json())
+    key = (str(Path(spec_dir).resolve()), settings.fingerprint())
     with _CACHE_LOCK:
         memory = _CACHE.get(key)
         if memory is None:

@@ -12,10 +12,13 @@
      └── NotFoundError       an unknown session, item or project
 
 The CLI turns any of these into one line on stderr and a non-zero exit; the MCP server turns
-them into tool errors. Foreign exceptions are translated once, at the boundary that meets them.
+them into tool errors. Foreign exceptions are translated once, at the boundary that meets them;
+``first_problem`` words a pydantic error for all of them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class GraphmemError(Exception):
@@ -73,3 +76,16 @@ class NotFoundError(GraphmemError, LookupError):
     """An unknown session, item or project."""
 
     exit_code = 4
+
+
+def first_problem(exc: Any, skip: int = 0) -> tuple[tuple[str, ...], str]:
+    """The first problem of a pydantic ``ValidationError``, worded as graphmem words errors:
+    its location as names (the first ``skip`` dropped, ``__root__`` left out) and its message
+    without pydantic's "Value error, " prefix, saying how many more problems there were."""
+    errors = exc.errors()
+    err = errors[0] if errors else {}
+    loc = tuple(str(p) for p in list(err.get("loc", ()))[skip:] if p != "__root__")
+    msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+    if len(errors) > 1:
+        msg += f" (and {len(errors) - 1} more problem(s))"
+    return loc, msg

@@ -11,14 +11,13 @@ consolidation show that count instead of thousands of copies.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 from .insight_shapes import Entry, entries as shape_entries, retry_key, session_facts
-from .models import MemoryItem, normalise, parse_iso
+from .models import MemoryItem, hash_id, normalise, parse_iso
 
 
 def entry_id(project: str, spec: str, e: Entry, subtask: str | None = None) -> str:
@@ -34,8 +33,7 @@ class _Ids:
         self.memo: dict[tuple, str] = {}
 
     def _hash(self, *parts: str) -> str:
-        text = self.prefix + "\x1f".join(normalise(p) for p in parts)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+        return hash_id(self.prefix + "\x1f".join(normalise(p) for p in parts))
 
     def of(self, e: Entry, subtask: str | None) -> str:
         key = (e.kind, e.field, e.text, e.path, subtask if e.kind == "insight" else None)

@@ -19,10 +19,10 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from .errors import GraphmemError, NotFoundError, ValidationError
+from .errors import GraphmemError, ValidationError, first_problem
 from .identity import resolve_project
 from .memory import AsyncMemory
-from .models import Kind, SessionInsights
+from .models import Kind, SessionInsights, check_folders
 from .settings import Settings
 
 log = logging.getLogger("graphmem.mcp")
@@ -114,10 +114,7 @@ class MemoryPool:
         if spec is None and project is None:
             raise ValidationError("no spec folder: pass spec_dir (or project_dir for project-wide "
                                   "reads), or start the server with --spec-dir", field="spec_dir")
-        if spec is not None and not spec.is_dir():
-            raise NotFoundError(f"spec folder not found: {spec}")
-        if project is not None and not project.is_dir():
-            raise NotFoundError(f"project folder not found: {project}")
+        check_folders(spec=spec, project=project)
         key = (str(spec.resolve()) if spec else None, str(project.resolve()) if project else None)
         mem = self._memories.get(key)
         if mem is None:
@@ -145,11 +142,8 @@ def _fail(exc: GraphmemError) -> ToolError:
 
 def _arguments_message(exc: pydantic.ValidationError) -> str:
     """The first schema problem, worded like ``models.parse``: ``field: problem``."""
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-    more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-    msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
-    return f"graphmem: error: {field}: {msg}{more}"
+    loc, msg = first_problem(exc)
+    return f"graphmem: error: {'.'.join(loc) or 'arguments'}: {msg}"
 
 
 class GraphmemMCPServer(MCPServer):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import re
 import unicodedata
 from datetime import datetime, timezone
@@ -12,7 +14,7 @@ from typing import Any, Literal, TypeVar
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import ValidationError
+from .errors import NotFoundError, ValidationError, first_problem
 
 Kind = Literal["insight", "file", "pattern", "gotcha", "turn", "step", "fact"]
 KINDS: tuple[str, ...] = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")
@@ -24,7 +26,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_DEPTH = 100  # nesting levels a JSON value (insight extras, metadata, payload) may have
 
 
-def _no_nul(value: str, what: str = "text") -> str:
+def no_nul(value: str, what: str = "text") -> str:
+    """Refuse a NUL byte and a lone surrogate: the files cannot hold them."""
     if "\x00" in value:
         raise ValueError(f"{what} contains a NUL byte")
     return no_surrogate(value, what)
@@ -87,7 +90,7 @@ def check_json(value: Any, field: str, max_depth: int = MAX_DEPTH) -> Any:
 
 def check_relative_path(path: str) -> str:
     """Refuse absolute paths and paths that climb out of their folder with ``..``."""
-    _no_nul(path, "path")
+    no_nul(path, "path")
     if not path.strip():
         raise ValueError("path is empty")
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
@@ -103,6 +106,14 @@ def check_relative_path(path: str) -> str:
     return path
 
 
+def check_folders(**folders: Any) -> None:
+    """Before a ``Memory`` opens: each named folder given (``spec=``, ``project=``, ``root=``)
+    must exist, else a NotFoundError says which (``spec folder not found: PATH``)."""
+    for what, folder in folders.items():
+        if folder is not None and not os.path.isdir(folder):
+            raise NotFoundError(f"{what} folder not found: {folder}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, str_strip_whitespace=False)
 
@@ -110,7 +121,7 @@ class _Strict(BaseModel):
 def _no_nul_in(value: Any, depth: int = 0) -> Any:
     """Refuse a NUL byte in any string of a JSON value (keys too)."""
     if isinstance(value, str):
-        _no_nul(value)
+        no_nul(value)
     elif isinstance(value, list) and depth < 32:
         for v in value:
             _no_nul_in(v, depth + 1)
@@ -197,14 +208,14 @@ class Discoveries(_Strict):
     def _paths(cls, v: dict[str, str]) -> dict[str, str]:
         for path, purpose in v.items():
             check_relative_path(path)
-            _no_nul(purpose, f"purpose of {path!r}")
+            no_nul(purpose, f"purpose of {path!r}")
         return v
 
     @field_validator("patterns_found", "gotchas_encountered")
     @classmethod
     def _texts(cls, v: list[str]) -> list[str]:
         for s in v:
-            _no_nul(s)
+            no_nul(s)
         return v
 
 
@@ -226,7 +237,7 @@ class SessionInsights(_Strict):
     @classmethod
     def _texts(cls, v: list[str]) -> list[str]:
         for s in v:
-            _no_nul(s)
+            no_nul(s)
         return v
 
 
@@ -250,7 +261,7 @@ class Note(BaseModel):
     @field_validator("text")
     @classmethod
     def _clean(cls, v: str) -> str:
-        _no_nul(v)
+        no_nul(v)
         v = _LINE_BREAKS.sub(" ", v)
         if not v.strip():
             raise ValueError("is empty")
@@ -271,7 +282,7 @@ class CodebaseMap(BaseModel):
             if path == "_metadata":
                 raise ValueError("'_metadata' is reserved")
             check_relative_path(path)
-            _no_nul(purpose, f"purpose of {path!r}")
+            no_nul(purpose, f"purpose of {path!r}")
         return v
 
 
@@ -283,14 +294,8 @@ def parse(model: type[M], data: Any, what: str, wrapped: bool = False) -> M:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        parts = list(err.get("loc", ()))[1:] if wrapped else list(err.get("loc", ()))
-        loc = ".".join(str(p) for p in parts if p != "__root__")
-        field = f"{what}.{loc}" if loc else what
-        msg = err.get("msg", "is invalid")
-        msg = msg.removeprefix("Value error, ")
-        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-        raise ValidationError(f"{msg}{more}", field=field) from None
+        loc, msg = first_problem(exc, skip=1 if wrapped else 0)
+        raise ValidationError(msg, field=".".join((what, *loc))) from None
 
 
 def normalise(text: str) -> str:
@@ -298,21 +303,53 @@ def normalise(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def hash_id(*parts: str) -> str:
+    """The one id hash: 24 hex digits of the SHA-256 of ``parts`` joined by US (0x1f); stored
+    in files, the index and the graph, so it never changes."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
 def stable_id(*parts: str) -> str:
     """A short, stable id from an item's scope and normalised content."""
-    h = hashlib.sha256("\x1f".join(normalise(p) for p in parts).encode("utf-8"))
-    return h.hexdigest()[:24]
+    return hash_id(*(normalise(p) for p in parts))
+
+
+# graphmem's one rule for a time without a zone, in files and in calls alike: it is UTC (the
+# files are shared between machines, whose local zones differ).
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def parse_iso(value: Any) -> datetime | None:
-    """An ISO 8601 time as a UTC-aware datetime (naive means UTC); None when it is not one."""
+    """An ISO 8601 time as an aware datetime (naive means UTC); None when it is not one."""
     if not isinstance(value, str):
         return None
     try:
-        t = datetime.fromisoformat(value)
+        return _aware(datetime.fromisoformat(value))
     except ValueError:
         return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def to_time(value: Any, field: str = "at") -> datetime:
+    """A time as a caller gives it (datetime, epoch seconds or ISO text; naive means UTC) ->
+    an aware UTC datetime; None -> now. A ValidationError names ``field``."""
+    if value is None:
+        return utcnow()
+    if isinstance(value, datetime):
+        t = _aware(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value) or not 0 <= value < 1e11:
+            raise ValidationError("must be epoch seconds between 1970 and year 5000", field=field)
+        t = datetime.fromtimestamp(value, timezone.utc)
+    elif isinstance(value, str):
+        t = parse_iso(value)
+        if t is None:
+            raise ValidationError("must be a datetime, epoch seconds or ISO 8601 text",
+                                  field=field)
+    else:
+        raise ValidationError(f"must be a datetime or epoch seconds, got {type(value).__name__}",
+                              field=field)
+    return t.astimezone(timezone.utc)
 
 
 def utcnow() -> datetime:

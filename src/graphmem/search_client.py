@@ -24,13 +24,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .config_sources import DEFAULT_IDLE, default_home, raw_settings, read_sources
+from .config_sources import SEARCH_SERVER_MODES as MODES
+from .errors import ConfigError
+
 # Environment variables that can change what a search returns (the settings' names and the
 # vendors'); the server's own controls cannot, so they do not split servers.
 PREFIXES = ("GRAPHMEM_", "GRAPHITI_", "OPENAI_", "ANTHROPIC_", "VOYAGE_", "AZURE_OPENAI_",
             "OLLAMA_", "FALKORDB_")
 CONTROLS = ("GRAPHMEM_SEARCH_SERVER", "GRAPHMEM_SEARCH_SERVER_IDLE")
-MODES = ("auto", "off")  # settings.SearchServerSettings.mode takes its values from here
-DEFAULT_IDLE = 900.0  # seconds without a request before the server exits
 SPAWN_BACKOFF = 120.0  # seconds: a server that failed to start is not retried sooner
 
 
@@ -49,47 +51,25 @@ class ServerConfig:
 
 
 def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> ServerConfig | None:
-    """The server config as ``Settings.load`` would resolve it, without loading pydantic.
+    """The server config as ``Settings.load`` resolves it (the same sources, read by
+    ``config_sources``), without loading pydantic.
 
     None when the sources cannot be read or a value is invalid: the caller then runs in-process,
     where ``Settings.load`` reports the problem with the field's name.
     """
     env = dict(os.environ if env is None else env)
     cwd = cwd or os.getcwd()
-    material: dict[str, Any] = {}
-    data: dict[str, Any] = {}
-    cfg = env.get("GRAPHMEM_CONFIG")  # the same precedence as Settings.load
-    if cfg is None and os.path.isfile(os.path.join(cwd, "graphmem.toml")):
-        cfg = "graphmem.toml"
-    if cfg:
-        path = os.path.realpath(os.path.join(cwd, cfg))
-        try:
-            raw = Path(path).read_bytes()
-            import tomllib
-
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (OSError, ValueError):
-            return None
-        material["config"] = [path, _digest(raw)]
-    merged = env
-    dotenv = env.get("GRAPHMEM_ENV_FILE")
-    if dotenv:
-        path = os.path.realpath(os.path.join(cwd, dotenv))
-        try:
-            raw = Path(path).read_bytes()
-            from dotenv import dotenv_values
-
-            merged = {k: v for k, v in dotenv_values(path).items() if v is not None}
-        except (OSError, ValueError, ImportError):
-            return None
-        merged.update(env)
-        material["env_file"] = [path, _digest(raw)]
+    try:
+        sources = read_sources(env, cwd=cwd)
+        data = raw_settings(sources)
+    except ConfigError:
+        return None
     section = data.get("search_server", {})
     if not isinstance(section, dict):
         return None
-    home = merged.get("GRAPHMEM_HOME") or data.get("home")
-    mode = merged.get("GRAPHMEM_SEARCH_SERVER") or section.get("mode", "auto")
-    idle = merged.get("GRAPHMEM_SEARCH_SERVER_IDLE") or section.get("idle", DEFAULT_IDLE)
+    home = data.get("home")
+    mode = section.get("mode", "auto")
+    idle = section.get("idle", DEFAULT_IDLE)
     try:
         idle = float(idle)
     except (TypeError, ValueError):
@@ -99,17 +79,11 @@ def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> 
     if home is None:
         home = default_home()
     home = os.path.realpath(os.path.join(cwd, home))
+    material: dict[str, Any] = dict(sources.files)
     material.update(home=home, code=code_stamp(), env=sorted(
         (k, v) for k, v in env.items() if k.startswith(PREFIXES) and k not in CONTROLS))
     key = _digest(json.dumps(material, sort_keys=True).encode("utf-8"))
     return ServerConfig(home, mode, idle, key)
-
-
-def default_home() -> str:
-    """Per-user data folder for the index, the embedded FalkorDB and the project registry."""
-    from platformdirs import user_data_dir
-
-    return user_data_dir("graphmem", appauthor=False)
 
 
 def _digest(raw: bytes) -> str:

@@ -86,15 +86,14 @@ def _code_files() -> dict[str, int]:
 
 
 def _path(value: Any, field: str) -> str | None:
-    from .errors import NotFoundError, ValidationError
+    from .errors import ValidationError
+    from .models import check_folders
 
     if value is None:
         return None
     if not isinstance(value, str) or not os.path.isabs(value) or "\x00" in value:
         raise ValidationError("must be an absolute folder path", field=field)
-    if not os.path.isdir(value):
-        what = "spec" if field == "spec_dir" else "project"
-        raise NotFoundError(f"{what} folder not found: {value}")
+    check_folders(**{field.removesuffix("_dir"): value})
     return value
 
 
@@ -147,15 +146,14 @@ def _render(rows: list[dict], render: Any) -> str | None:
         return None
     import io
 
-    from .cli_search import RICH_ENV, show_hits
+    from .cli_search import show_hits
+    from .display import RICH_ENV, console_for
 
     env = {k: v for k, v in render["env"].items() if k in RICH_ENV and isinstance(v, str)}
+    buf = io.StringIO()
     try:
-        from rich.console import Console
-
-        buf = io.StringIO()
-        show_hits(rows, Console(file=buf, _environ=env))  # no terminal here, as at the client
-    except Exception:  # e.g. a rich without ``_environ``: the client renders
+        show_hits(rows, console_for(env, buf))  # no terminal here, as at the client
+    except Exception:  # noqa: BLE001 - the client then renders the rows itself
         return None
     return buf.getvalue()
 

@@ -28,10 +28,10 @@ from .errors import StorageError, ValidationError
 from .identity import Project
 from .files.episodes import (STEPS, TURNS, Appended, EpisodeStore, check_session_id, iso,
                              step_item, summary_item, turn_item)
-from .models import _SURROGATE, MemoryItem, SaveReport, utcnow
+from .models import _SURROGATE, MemoryItem, SaveReport, to_time, utcnow
 from .search import register_item_source
 from .sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
-                             to_time, validate)
+                             validate)
 from .sessions_state import (MAX_TURNS_PER_CALL, _TURN_KEYS, _EpisodeState, _new_id,
                              _refuse_ended)
 

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import math
-from datetime import datetime, timezone
 from typing import Any
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import ValidationError
-from .models import check_json, no_surrogate, utcnow
+from .errors import ValidationError, first_problem
+from .models import check_json, no_nul
 
 
 def text_ok(v: str, what: str = "text") -> str:
-    if "\x00" in v:
-        raise ValueError(f"{what} contains a NUL byte")
-    no_surrogate(v, what)
+    """Text a file can hold (no NUL, no lone surrogate) that is not blank."""
+    no_nul(v, what)
     if not v.strip():
         raise ValueError("is empty")
     return v
@@ -74,39 +71,14 @@ def validate(model: type[BaseModel], data: dict) -> Any:
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err.get("loc", ())) or model.__name__
-        msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
-        raise ValidationError(msg, field=field) from None
+        loc, msg = first_problem(exc)
+        raise ValidationError(msg, field=".".join(loc) or model.__name__) from None
 
 
 def json_value(value: Any, field: str) -> Any:
     """Refuse what JSON cannot hold (NaN, sets, objects, lone surrogates, deep nesting) before
     anything is written; the error names where (``metadata.a[2]``)."""
     return check_json(value, field)
-
-
-def to_time(value: Any, field: str = "at") -> datetime:
-    """``at`` as given by a caller (datetime, epoch seconds or ISO text) -> aware UTC datetime."""
-    if value is None:
-        return utcnow()
-    if isinstance(value, datetime):
-        t = value if value.tzinfo else value.astimezone()  # naive means local time, as in Python
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value) or not 0 <= value < 1e11:
-            raise ValidationError("must be epoch seconds between 1970 and year 5000", field=field)
-        t = datetime.fromtimestamp(value, timezone.utc)
-    elif isinstance(value, str):
-        try:
-            t = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValidationError("must be a datetime, epoch seconds or ISO 8601 text",
-                                  field=field) from None
-        t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-    else:
-        raise ValidationError(f"must be a datetime or epoch seconds, got {type(value).__name__}",
-                              field=field)
-    return t.astimezone(timezone.utc)
 
 
 def check_limit(value: Any, field: str = "limit", top: int = 100_000) -> int:

@@ -2,43 +2,91 @@
 
 Sources, lowest to highest priority: defaults, ``graphmem.toml`` (``GRAPHMEM_CONFIG`` or
 ``./graphmem.toml``), a ``.env`` file the user names (``GRAPHMEM_ENV_FILE`` or ``env_file=``),
-then the process environment. Nothing is read at import time, and no ``.env`` is picked up
-unless named. The reference memory's variable names keep working (see ``ENV_NAMES``).
+then the process environment, all read into one tree by ``config_sources`` (which the CLI's
+search client shares). Nothing is read at import time, and no ``.env`` is picked up unless named.
+The reference memory's variable names keep working (``ENV_NAMES``). Every enumerated setting is
+a ``Literal``: a bad value fails at load, naming the variable. The README's configuration table
+is generated from this module (``env_table``).
+
+pydantic-settings is not used: half the variables are the reference's and the vendors' names
+mapped into a nested tree, and the CLI's search client must resolve the same sources without
+importing pydantic at all.
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
+import hashlib
+import json
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, get_args, get_origin
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from . import search_client
-from .errors import ConfigError
+from .config_sources import (DEFAULT_IDLE, ENV_NAMES, SEARCH_SERVER_MODES, default_home,
+                             default_model_cache, put, raw_settings, read_sources)
+from .errors import ConfigError, first_problem
+
+GraphMode = Literal["on", "off", "auto"]
+LocalEmbeddingModel = Literal["default", "answerai-colbert-small-v1", "bge-small-en-v1.5",
+                              "wordllama"]
+LocalReranker = Literal["default", "ms-marco-MiniLM-L-12-v2"]
+LateInteraction = Literal["default", "answerai-colbert-small-v1", "off"]
+LateSearch = Literal["auto", "rerank", "all"]
+SearchServerMode = Literal[SEARCH_SERVER_MODES]
+
+
+def _shown(default: str | None = None, values: str | None = None) -> dict[str, str]:
+    """How the README's table shows a field whose default or values the type cannot say."""
+    return {k: v for k, v in (("shown_default", default), ("shown_values", values)) if v}
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    def fingerprint(self) -> str:
+        """A digest of every value, secrets included (two API keys, two digests); the secrets
+        take part only through the hash, never stored or shown."""
+        def plain(value: Any) -> Any:
+            if isinstance(value, SecretStr):
+                return value.get_secret_value()
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            return value
+
+        raw = json.dumps(plain(self.model_dump()), sort_keys=True, default=str)
+        return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
 
 class GraphSettings(_Section):
     """The knowledge graph and its FalkorDB."""
 
-    mode: Literal["on", "off", "auto"] = "off"
-    falkordb_url: str | None = None  # external server; when unset the embedded one is started
-    falkordb_host: str | None = None
-    falkordb_port: int | None = None
-    falkordb_password: SecretStr | None = None
-    timeout: float = 10.0  # seconds for one graph write before it is queued
-    search_deadline: float = 2.0  # seconds before search falls back to the local index
-    start_timeout: float = 15.0
-    # seconds a running server has to answer a ping (connect included): a stopped or hung one
-    # costs this once, then the circuit breaker skips the graph for ``retry_after``
-    connect_timeout: float = Field(default=1.5, gt=0)
-    retry_after: float = 30.0  # seconds before a failed graph server is tried again
+    mode: GraphMode = Field("off", description=(
+        "the knowledge graph (Graphiti on FalkorDB); `auto`: used when its server can be reached, "
+        "else the local index alone; `GRAPHITI_ENABLED` (the reference's name) takes `true` for "
+        "`on`, anything else for `off`"))
+    falkordb_url: str | None = Field(None, description="use an external FalkorDB; nothing is "
+                                     "started", json_schema_extra=_shown(
+                                         "embedded server",
+                                         "`redis://[:PASSWORD@]HOST[:PORT]`, `rediss://...`, "
+                                         "`unix:///PATH`"))
+    falkordb_host: str | None = Field(None, description="the reference's way to name an "
+                                      "external FalkorDB (with the port and password below)",
+                                      json_schema_extra=_shown(values="host name"))
+    falkordb_port: int | None = Field(None, description="its port",
+                                      json_schema_extra=_shown(values="1-65535"))
+    falkordb_password: SecretStr | None = Field(None, description="its password")
+    timeout: float = Field(10.0, description="seconds a graph write may take before it "
+                           "is queued in the outbox")
+    search_deadline: float = Field(2.0, description="seconds before a graph search falls "
+                                   "back to the local index")
+    start_timeout: float = Field(15.0)  # seconds the embedded server has to start
+    connect_timeout: float = Field(1.5, gt=0, description=(
+        "seconds a running FalkorDB has to answer a ping; one that does not (stopped, hung) "
+        "trips a breaker shared by the home's processes: for 30 s writes go to the outbox and "
+        "searches use the local index (one-line notice), the server is neither waited for nor "
+        "replaced; `graphmem sync` retries at once"))
+    retry_after: float = Field(30.0)  # seconds before a failed graph server is tried again
 
     @field_validator("falkordb_url")
     @classmethod
@@ -90,60 +138,96 @@ def check_falkordb_url(url: str) -> str:
     return url
 
 
+_DIM = "vector size, when the model's is not known"
+
+
 class OpenAISettings(_Section):
-    api_key: SecretStr | None = None
-    base_url: str = "https://api.openai.com/v1"
-    model: str = "gpt-4o-mini"
-    embedding_model: str = "text-embedding-3-small"
-    embedding_dim: int | None = None
+    api_key: SecretStr | None = Field(None, description="OpenAI API key")
+    base_url: str = Field("https://api.openai.com/v1", description="OpenAI-compatible endpoint")
+    model: str = Field("gpt-4o-mini", description="chat model")
+    embedding_model: str = Field("text-embedding-3-small", description="embedding model")
+    embedding_dim: int | None = Field(None, description=_DIM)
 
 
 class AnthropicSettings(_Section):
-    api_key: SecretStr | None = None
-    base_url: str = "https://api.anthropic.com"
-    model: str = "claude-3-5-haiku-latest"
+    api_key: SecretStr | None = Field(None, description="Anthropic API key")
+    base_url: str = Field("https://api.anthropic.com", description="Anthropic endpoint")
+    model: str = Field("claude-3-5-haiku-latest", description="chat model")
 
 
 class AzureOpenAISettings(_Section):
-    api_key: SecretStr | None = None
-    base_url: str | None = None
-    api_version: str = "2024-10-21"
-    llm_deployment: str | None = None
-    embedding_deployment: str | None = None
-    embedding_dim: int | None = None
+    api_key: SecretStr | None = Field(None, description="Azure OpenAI API key")
+    base_url: str | None = Field(None, description="the resource's endpoint")
+    api_version: str = Field("2024-10-21", description="API version")
+    llm_deployment: str | None = Field(None, description="chat deployment")
+    embedding_deployment: str | None = Field(None, description="embedding deployment")
+    embedding_dim: int | None = Field(None, description=_DIM)
 
 
 class VoyageSettings(_Section):
-    api_key: SecretStr | None = None
-    base_url: str = "https://api.voyageai.com/v1"
-    embedding_model: str = "voyage-3"
-    embedding_dim: int | None = None
+    api_key: SecretStr | None = Field(None, description="Voyage AI API key")
+    base_url: str = Field("https://api.voyageai.com/v1", description="Voyage endpoint")
+    embedding_model: str = Field("voyage-3", description="embedding model")
+    embedding_dim: int | None = Field(None, description=_DIM)
 
 
 class OllamaSettings(_Section):
-    base_url: str = "http://localhost:11434"
-    llm_model: str | None = None
-    embedding_model: str | None = None
-    embedding_dim: int | None = None
+    base_url: str = Field("http://localhost:11434", description="Ollama server")
+    llm_model: str | None = Field(None, description="chat model")
+    embedding_model: str | None = Field(None, description="embedding model")
+    embedding_dim: int | None = Field(None, description=_DIM)
 
 
 class LocalSettings(_Section):
-    embedding_model: str = "default"
-    reranker: str = "default"
-    late_interaction: str = "default"  # ColBERT second stage of the local index; "off" skips it
-    late_search: str = "auto"  # searches that use that stage: "auto", "rerank" (rerank=True), "all"
+    """The offline models shipped in the wheels."""
+
+    embedding_model: LocalEmbeddingModel = Field("default", description=(
+        "`answerai-colbert-small-v1` (the default; 384-d: the mean of its ColBERT token vectors, "
+        "so one model pass gives a text its vector and its token vectors), `bge-small-en-v1.5` "
+        "(384-d ONNX) or `wordllama` (256-d static)"))
+    reranker: LocalReranker = Field("default", description="the cross-encoder `rerank=True` "
+                                    "and `GRAPHMEM_RERANKER=local` use")
+    late_interaction: LateInteraction = Field("default", description=(
+        "`default`: the local index stores ColBERT (answerai-colbert-small) token vectors, about "
+        "10 KB per item (from the embedder's own pass with the default model, one more pass "
+        "with another); `off`: none"))
+    late_search: LateSearch = Field("auto", description=(
+        "which searches re-score their top 24 (40 with `rerank=True`) with those vectors: "
+        "`auto` (every search when the embedder is the ColBERT model, else only `rerank=True`), "
+        "`rerank` or `all`"))
+    model_cache: Path = Field(default_factory=lambda: Path(default_model_cache()), description=(
+        "the one folder for model files built on this machine, shared by every home: "
+        "onnxruntime's optimised graphs, the fused copies of the ColBERT model and the "
+        "cross-encoder (built once from the shipped int8 files, about 10 s and 33 MB each, "
+        "they run a query about 20% faster) and the MaxSim graph"),
+        json_schema_extra=_shown("`$XDG_CACHE_HOME/graphmem` or `~/.cache/graphmem`"))
+    fuse_models: bool = Field(True, description="`false`: run the shipped model files as they "
+                              "are (no fused copies)")
+
+    @field_validator("late_interaction", "late_search", mode="before")
+    @classmethod
+    def _any_case(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
 
 
 class ProviderSettings(_Section):
     """Which LLM and embedder to use, and each vendor's options."""
 
-    llm: str | None = None  # None: no LLM (structured writes and deterministic summaries only)
-    embedder: str = "local"
-    reranker: str | None = None  # "local": the bundled cross-encoder; None: no re-ranking
+    llm: str | None = Field(None, description=(
+        "the LLM (consolidation, graph extraction): `openai`, `anthropic`, `azure_openai`, "
+        "`ollama` or a plug-in's name; unset: structured writes and deterministic summaries only"),
+        json_schema_extra=_shown("none", "provider name"))
+    embedder: str = Field("local", description=(
+        "`local`, `openai`, `voyage`, `azure_openai`, `ollama` or a plug-in's name"),
+        json_schema_extra=_shown(values="provider name"))
+    reranker: str | None = Field(None, description=(
+        "`local` (ms-marco-MiniLM-L-12 cross-encoder) for every search; unset: only "
+        "`rerank=True` searches re-rank, with the local one"),
+        json_schema_extra=_shown("none", "provider name"))
     timeout: float = 30.0
     max_retries: int = 4
     max_retry_seconds: float = 60.0
-    retry_backoff: float = 0.5  # first back-off in seconds; doubles per try, with jitter
+    retry_backoff: float = 0.5  # first back-off in seconds; doubles per try, jitter
     concurrency: int = 4
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
@@ -153,33 +237,30 @@ class ProviderSettings(_Section):
     local: LocalSettings = Field(default_factory=LocalSettings)
 
 
-def default_home() -> Path:
-    """Per-user data folder for the index, the embedded FalkorDB and the project registry."""
-    return Path(search_client.default_home())  # one definition: the CLI's client needs it too
-
-
 class EpisodeSettings(_Section):
     """Episodic session files."""
 
-    # True: every turn is fdatasync'ed before record_turn returns (survives a power cut).
     # False: written with one write(2) but not synced (survives a crash of the process, as
-    # SQLite's WAL with synchronous=NORMAL does); much faster on slow disks.
-    fsync: bool = True
+    # SQLite's WAL with synchronous=NORMAL does, not a power cut); much faster on slow disks.
+    fsync: bool = Field(True, description="fsync every recorded turn/step batch")
 
 
 class IndexSettings(_Section):
     """The local index (``GRAPHMEM_HOME/index.sqlite3``)."""
 
-    # seconds a write waits for another process's write lock before it gives up; the write is
-    # then reported ``index: failed`` and replayed from its journal entry (``index/journal.py``)
-    busy_timeout: float = Field(default=30.0, gt=0)
+    busy_timeout: float = Field(30.0, gt=0, description=(
+        "seconds an index write waits for another process's write lock; past it the write says "
+        "`index: failed` and is replayed from its journal entry"))
 
 
 class TeamSettings(_Section):
     """Who and where writes come from, recorded on every item sent to a shared graph."""
 
-    author: str | None = None  # None: git's user.email in the project, else the login name
-    host: str | None = None  # None: this machine's hostname
+    author: str | None = Field(None, description="who wrote an item, recorded with it when the "
+                               "graph is on", json_schema_extra=_shown(
+                                   "git's `user.email`, else the login name", "one line of text"))
+    host: str | None = Field(None, description="which machine wrote it",
+                             json_schema_extra=_shown("the hostname", "one line of text"))
 
     @pydantic.field_validator("author", "host")
     @classmethod
@@ -193,17 +274,24 @@ class TeamSettings(_Section):
 class SearchServerSettings(_Section):
     """The warm search server that ``graphmem search`` and ``context`` start and then ask."""
 
-    mode: Literal[search_client.MODES] = "auto"  # off: every CLI search loads the models itself
-    idle: float = Field(default=search_client.DEFAULT_IDLE, gt=0)  # seconds without a request before it exits
+    mode: SearchServerMode = Field("auto", description=(
+        "`auto`: `graphmem search`/`context` ask a warm search server and start one when none "
+        "runs; `off`: every call loads the models itself"))
+    idle: float = Field(DEFAULT_IDLE, gt=0, description="seconds without a request before that "
+                        "server exits")
 
 
 class Settings(_Section):
     """The settings root."""
 
-    home: Path = Field(default_factory=default_home)
-    project_id: str | None = None  # names every project of this process (see ``identity``)
-    redact: bool = True
-    max_item_bytes: int = Field(default=1_000_000, ge=1)
+    home: Path = Field(default_factory=lambda: Path(default_home()), description=(
+        "index, embedded FalkorDB data, project registry"),
+        json_schema_extra=_shown("per-user data folder"))
+    project_id: str | None = Field(None, description="the project key of every project this "
+                                   "process opens (see Project identity)",
+                                   json_schema_extra=_shown("from the repository"))
+    redact: bool = Field(True, description="redact secrets before writing")
+    max_item_bytes: int = Field(1_000_000, ge=1, description="largest accepted item")
     graph: GraphSettings = Field(default_factory=GraphSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
@@ -214,107 +302,82 @@ class Settings(_Section):
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
              config_file: str | Path | None = None, **overrides: Any) -> "Settings":
-        """Read settings from a TOML file, a named ``.env`` and the environment, in that order."""
-        environ = dict(os.environ if env is None else env)
-        data: dict[str, Any] = {}
-        cfg = config_file or environ.get("GRAPHMEM_CONFIG")
-        if cfg is None and Path("graphmem.toml").is_file():
-            cfg = "graphmem.toml"
-        if cfg:
-            try:
-                data = tomllib.loads(Path(cfg).read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError) as exc:
-                raise ConfigError(f"cannot read config file {cfg}: {exc}") from None
-        dotenv = env_file or environ.get("GRAPHMEM_ENV_FILE")
-        merged: dict[str, str] = {}
-        if dotenv:
-            from dotenv import dotenv_values
-
-            if not Path(dotenv).is_file():
-                raise ConfigError(f"env file {dotenv} does not exist")
-            merged.update({k: v for k, v in dotenv_values(dotenv).items() if v is not None})
-        merged.update(environ)
-        for name, path in ENV_NAMES.items():
-            if name in merged and merged[name] != "":
-                _put(data, path, _coerce(name, merged[name]))
+        """Read settings from a TOML file, a named ``.env`` and the environment, in that order;
+        a bad value is a ConfigError naming the variable that set it."""
+        sources = read_sources(env, env_file, config_file)
+        data = raw_settings(sources)
         for key, value in overrides.items():
-            _put(data, tuple(key.split("__")), value)
+            put(data, tuple(key.split("__")), value)
         try:
             return cls.model_validate(data)
         except pydantic.ValidationError as exc:
-            err = exc.errors()[0]
-            loc = tuple(str(p) for p in err["loc"])
+            loc, msg = first_problem(exc)
             where = ".".join(loc)
-            names = [n for n, path in ENV_NAMES.items() if path == loc and merged.get(n)]
+            names = [n for n, path in ENV_NAMES.items() if path == loc and sources.env.get(n)]
             if names:  # the variable the user set, not only our tree's name for it
                 where = f"{names[-1]} ({where})"
-            msg = str(err["msg"]).removeprefix("Value error, ")
             raise ConfigError(f"setting {where}: {msg}") from None
 
 
-def _coerce(name: str, value: str) -> Any:
-    if name == "GRAPHITI_ENABLED":
-        return "on" if value.strip().lower() in ("true", "1", "yes", "on") else "off"
-    return value
-
-
-def _put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    for key in path[:-1]:
-        data = data.setdefault(key, {})
-    data[path[-1]] = value
-
-
-# Environment variable -> place in the settings tree. GRAPHMEM_* first, then the reference's names;
-# a later entry for the same place wins only when the earlier one is unset.
-ENV_NAMES: dict[str, tuple[str, ...]] = {
-    "GRAPHITI_ENABLED": ("graph", "mode"),
-    "GRAPHMEM_GRAPH": ("graph", "mode"),
-    "GRAPHMEM_HOME": ("home",),
-    "GRAPHMEM_PROJECT_ID": ("project_id",),
-    "GRAPHMEM_REDACT": ("redact",),
-    "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
-    "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
-    "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),
-    "GRAPHMEM_SEARCH_SERVER": ("search_server", "mode"),
-    "GRAPHMEM_SEARCH_SERVER_IDLE": ("search_server", "idle"),
-    "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),
-    "GRAPHITI_FALKORDB_HOST": ("graph", "falkordb_host"),
-    "GRAPHITI_FALKORDB_PORT": ("graph", "falkordb_port"),
-    "GRAPHITI_FALKORDB_PASSWORD": ("graph", "falkordb_password"),
-    "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
-    "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
-    "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
-    "GRAPHMEM_AUTHOR": ("team", "author"),
-    "GRAPHMEM_HOST": ("team", "host"),
-    "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
-    "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
-    "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),
-    "GRAPHMEM_EMBEDDER_PROVIDER": ("providers", "embedder"),
-    "OPENAI_API_KEY": ("providers", "openai", "api_key"),
-    "OPENAI_BASE_URL": ("providers", "openai", "base_url"),
-    "OPENAI_MODEL": ("providers", "openai", "model"),
-    "OPENAI_EMBEDDING_MODEL": ("providers", "openai", "embedding_model"),
-    "OPENAI_EMBEDDING_DIM": ("providers", "openai", "embedding_dim"),
-    "ANTHROPIC_API_KEY": ("providers", "anthropic", "api_key"),
-    "ANTHROPIC_BASE_URL": ("providers", "anthropic", "base_url"),
-    "GRAPHITI_ANTHROPIC_MODEL": ("providers", "anthropic", "model"),
-    "VOYAGE_API_KEY": ("providers", "voyage", "api_key"),
-    "VOYAGE_BASE_URL": ("providers", "voyage", "base_url"),
-    "VOYAGE_EMBEDDING_MODEL": ("providers", "voyage", "embedding_model"),
-    "VOYAGE_EMBEDDING_DIM": ("providers", "voyage", "embedding_dim"),
-    "AZURE_OPENAI_API_KEY": ("providers", "azure_openai", "api_key"),
-    "AZURE_OPENAI_BASE_URL": ("providers", "azure_openai", "base_url"),
-    "AZURE_OPENAI_API_VERSION": ("providers", "azure_openai", "api_version"),
-    "AZURE_OPENAI_LLM_DEPLOYMENT": ("providers", "azure_openai", "llm_deployment"),
-    "AZURE_OPENAI_EMBEDDING_DEPLOYMENT": ("providers", "azure_openai", "embedding_deployment"),
-    "AZURE_OPENAI_EMBEDDING_DIM": ("providers", "azure_openai", "embedding_dim"),
-    "OLLAMA_BASE_URL": ("providers", "ollama", "base_url"),
-    "OLLAMA_LLM_MODEL": ("providers", "ollama", "llm_model"),
-    "OLLAMA_EMBEDDING_MODEL": ("providers", "ollama", "embedding_model"),
-    "OLLAMA_EMBEDDING_DIM": ("providers", "ollama", "embedding_dim"),
-    "GRAPHMEM_LOCAL_EMBEDDING_MODEL": ("providers", "local", "embedding_model"),
-    "GRAPHMEM_RERANKER": ("providers", "reranker"),
-    "GRAPHMEM_LOCAL_RERANKER": ("providers", "local", "reranker"),
-    "GRAPHMEM_LOCAL_LATE_INTERACTION": ("providers", "local", "late_interaction"),
-    "GRAPHMEM_LOCAL_LATE_SEARCH": ("providers", "local", "late_search"),
+# The variables that choose the sources themselves (``config_sources``).
+SOURCE_NAMES = {
+    "GRAPHMEM_CONFIG": ("file path", "`./graphmem.toml` when present",
+                        "the TOML file read first (its tables mirror the settings tree)"),
+    "GRAPHMEM_ENV_FILE": ("file path", "none", "a `.env` file read after the TOML file; no "
+                          "`.env` is read unless named here"),
 }
+
+
+def env_table() -> str:
+    """The README's table of environment variables (``python -m graphmem.settings`` prints it)."""
+    lines = ["| variable | values | default | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{name}` | {values} | {default} | {meaning} |"
+              for name, (values, default, meaning) in SOURCE_NAMES.items()]
+    names: dict[tuple[str, ...], list[str]] = {}
+    for name, path in ENV_NAMES.items():
+        names.setdefault(path, []).append(name)
+    for path, group in names.items():
+        info, annotation = _field(path)
+        aliases = "".join(f" (`{n}`)" for n in group[:-1])
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        values = extra.get("shown_values") or _values(annotation, info)
+        default = extra.get("shown_default") or _default(info)
+        lines.append(f"| `{group[-1]}`{aliases} | {values} | {default} | {info.description} |")
+    return "\n".join(lines) + "\n"
+
+
+def _field(path: tuple[str, ...]) -> tuple[Any, Any]:
+    model: Any = Settings
+    for key in path[:-1]:
+        model = model.model_fields[key].annotation
+    info = model.model_fields[path[-1]]
+    return info, info.annotation
+
+
+def _values(annotation: Any, info: Any) -> str:
+    kinds = [a for a in (get_args(annotation) if get_origin(annotation) is not Literal
+                         and get_args(annotation) else (annotation,)) if a is not type(None)]
+    kind = kinds[0]
+    if get_origin(kind) is Literal:
+        return " / ".join(f"`{v}`" for v in get_args(kind))
+    if kind is bool:
+        return "`true` / `false`"
+    bounds = "".join(f" {op} {getattr(m, attr)}" for m in info.metadata
+                     for attr, op in (("gt", ">"), ("ge", "≥")) if hasattr(m, attr))
+    return {int: "integer", float: "number", Path: "folder", SecretStr: "secret",
+            str: "text"}[kind] + bounds
+
+
+def _default(info: Any) -> str:
+    value = info.default
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`" if isinstance(value, str) else f"{value:,}"
+
+
+if __name__ == "__main__":
+    print(env_table(), end="")

@@ -16,7 +16,6 @@ descriptor open for the life of the process.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import NotFoundError, StorageError, ValidationError
-from ..models import MemoryItem, parse_iso, stable_id
+from ..models import MemoryItem, hash_id, parse_iso, stable_id
 from .atomic import atomic_write_json, fsync_dir
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
@@ -510,7 +509,7 @@ def turn_item(project: str, spec: str, sid: str, t: dict, source: str | Path) ->
 
 def _item_id(*parts: str) -> str:
     """Like ``models.stable_id`` without normalising: these parts are ids and paths, not prose."""
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:24]
+    return hash_id(*parts)
 
 
 def step_text(name: str, status: str, payload: Any) -> str:

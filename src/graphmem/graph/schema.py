@@ -28,7 +28,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..models import MemoryItem, stable_id
+from ..models import MemoryItem, hash_id, stable_id
 
 GROUP_PREFIX = "gm_"
 
@@ -72,7 +72,7 @@ def label_and_relation(item: MemoryItem) -> tuple[str, str]:
 
 def derived_id(*parts: str) -> str:
     """A stable id from ids that are already canonical (no text normalisation needed)."""
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return hash_id(*parts)
 
 
 def anchor_of(item: MemoryItem) -> tuple[str, str, str]:

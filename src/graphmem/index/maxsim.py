@@ -28,7 +28,7 @@ def maxsim_session() -> Any:
 
                 from ..providers.onnx_runtime import model_cache, session_options
 
-                path = model_cache() / "maxsim-v1-onnx-ir8.onnx"
+                path = model_cache().folder / "maxsim-v1-onnx-ir8.onnx"
                 if not path.is_file():
                     _write_maxsim(path)
                 _maxsim[0] = ort.InferenceSession(str(path), session_options(ort, optimise=True),
