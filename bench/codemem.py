@@ -344,18 +344,23 @@ def main() -> int:
     ap.add_argument("--budgets", default="1000,4000")
     ap.add_argument("--types", default=None, help="only tasks of these types (e.g. locate)")
     ap.add_argument("--out", default="codemem")
-    ap.add_argument("--focus", default=None, help="try other FOCUS_OWN,FOCUS_SESSION gains")
+    ap.add_argument("--recall", default=None,
+                    help="try other code recall knobs, e.g. FILE_GAIN=0.5,RECENCY_GAIN=0 "
+                         "(graphmem.code.recall)")
     ap.add_argument("--gone-drop", type=int, default=None,
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
                     help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
     args = ap.parse_args()
     import graphmem.code.freshness as fresh
+    import graphmem.code.recall as recall
 
     if args.gone_drop is not None:
         fresh.GONE_DROP = args.gone_drop
-    if args.focus is not None:
-        fresh.FOCUS_OWN, fresh.FOCUS_SESSION = (float(x) for x in args.focus.split(","))
+    for knob in (args.recall or "").split(","):
+        if knob:
+            name, _, value = knob.partition("=")
+            setattr(recall, name, type(getattr(recall, name))(float(value)))
     if args.floor is not None:
         import graphmem.context
 
@@ -367,7 +372,7 @@ def main() -> int:
 
     results: dict = {"data": str(DATA), "budgets": args.budgets, "tasks_limit": args.tasks,
                      "floor": graphmem.context.RELEVANCE_FLOOR, "gone_drop": fresh.GONE_DROP,
-                     "focus": [fresh.FOCUS_OWN, fresh.FOCUS_SESSION],
+                     "recall": {k: getattr(recall, k) for k in dir(recall) if k.isupper()},
                      "datasets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):

@@ -250,6 +250,10 @@ def test_an_off_topic_turn_of_a_relevant_session_stays_out_of_a_small_context(tm
                                                                               floor):
     if floor == "off":  # the previous rule (relative floor only): the off-topic turn got in
         monkeypatch.setattr("graphmem.context.RAW_TERMS", 0)
+        # and scores as the index gave them: code recall lifts the anchored lessons, which
+        # raises the relative floor above the turn by itself
+        monkeypatch.setattr("graphmem.code.recall.FILE_GAIN", 0.0)
+        monkeypatch.setattr("graphmem.code.recall.RECENCY_GAIN", 0.0)
     root, spec = project(tmp_path, {"src/pay.py": PAY})
     with Memory(spec, root) as mem:
         mem.update_codebase_map({"src/pay.py": "Stripe client wrapper: create PaymentIntent, refund"})

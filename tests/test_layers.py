@@ -30,6 +30,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.models": BOTTOM,
     "graphmem.sessions_input": BOTTOM,
     "graphmem.display": set(),
+    # Code recall is a pure ranking stage over hits and anchor records (issue 17).
+    "graphmem.code.recall": BOTTOM | {"graphmem.code.anchors"},
     # Code memory (issue 17): git history, the LLM's supersession judgement and the context
     # builder take what they need from below, never the façade, search or the graph.
     "graphmem.code.history": BOTTOM | {"graphmem.code.tree"},

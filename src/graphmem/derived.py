@@ -16,6 +16,7 @@ Wiring (each side implemented in its own package):
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -71,13 +72,13 @@ class DerivedStores:
         if any(h.project not in roots for h in hits):
             roots = {**self.local.index.roots(), **roots}
         out = []
-        for h in hits:
+        for h in hits:  # os.path, not pathlib: this runs for every hit of every search
             root = roots.get(h.project)
             local = None
-            if h.source and Path(h.source).is_absolute():
+            if h.source and os.path.isabs(h.source):
                 local = h.source
             elif root is not None:
-                local = str(Path(root) / h.source) if h.source else root
+                local = os.path.join(root, h.source) if h.source else root
             out.append(h.model_copy(update={"local_path": local}))
         return out
 

@@ -63,9 +63,12 @@ def apply_validity(hits: list[Hit], include_history: bool,
     moves below the newer memory when both are in the list.
     """
     out, hidden = [], 0
+    logs: dict[Path, ValidityLog] = {}  # one refresh per spec folder, not per hit
     for hit in hits:
         where = spec_dir_of(hit)
-        ev = validity_log(where).events.get(hit.id) if where else None
+        if where is not None and where not in logs:
+            logs[where] = validity_log(where)
+        ev = logs[where].events.get(hit.id) if where else None
         if ev is None:
             out.append(hit)
         elif include_history or ev.get("state") == POSSIBLY:

@@ -172,10 +172,13 @@ def annotate(hits: list[Hit], project_dir: str | Path | None,
     root = Path(project_dir)
     out: list[Hit] = []
     boosted = False
+    books: dict = {}  # one refresh per spec folder, not per hit
     recs = []
     for hit in hits:
         where = spec_dir_of(hit) if spec_dir_of else (hit.spec if hit.project == str(root) else None)
-        b = book(where) if where else None
+        if where and where not in books:
+            books[where] = book(where)
+        b = books[where] if where else None
         rec = b.records.get(hit.id) if b else None
         if rec is None and b is not None and hit.kind in ("turn", "step") and hit.session:
             rec = b.session_record(hit.session)  # a prompt naming no file: its session's files

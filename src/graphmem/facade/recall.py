@@ -38,8 +38,7 @@ MAX_QUERY_CHARS = 10_000
 # backends found rises. A small k keeps the top ranks apart (k=60 flattens them).
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
-CODE_POOL = 30  # local candidates that freshness and the query's code re-order (code/freshness.py)
-CODE_EXTRA = 10  # memories anchored to the files a query names, added beside them
+CODE_POOL = 30  # local candidates that the files they are about re-order (code/recall.py)
 
 def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tuple[str, ...] | None]:
     """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
@@ -139,10 +138,11 @@ class Recall:
         be = self.backends
         from ..code import named_files, with_freshness
 
-        # When the query names code of the project, a few more candidates than asked: hits
-        # about that code may rise (LoCoMo, naming none, keeps its cost: p50 8 ms, not 22).
+        # In a project with code, a few more candidates than asked, for code recall to re-order
+        # (LoCoMo, with no code, keeps its cost: p50 8 ms, not 22).
         focus, snap = named_files(query, root)
-        fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if focus else limit
+        code = bool(focus or (snap is not None and snap.files))  # a project with code
+        fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if code else limit
         from ..team import own_key, team_key
 
         # teammates' items taken in from a shared graph rank with the project's own
@@ -151,8 +151,6 @@ class Recall:
                                               catch_up=project if projects else None,
                                               limit=fetch, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
-        from ..code.freshness import anchored_to
-
         hits = fuse(local, graph, fetch) if graph else local
         hits = be.localise(hits, project)
         specs = {self._spec_dir_of(h) for h in hits} - {None}
@@ -161,12 +159,15 @@ class Recall:
         elif self.scope.spec_dir is not None:
             specs.add(Path(self.scope.spec_dir))
 
-        def anchored(files: set[str], known: set[str]) -> list[Hit]:
-            found = self.hits_by_id(anchored_to(sorted(map(str, specs)), files, CODE_EXTRA), known)
-            return [h for h in found if kinds is None or h.kind in kinds]
+        if code:  # re-ranked by the files the best candidates are about (code/recall.py)
+            from ..code.recall import code_recall
 
-        hits = with_freshness(hits, root, query=query, fetch=anchored,
-                              spec_dir_of=self._spec_dir_of, focus=focus, snap=snap)
+            hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
+                               fetch=lambda ids, known: [h for h in self.hits_by_id(ids, known)
+                                                         if kinds is None or h.kind in kinds],
+                               keep=fetch)
+        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, focus=set(),
+                              snap=snap)
         from ..validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
@@ -176,7 +177,11 @@ class Recall:
         """The spec folder on this machine that holds a hit of this project (None otherwise)."""
         if not hit.spec or hit.project != self.scope.project.key:
             return None
-        return Path(self.scope.root) / hit.spec
+        known = self.__dict__.setdefault("_spec_dirs", {})  # asked for every hit at every stage
+        got = known.get(hit.spec)
+        if got is None:
+            got = known[hit.spec] = Path(self.scope.root) / hit.spec
+        return got
 
     def hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""

@@ -1,0 +1,77 @@
+"""Code recall (``code/recall.py``): a project's search is re-ranked by the files its best
+candidates are about, and one item per session comes before a second one.
+
+Real git repositories built here, the real index and the bundled embedder; the pure ``rerank``
+is also checked on arrays.
+"""
+
+from __future__ import annotations
+
+from graphmem import Memory
+from graphmem.code import recall
+from test_code_freshness import project
+
+SCHED = "def tick(loop):\n    return loop\n\n\ndef backoff(n):\n    return n * 2\n"
+DOCS = "def render(page):\n    return page\n"
+
+
+def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tmp_path, monkeypatch):
+    """A lesson sharing no word with the task, about the file the best match is about, rises
+    above lessons that share words with it but are each about other code."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)  # write times within a second or across two
+    others = ("src/docs.py", "src/cli.py", "src/web.py")
+    root, spec = project(tmp_path, {"src/sched.py": SCHED, **{p: DOCS for p in others}})
+    sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {**sched, "what_worked": [
+            "Fixed flaky retries of scheduled jobs when the worker restarts"]})
+        mem.save_session_insights(2, {**sched, "what_worked": [
+            "Moved the jitter computation out of the hot path"]})
+        for n, (path, line) in enumerate(zip(others, [
+                "The retries page of the documentation got a new diagram",
+                "Worker docs: a restart section was added",
+                "Scheduled builds of the documentation run nightly"]), start=3):
+            mem.save_session_insights(n, {"what_worked": [line], "discoveries": {
+                "files_understood": {path: "documentation"}}})
+        hits = mem.search("scheduled jobs retry flakily after a worker restart", scope="project",
+                          limit=5)
+    texts = [h.text for h in hits]
+    jitter = texts.index("Moved the jitter computation out of the hot path")
+    assert texts[0] == "Fixed flaky retries of scheduled jobs when the worker restarts"
+    # above documentation lessons sharing words with the task (without code recall: last)
+    assert jitter < texts.index("The retries page of the documentation got a new diagram"), texts
+    assert jitter < texts.index("Scheduled builds of the documentation run nightly"), texts
+
+
+def test_one_item_per_session_before_a_second(tmp_path, monkeypatch):
+    """Five lines of one session match best; the other session's line still makes the top 3."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
+    root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {
+            "discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}},
+            "what_worked": [f"Retry backoff for scheduled jobs, step {n}: tuned the retry delay"
+                            for n in range(5)]})
+        mem.save_session_insights(2, {
+            "discoveries": {"files_understood": {"src/docs.py": "renders the documentation"}},
+            "what_worked": ["Documented the retry backoff of scheduled jobs"]})
+        hits = mem.search("retry backoff of scheduled jobs", scope="project", limit=3,
+                          kinds=["insight"])
+    assert {h.session for h in hits} == {"1", "2"}, [(h.session, h.text) for h in hits]
+
+
+def test_memories_with_no_code_keep_their_order(tmp_path):
+    """Prose memories (no anchor record) are left as the index ranked them."""
+    hits = [0.9, 0.8, 0.7]
+    order, new = recall.rerank(hits, [[], [], []], ["a", "a", "a"], [None, None, None])
+    assert order == [0, 1, 2] and new == hits
+
+
+def test_rerank_predicts_files_from_the_best_candidates_and_the_named_files():
+    scores = [1.0, 0.5, 0.45, 0.0]
+    files = [["src/a.py"], ["src/b.py"], ["src/b.py"], ["src/c.py"]]
+    weight = recall.predict_files(scores, files, named={"src/c.py"}, top=2)
+    assert weight == {"src/a.py": 1.0, "src/b.py": 0.5, "src/c.py": recall.NAMED_WEIGHT}
+    order, new = recall.rerank(scores, files, ["1", "2", "2", "3"], [None] * 4, named={"src/c.py"})
+    assert abs(new[3] - recall.FILE_GAIN) < 1e-9  # scored 0, about a named file
+    assert order == [0, 1, 3, 2]  # session 2's second item after session 3's only one
