@@ -44,26 +44,20 @@ def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], A
         return set(), None
 
 
-def with_freshness(hits: list[Hit], project_dir: str | Path | None, query: str | None = None,
-                   fetch: Callable[[set[str], set[str]], list[Hit]] | None = None,
+def with_freshness(hits: list[Hit], project_dir: str | Path | None,
                    spec_dir_of: Callable[[Hit], Path | None] | None = None,
-                   focus: set[str] | None = None, snap: Any = None) -> list[Hit]:
-    """``hits`` with ``metadata["freshness"]`` set, gone ones last; with ``query``, hits anchored
-    to the files and symbols the query names rise (see ``freshness.annotate``), and
-    ``fetch(files, known_ids)`` may add the memories anchored to those files. ``spec_dir_of``
-    tells where a hit's spec folder is (hits of other projects have none)."""
-    from .freshness import annotate, named_code
+                   snap: Any = None) -> list[Hit]:
+    """``hits`` with ``metadata["freshness"]`` set, gone ones moved down (ranking by the code a
+    query names is ``code/recall.py``'s). ``spec_dir_of`` tells where a hit's spec folder is
+    (hits of other projects have none)."""
+    from .freshness import annotate
     from .tree import snapshot
 
     if not hits or project_dir is None:
         return hits
     try:
         snap = snap or snapshot(project_dir, max_age=0)  # git: cached against HEAD + index
-        if focus is None:
-            focus = named_code(query, snap) if query else None
-        if focus and fetch is not None:
-            hits = hits + fetch(focus, {h.id for h in hits})
-        return annotate(hits, project_dir, focus=focus, snap=snap, spec_dir_of=spec_dir_of)
+        return annotate(hits, project_dir, snap=snap, spec_dir_of=spec_dir_of)
     except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
         log.warning("freshness not computed: %s", exc)
         return hits

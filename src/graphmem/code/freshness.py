@@ -35,7 +35,6 @@ from .tree import Snapshot, snapshot
 
 STATES = ("current", "changed", "moved", "gone")
 KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
-FOCUS_OWN, FOCUS_SESSION = 0.3, 0.15  # tuned on bench/codemem.py (pytest, entire-cli)
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
@@ -158,20 +157,13 @@ def named_code(query: str, snap: Snapshot) -> set[str]:
     return {*find_paths(query, snap), *(a["path"] for a in find_symbols(query, snap, []))}
 
 
-def annotate(hits: list[Hit], project_dir: str | Path | None,
-             focus: set[str] | None = None, snap: Snapshot | None = None,
+def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | None = None,
              spec_dir_of: Callable[[Hit], Path | None] | None = None) -> list[Hit]:
-    """Each anchored hit gets ``metadata["freshness"]``; gone ones move ``GONE_DROP`` places down.
-
-    ``focus``: files the query names; a hit anchored to one gains ``FOCUS_OWN`` (it names that
-    code itself) or ``FOCUS_SESSION`` (its session worked on it) on its score, then the list is
-    sorted again. Scores are the index's, where the best hit of a query scores 1.
-    """
+    """Each anchored hit gets ``metadata["freshness"]``; gone ones move ``GONE_DROP`` places down."""
     if not hits or project_dir is None:
         return hits
     root = Path(project_dir)
     out: list[Hit] = []
-    boosted = False
     books: dict = {}  # one refresh per spec folder, not per hit
     recs = []
     for hit in hits:
@@ -191,17 +183,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None,
             out.append(hit)
             continue
         fresh = item_state(rec, snap)
-        update: dict[str, Any] = {"metadata": {**hit.metadata, "freshness": fresh}}
-        if focus:
-            own = {a.get("path") for a in rec["anchors"] if not a.get("via")}
-            via = {a.get("path") for a in rec["anchors"] if a.get("via")}
-            gain = FOCUS_OWN if own & focus else FOCUS_SESSION if via & focus else 0.0
-            if gain:
-                boosted = True
-                update["score"] = round(hit.score + gain, 6)
-        out.append(hit.model_copy(update=update))
-    if boosted:
-        out.sort(key=lambda h: -h.score)
+        out.append(hit.model_copy(update={"metadata": {**hit.metadata, "freshness": fresh}}))
     if GONE_DROP is None:
         live = [h for h in out if _state(h) != "gone"]
         return live + [h for h in out if _state(h) == "gone"]

@@ -166,8 +166,7 @@ class Recall:
                                fetch=lambda ids, known: [h for h in self.hits_by_id(ids, known)
                                                          if kinds is None or h.kind in kinds],
                                keep=fetch)
-        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, focus=set(),
-                              snap=snap)
+        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap)
         from ..validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
@@ -263,7 +262,6 @@ class Recall:
         """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
         from ..code import with_freshness
         from ..code.freshness import anchored_to
-
         from ..files.walk import spec_folders
 
         root = self.scope.root
