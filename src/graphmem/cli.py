@@ -237,7 +237,7 @@ def _cmd_doctor(args):
 
     fixed = None
     if args.fix:
-        from .repair import run_fix
+        from .doctor import run_fix
 
         with status("repairing"):
             fixed = run_fix(args.spec_dir, args.project_dir)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import (_console, _emit, _memory, _spec_args, command, deprecated_alias, escape,
-                  status)
+from .cli import _console, _emit, _memory, _spec_args, command, deprecated_alias, status
+from .search_view import show_hits
 
 KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # models.KINDS, kept
 # literal here so that building the parser does not import pydantic
@@ -95,30 +95,6 @@ def _start_server(cfg) -> None:
 
         sys.stdout.flush()  # the answer is out before the (short) spawn
         spawn(cfg)
-
-
-def show_hits(rows: list[dict], console) -> None:
-    """The human format of ``graphmem search`` (the server renders it too: ``_render_remotely``).
-    Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
-    from .display import safe_data
-    from .insight_items import count_note
-
-    wrap = {"soft_wrap": not console.is_terminal}
-    rows = safe_data(rows)  # the server renders with this function too
-    if not rows:
-        console.print("No matching memories.")
-    for i, h in enumerate(rows, 1):
-        console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
-                      f"{h['backend']}[/]", **wrap)
-        console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
-        # where to open it here; a teammate's project not checked out here: key and stored path
-        where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
-        meta = h.get("metadata") or {}
-        seen = count_note(meta)  # a retry loop's item: how often, since when
-        who = (f" (by {meta['author']}" + (f" on {meta['host']})" if meta.get("host") else ")")
-               if meta.get("author") else "")
-        console.print(f"    [dim]{escape(where + who + ('; ' + seen if seen else ''))}[/]",
-                      highlight=False, **wrap)
 
 
 def _render_remotely(args: argparse.Namespace) -> dict | None:

@@ -201,3 +201,54 @@ def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = Fa
     flat = [r for rows in sections.values() for r in rows]
     return {"sections": sections, "errors": sum(r["status"] == "error" for r in flat),
             "warnings": sum(r["status"] == "warn" for r in flat)}
+
+
+def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
+    """``graphmem doctor --fix``: heal a damaged index, replay the journal, make the index match
+    the files and the graph match the files (outbox first), remove stale temp files; for a spec,
+    a project, or (neither given) every project the index knows."""
+    from . import _sync
+    from .errors import NotFoundError
+    from .files.walk import spec_folders
+    from .memory import AsyncMemory
+    from .repair import fix_graph, fix_index, project_of, remove_stray_temps
+    from .settings import Settings
+
+    if spec_dir is not None and not Path(spec_dir).is_dir():
+        raise NotFoundError(f"spec folder not found: {spec_dir}")
+    if project_dir is not None and not Path(project_dir).is_dir():
+        raise NotFoundError(f"project folder not found: {project_dir}")
+    settings = Settings.load()
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {"index": [], "graph": [], "temp_files_removed": []}
+        if spec_dir is not None:
+            first = AsyncMemory(spec_dir, project_dir, settings=settings)
+            targets = [(first.project, [first])]
+        else:
+            if project_dir is not None:
+                roots = [str(Path(project_dir).resolve())]
+            else:  # every project checked out here that the registry knows
+                roots = [p["root"] for p in AsyncMemory(None, ".", settings=settings)
+                         .backends.local.index.projects() if p["root"] and not p["legacy"]]
+            projects = [project_of(settings, r) for r in roots if Path(r).is_dir()]
+            targets = [(p, [AsyncMemory(s, p.root, settings=settings)
+                            for s in spec_folders(p.root)]) for p in projects]
+        for project, mems in targets:
+            one = mems[0] if spec_dir is not None else None
+            owner = one or AsyncMemory(None, project.root, settings=settings)
+            try:
+                counts = await fix_index(owner.backends.local, project,
+                                         str(one.spec_dir) if one else None)
+                out["index"].append(dict(counts, project=str(project.root), key=project.key,
+                                         spec=str(one.spec_dir) if one else None))
+                for mem in mems:
+                    out["graph"].append(dict(await fix_graph(mem), spec=str(mem.spec_dir)))
+                    out["temp_files_removed"] += [str(p) for p in
+                                                  remove_stray_temps(mem.files.memory_dir)]
+            finally:
+                for mem in {id(m): m for m in [owner, *mems]}.values():
+                    await mem.aclose()
+        return out
+
+    return _sync.run(run())

@@ -146,7 +146,7 @@ def _render(rows: list[dict], render: Any) -> str | None:
         return None
     import io
 
-    from .cli_search import show_hits
+    from .search_view import show_hits
     from .display import RICH_ENV, console_for
 
     env = {k: v for k, v in render["env"].items() if k in RICH_ENV and isinstance(v, str)}

@@ -29,6 +29,20 @@ _histories: dict[str, "History"] = {}
 _kept: dict[tuple[str, str], float | None] = {}
 
 
+def git_dir(root: Path) -> Path | None:
+    """The git folder of the work tree holding ``root`` (a worktree's or submodule's own)."""
+    for folder in (root, *root.parents):
+        dotgit = folder / ".git"
+        if dotgit.is_dir():
+            return dotgit
+        if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
+            text = dotgit.read_text(errors="replace").strip()
+            if text.startswith("gitdir:"):
+                d = Path(text[7:].strip())
+                return d if d.is_absolute() else (folder / d).resolve()
+    return None
+
+
 def _git(root: Path, *args: str, data: bytes | None = None, timeout: float = 30) -> bytes | None:
     try:
         out = subprocess.run(["git", "-C", str(root), *args], input=data, capture_output=True,
@@ -143,9 +157,7 @@ def _loose(root: Path, blob: str) -> str | None:
     """A loose blob's text read from the object store (None when packed or absent)."""
     key = str(root)
     if key not in _objects:
-        from .tree import _git_dir
-
-        gitdir = _git_dir(root)
+        gitdir = git_dir(root)
         common = None
         if gitdir is not None:
             try:

@@ -19,6 +19,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
+from .history import git_dir
 from .symbols import Symbol, language_of, parse_symbols
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
@@ -39,19 +40,6 @@ _blob_by_stat: dict[tuple, str] = {}
 def blob_id(data: bytes) -> str:
     """Git's blob id of ``data``."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def _git_dir(root: Path) -> Path | None:
-    for folder in (root, *root.parents):
-        dotgit = folder / ".git"
-        if dotgit.is_dir():
-            return dotgit
-        if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
-            text = dotgit.read_text(errors="replace").strip()
-            if text.startswith("gitdir:"):
-                d = Path(text[7:].strip())
-                return d if d.is_absolute() else (folder / d).resolve()
-    return None
 
 
 def _read(path: Path) -> str:
@@ -161,7 +149,7 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
     """The current snapshot of the project at ``root`` (cached against the repository state;
     outside git, a walk at most ``max_age`` seconds old: reads pass 0, writes reuse one)."""
     root = Path(root)
-    gitdir = _git_dir(root)
+    gitdir = git_dir(root)
     key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
     with _lock:
         hit = _snapshots.get(str(root))
@@ -183,7 +171,7 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
 def _warm_history(root: Path, head: str) -> None:
     """Read the commits of a new HEAD in the background (freshness counts commits per file):
     a search after a write finds them read, or waits on the same lock instead of running git."""
-    from .history import history
+    from .history import history  # git log runs only for code memory
 
     threading.Thread(target=history, args=(root, head), daemon=True,
                      name="graphmem-history").start()

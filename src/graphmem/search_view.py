@@ -1,0 +1,30 @@
+"""The human format of search hits, shared by ``graphmem search`` and the warm search server
+(which renders it for a client that has no terminal, so that client never imports rich)."""
+
+from __future__ import annotations
+
+
+def show_hits(rows: list[dict], console) -> None:
+    """The human format of ``graphmem search``; the warm search server renders it too.
+    Piped (not a terminal), no line is wrapped: a path stays on one line for grep and copy."""
+    from rich.markup import escape
+
+    from .display import safe_data
+    from .insight_items import count_note
+
+    wrap = {"soft_wrap": not console.is_terminal}
+    rows = safe_data(rows)  # the server renders with this function too
+    if not rows:
+        console.print("No matching memories.")
+    for i, h in enumerate(rows, 1):
+        console.print(f"[bold]{i:>2}.[/] [cyan]{h['kind']}[/] [dim]{h['score']:.3f} "
+                      f"{h['backend']}[/]", **wrap)
+        console.print(f"    {h['text']}", markup=False, highlight=False, **wrap)
+        # where to open it here; a teammate's project not checked out here: key and stored path
+        where = h.get("local_path") or f"{h['project']}: {h['source']}".rstrip(": ")
+        meta = h.get("metadata") or {}
+        seen = count_note(meta)  # a retry loop's item: how often, since when
+        who = (f" (by {meta['author']}" + (f" on {meta['host']})" if meta.get("host") else ")")
+               if meta.get("author") else "")
+        console.print(f"    [dim]{escape(where + who + ('; ' + seen if seen else ''))}[/]",
+                      highlight=False, **wrap)
