@@ -99,6 +99,8 @@ class Recall:
     episodes: EpisodeLog
     sync: DerivedSync
     notes: list[str] = field(default_factory=list, init=False)
+    # spec key -> its folder here: asked for every hit at every stage of a search
+    _spec_dirs: dict[str, Path] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def backends(self) -> "DerivedStores":
@@ -176,10 +178,9 @@ class Recall:
         """The spec folder on this machine that holds a hit of this project (None otherwise)."""
         if not hit.spec or hit.project != self.scope.project.key:
             return None
-        known = self.__dict__.setdefault("_spec_dirs", {})  # asked for every hit at every stage
-        got = known.get(hit.spec)
+        got = self._spec_dirs.get(hit.spec)
         if got is None:
-            got = known[hit.spec] = Path(self.scope.root) / hit.spec
+            got = self._spec_dirs[hit.spec] = Path(self.scope.root) / hit.spec
         return got
 
     def hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
