@@ -241,6 +241,19 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             anchor_ms.append((time.perf_counter() - t) * 1000)
 
     graphmem.code.record_anchors = timed_anchors
+    import graphmem.code.recall as code_recall_mod
+
+    plain_recall = code_recall_mod.code_recall
+    recall_ms: list[float] = []
+
+    def timed_recall(*a, **kw):  # the share of a search spent re-ranking by code (code/recall.py)
+        t = time.perf_counter()
+        try:
+            return plain_recall(*a, **kw)
+        finally:
+            recall_ms.append((time.perf_counter() - t) * 1000)
+
+    code_recall_mod.code_recall = timed_recall
     t_start = time.perf_counter()
     with Memory(spec, root, settings=settings) as mem:
         for i, s in enumerate(sessions[:last + 1]):
@@ -302,7 +315,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                   f"{time.perf_counter() - t_start:.0f} s", flush=True)
     graphmem.code.with_freshness = plain_fresh
     graphmem.code.record_anchors = plain_anchor
-    lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
+    code_recall_mod.code_recall = plain_recall
+    lat["freshness"], lat["anchors"], lat["recall"] = fresh_ms, anchor_ms, recall_ms
     replay_s = time.perf_counter() - t_start
     anchors = spec / "memory" / "anchors.jsonl"
     result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
@@ -332,7 +346,8 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['search']['p95']:.1f} ms, context {lat['context']['p50']:.1f}/"
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
-          f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
+          f"{lat['freshness']['p95']:.1f} ms; code recall {lat['recall']['p50']:.1f}/"
+          f"{lat['recall']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
           f"{lat['anchors']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
     return trows
 
