@@ -79,6 +79,16 @@ def test_rerank_predicts_files_from_the_best_candidates_and_the_named_files():
 
 WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo",
          "juniper", "kelp", "lumen")
+ABOUT_SCHED = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
+
+
+def search_after(tmp_path, sessions: list[list[str]], query: str, limit: int) -> list:
+    """Sessions 1, 2, ... each writing its lines about the scheduler; then a project search."""
+    root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
+    with Memory(spec, root) as mem:
+        for n, lines in enumerate(sessions, start=1):
+            mem.save_session_insights(n, {**ABOUT_SCHED, "what_worked": lines})
+        return mem.search(query, scope="project", limit=limit)
 
 
 def test_older_sessions_about_a_file_join_beyond_one_long_session(tmp_path, monkeypatch):
@@ -86,34 +96,22 @@ def test_older_sessions_about_a_file_join_beyond_one_long_session(tmp_path, monk
     older sessions about the same file, sharing no word with it, still reach the top 3 (the
     memories joining the candidates are one per session, not the long session's lines)."""
     monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
-    root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
-    sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
-    with Memory(spec, root) as mem:
-        mem.save_session_insights(1, {**sched, "what_worked": ["Moved the jitter out of the hot path"]})
-        mem.save_session_insights(2, {**sched, "what_worked": ["Worker restarts clear the queue"]})
-        mem.save_session_insights(3, {**sched, "what_worked": [
-            f"Retry backoff of scheduled jobs: tuned the {a} {b} delay"
-            for a in WORDS for b in WORDS]})
-        hits = mem.search("retry backoff of scheduled jobs", scope="project", limit=3)
+    hits = search_after(tmp_path, [["Moved the jitter out of the hot path"],
+                                   ["Worker restarts clear the queue"],
+                                   [f"Retry backoff of scheduled jobs: tuned the {a} {b} delay"
+                                    for a in WORDS for b in WORDS]],
+                        "retry backoff of scheduled jobs", 3)
     assert {h.session for h in hits} == {"1", "2", "3"}, [(h.session, h.text) for h in hits]
 
 
 def test_the_newest_work_about_a_file_comes_first(tmp_path, monkeypatch):
     """Three sessions wrote about the scheduler, the oldest in the task's own words: the newest
-    one ranks first (the code a task changes was last written by it), while a lesson about
-    other code keeps its place."""
+    one ranks first (the code a task changes was last written by it)."""
     monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)  # only recency among the file's memories
-    root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
-    sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
-    with Memory(spec, root) as mem:
-        mem.save_session_insights(1, {**sched, "what_worked": [
-            "Scheduled jobs retry after a worker restart"]})
-        mem.save_session_insights(2, {**sched, "what_worked": [
-            "Scheduled jobs: the backoff is capped at one minute"]})
-        mem.save_session_insights(3, {**sched, "what_worked": [
-            "Scheduled jobs retry from the queue after a worker restart"]})
-        hits = mem.search("scheduled jobs retry after a worker restarts",
-                          scope="project", limit=3)
+    hits = search_after(tmp_path, [["Scheduled jobs retry after a worker restart"],
+                                   ["Scheduled jobs: the backoff is capped at one minute"],
+                                   ["Scheduled jobs retry from the queue after a worker restart"]],
+                        "scheduled jobs retry after a worker restarts", 3)
     assert [h.session for h in hits][0] == "3", [(h.session, h.text, h.score) for h in hits]
 
 

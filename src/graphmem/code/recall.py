@@ -32,22 +32,18 @@ from typing import Callable, Sequence
 from ..models import Hit
 from .anchors import AnchorBook, book
 
-# Chosen on bench/codemem.py R@10 (pytest / entire-cli; BM25 .345 / .158; the index alone,
-# one item per session, .367 / .153): these values .456 / .239; FILE_GAIN .8 .436 / .248; a
-# candidate's best file weight instead of the sum .443 / .238, the sum over sqrt(files) .404 /
-# .238; with an earlier extras rule, RECENCY_GAIN .6 .443 / .183 and PRF_HITS 5 .451 / .178.
+# Chosen on bench/codemem.py R@10 (pytest / entire-cli; BM25 .345 / .158); what each value
+# gave and what else was tried: docs/tuning.md, "Code recall".
 PRF_HITS = 10  # candidates whose files predict the task's files
 FILE_GAIN = 1.2  # weight of the file prediction, against a best match scoring 1
 RECENCY_GAIN = 1.0
 RECENCY_POWER = 8.0
 NAMED_WEIGHT = 1.0  # a file the query names, against a best match's whole weight of 1
-# Issue 17, h20 (docs/tuning.md): the extras as pieces of work, and the newest work about each
-# predicted file first. Measured with the pool 60 (facade/recall.py CODE_POOL).
 EXTRA_FILES = 8  # best predicted files whose memories may join the candidates
 EXTRA_ITEMS = 40  # pieces of work (one item each) joining the candidates
 SCAN = 40  # newest pieces of work anchored to a predicted file, for the extras and FILE_RECENCY
 SCAN_ITEMS = 2000  # items of one file walked at most to find them
-FILE_RECENCY = 0.3  # gain of the newest work about a predicted file (of weight 1)
+FILE_RECENCY = 0.15  # gain of the newest work about a predicted file (of weight 1)
 FILE_RECENCY_DECAY = 0.6  # the next newest gains this times as much
 ONE_PER_SESSION = True
 
