@@ -187,6 +187,26 @@ def presented(hit) -> str:
     return " ".join([text, *(fresh.get("paths") or [])])
 
 
+def leak_rows(name: str, task: dict, hits, mapper, spec: Path) -> list[dict]:
+    """For ``--leaks``: each top-10 hit mapped to a session, with its label, whether it is marked,
+    its kind, text, freshness and anchor record (a leak: labelled stale and not marked)."""
+    from graphmem.code.anchors import book
+
+    labels, out = task.get("labels") or {}, []
+    b = book(spec)
+    for rank, h in enumerate(hits[:10]):
+        s = mapper(h)
+        if s is None:
+            continue
+        label, m = labels.get(s, "CURRENT"), marked(h.metadata)
+        rec = b.records.get(h.id) or (b.session_record(h.session) if h.session else None)
+        out.append({"dataset": name, "task": task["id"], "type": task["type"], "rank": rank,
+                    "label": label, "marked": m, "session": s, "kind": h.kind,
+                    "text": h.text[:200], "freshness": h.metadata.get("freshness"),
+                    "anchors": (rec or {}).get("anchors")})
+    return out
+
+
 def average(rows: list[dict]) -> dict:
     keys = sorted({k for r in rows for k in r if k != "type"})
     counted = {f"{k}_n": sum(1 for r in rows if k in r) for k in keys if k.startswith("currentabove")}
@@ -288,6 +308,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                     hits = mem.search(text, scope="project", limit=20)
                     for b in budgets[:-1]:
                         ctx[b] = mem.context(text, max_tokens=b)
+                if args.leaks is not None:
+                    args.leaks.extend(leak_rows(name, task, hits, mapper, spec))
                 rows["graphmem"].append(score(task, [mapper(h) for h in hits],
                                               [marked(h.metadata) for h in hits],
                                               [h.text for h in hits], ctx, repo,
@@ -351,7 +373,10 @@ def main() -> int:
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
                     help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
+    ap.add_argument("--leaks", default=None,
+                    help="write every mapped top-10 hit, labelled and marked or not, to this JSONL file")
     args = ap.parse_args()
+    leaks_path, args.leaks = args.leaks, [] if args.leaks else None
     import graphmem.code.freshness as fresh
     import graphmem.code.recall as recall
 
@@ -381,6 +406,10 @@ def main() -> int:
             report(name, res, args.budgets)
     results["load_average"] = os.getloadavg()
     write_json(args.out, results)
+    if leaks_path:
+        import json
+
+        Path(leaks_path).write_text("".join(json.dumps(r, default=str) + "\n" for r in args.leaks))
     return 0
 
 

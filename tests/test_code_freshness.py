@@ -52,7 +52,11 @@ def commit(root: Path, msg: str) -> None:
 
 
 def anchors(spec: Path) -> list[dict]:
-    return [json.loads(x) for x in (spec / "memory" / "anchors.jsonl").read_text().splitlines()]
+    """The anchor records of the file, as readers see them (sets resolved), in order."""
+    from graphmem.code.anchor_file import AnchorBook
+
+    b = AnchorBook(spec / "memory" / "anchors.jsonl").refresh()
+    return list({id(r): r for r in b.records.values()}.values())
 
 
 def states(mem: Memory, query: str) -> dict[str, dict]:
