@@ -10,8 +10,8 @@ Append-only JSON Lines, one object a line, in two shapes. An anchor list is stor
      "anchors": "5be1c0a9e3f2", "session_files": "0c4d19aa7b21"}
 
 ``anchors`` names the item's own anchors (the code its text names), ``session_files`` the files
-(and touched symbols) of the session it was learned in, which readers see as ``"via": "session"``
-anchors; either may be absent. A record of a turn or step also names its episodic ``session``.
+of the session it was learned in and the symbols it added or changed there (``"touched": true``),
+which readers see as ``"via": "session"`` anchors; either may be absent. A record of a turn or step also names its episodic ``session``.
 The last record naming an item wins. A record written before this format holds its anchors
 inline (``"anchors": [...]``, session files marked ``"via": "session"``); it still loads, and the
 next compaction (or ``reindex``) writes it in this format.
@@ -140,6 +140,8 @@ class AnchorBook(JsonlTail):
         self.records: dict[str, dict] = {}
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
+        self.blobs: dict[str, str] = {}  # path -> its blob in the last record naming it
+        self.last_head: str | None = None  # HEAD when the last record was written
 
     @property
     def inline(self) -> int:
@@ -180,6 +182,10 @@ class AnchorBook(JsonlTail):
             self.records[item_id] = got
         for path in {a["path"] for a in got["anchors"]}:
             self.by_path.setdefault(path, []).extend(got["items"])
+        for a in got["anchors"]:
+            if isinstance(a.get("blob"), str):
+                self.blobs[a["path"]] = a["blob"]
+        self.last_head = got.get("head") if isinstance(got.get("head"), str) else self.last_head
         if isinstance(got.get("session"), str):
             self._add_session(got)
 

@@ -16,18 +16,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 from ..models import MemoryItem
 from .anchor_file import AnchorBook, anchors_file, append, book, compact
-from .tree import Snapshot, snapshot
+from .symbols import language_of, parse_symbols
+from .tree import MAX_PARSE_BYTES, Snapshot, snapshot
 
 log = logging.getLogger("graphmem.code")
 
 MAX_SYMBOL_FILES = 3  # a name defined in more files than this says too little to anchor
 MAX_ANCHORS = 40
+MAX_TOUCHED = 30  # symbols a session added or changed, kept with its files
 EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -89,8 +92,10 @@ def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
     return list(out.values())
 
 
-def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str]) -> list[dict]:
-    """The anchors of one item: its own paths and symbols, then its session's files."""
+def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
+                touched: list[dict] = ()) -> list[dict]:
+    """The anchors of one item: its own paths and symbols, then its session's files and the
+    symbols the session added or changed there (``touched_symbols``)."""
     text = item.text
     own = find_paths(text, snap)
     meta_path = item.metadata.get("path") if isinstance(item.metadata, dict) else None
@@ -105,8 +110,62 @@ def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str]) -> l
     out = [*syms, *({"path": p, "blob": snap.files[p]} for p in own if p not in anchored)]
     if item.kind not in ("file", "turn", "step"):  # the whole list: one set for the session
         return out[:MAX_ANCHORS] + [{"path": p, "blob": snap.files[p], "via": "session"}
-                                    for p in session_paths[:MAX_ANCHORS]]
+                                    for p in session_paths[:MAX_ANCHORS]] + list(touched)
     return out[:MAX_ANCHORS]
+
+
+def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list[dict]:
+    """The symbols of ``paths`` that were added or whose lines changed since graphmem last saw
+    each file (its blob in the last record naming it, else the file at the last record's HEAD,
+    where a file missing there is new): session anchors with ``"touched": true``. Only in git
+    (an old version is read by its id, with one ``git cat-file --batch``)."""
+    if not snap.git or not paths:
+        return []
+    wanted: dict[str, str] = {}  # path -> what to read of its old version
+    for path in dict.fromkeys(paths):
+        old = known.blobs.get(path)
+        if old is None and known.last_head and known.last_head != snap.head:
+            old = f"{known.last_head}:{path}"
+        if old is not None and old != snap.files.get(path) and language_of(path):
+            wanted[path] = old
+    if not wanted:
+        return []
+    texts = read_objects(snap.root, list(wanted.values()))
+    out: list[dict] = []
+    for path, old in wanted.items():
+        if old not in texts:
+            continue  # an object git no longer has: unknown, so nothing is claimed
+        before = {(s.name, s.digest) for s in parse_symbols(path, texts[old] or "")}
+        for sym in snap.symbols(path):
+            if (sym.name, sym.digest) not in before:
+                out.append({"path": path, "blob": snap.files[path], "symbol": sym.name,
+                            "lines": [sym.start, sym.end], "digest": sym.digest,
+                            "via": "session", "touched": True})
+    return out[:MAX_TOUCHED]
+
+
+def read_objects(root: Path, names: list[str]) -> dict[str, str | None]:
+    """Objects by name (a blob id or ``<commit>:<path>``) -> text, or None for a name git says
+    is missing (a file new since that commit); names git cannot answer for are left out."""
+    try:
+        raw = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], capture_output=True,
+                             input="".join(n + "\n" for n in names).encode(), timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    out: dict[str, str | None] = {}
+    i = 0
+    for name in names:
+        nl = raw.find(b"\n", i)
+        if nl < 0:
+            break
+        head, i = raw[i:nl], nl + 1
+        if head.endswith(b" missing"):
+            out[name] = None if ":" in name else out.get(name)
+            continue
+        size = int(head.rsplit(b" ", 1)[-1])
+        out[name] = raw[i:i + size].decode("utf-8", "replace") if size <= MAX_PARSE_BYTES else ""
+        i += size + 1
+    return {k: v for k, v in out.items() if v is not None or ":" in k}
 
 
 def record(project_dir: str | Path | None, spec_dir: str | Path | None,
@@ -123,9 +182,11 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
         p = it.metadata.get("path") if it.kind == "file" and it.session else None
         if isinstance(p, str) and p in snap.files:
             session_paths.setdefault(it.session, []).append(p)
+    touched = touched_symbols(snap, book(spec_dir), [p for ps in session_paths.values() for p in ps])
     groups: dict[str, dict] = {}
     for it in items:
-        found = anchors_for(it, snap, session_paths.get(it.session, []) if it.session else [])
+        paths = session_paths.get(it.session, []) if it.session else []
+        found = anchors_for(it, snap, paths, [a for a in touched if a["path"] in paths])
         if not found:
             continue
         episode = it.session if it.kind in EPISODE_KINDS else None
