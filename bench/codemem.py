@@ -17,6 +17,7 @@ import argparse
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -327,8 +328,15 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
     replay_s = time.perf_counter() - t_start
     anchors = spec / "memory" / "anchors.jsonl"
+    from graphmem.code.anchor_file import needed
+
+    if args.keep_anchors and anchors.exists():
+        Path(args.keep_anchors).mkdir(parents=True, exist_ok=True)
+        shutil.copy(anchors, Path(args.keep_anchors) / f"{name}.anchors.jsonl")
     result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
               "anchors_bytes": anchors.stat().st_size if anchors.exists() else 0,
+              "anchors_compacted_bytes": len("".join(needed(anchors.read_bytes().splitlines()))
+                                             .encode()) if anchors.exists() else 0,
               "latency_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in lat.items()},
               "rankers": {}}
     for rk in rankers:
@@ -355,7 +363,9 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
           f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
-          f"{lat['anchors']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
+          f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
+          f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
+          ["ranker", "type", "n", *cols], trows)
     return trows
 
 
@@ -373,6 +383,8 @@ def main() -> int:
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
                     help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
+    ap.add_argument("--keep-anchors", default=None,
+                    help="copy each dataset's anchors.jsonl after the replay into this folder")
     ap.add_argument("--leaks", default=None,
                     help="write every mapped top-10 hit, labelled and marked or not, to this JSONL file")
     args = ap.parse_args()

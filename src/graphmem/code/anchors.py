@@ -138,9 +138,8 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list
         before = {(s.name, s.digest) for s in parse_symbols(path, texts[old] or "")}
         for sym in snap.symbols(path):
             if (sym.name, sym.digest) not in before:
-                out.append({"path": path, "blob": snap.files[path], "symbol": sym.name,
-                            "lines": [sym.start, sym.end], "digest": sym.digest,
-                            "via": "session", "touched": True})
+                out.append({"path": path, "symbol": sym.name, "digest": sym.digest,
+                            "via": "session", "touched": True})  # what its state needs
     return out[:MAX_TOUCHED]
 
 
