@@ -43,6 +43,17 @@ def session(mem: Memory, n: int) -> None:
         "discoveries": {"files_understood": {"src/pay.py": "payments", "src/api.py": "server"}}})
 
 
+def lessons_and_a_turn(tmp_path: Path) -> tuple[Path, Path]:
+    """A project whose anchors hold a session's lessons and an episodic session's turn."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.py": API})
+    with Memory(spec, root) as mem:
+        session(mem, 1)
+        sid = mem.start_session()
+        mem.record_turn(sid, "user", "the refund in src/pay.py rounds")
+        mem.end_session(sid)
+    return root, spec
+
+
 def test_a_session_s_files_are_stored_once_and_records_name_them(tmp_path):
     root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.py": API})
     with Memory(spec, root) as mem:
@@ -77,12 +88,8 @@ def test_anchors_said_again_are_not_written_again(tmp_path):
 
 
 def test_a_file_in_the_format_before_sets_loads_and_reindex_rewrites_it(tmp_path):
-    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.py": API})
+    root, spec = lessons_and_a_turn(tmp_path)
     with Memory(spec, root) as mem:
-        session(mem, 1)
-        sid = mem.start_session()
-        mem.record_turn(sid, "user", "the refund in src/pay.py rounds")
-        mem.end_session(sid)
         new_view = reader_view(spec)
         replace(anchors_file(spec), old_format(spec))
         assert all(isinstance(r["anchors"], list) for r in lines(spec))
@@ -103,12 +110,7 @@ def test_a_file_in_the_format_before_sets_loads_and_reindex_rewrites_it(tmp_path
 
 
 def test_damaged_lines_are_skipped_with_a_warning_and_nothing_else_is_lost(tmp_path, caplog):
-    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.py": API})
-    with Memory(spec, root) as mem:
-        session(mem, 1)
-        sid = mem.start_session()
-        mem.record_turn(sid, "user", "the refund in src/pay.py rounds")
-        mem.end_session(sid)
+    root, spec = lessons_and_a_turn(tmp_path)
     path = anchors_file(spec)
     good = path.read_text().splitlines(keepends=True)
     view = reader_view(spec)
