@@ -17,6 +17,7 @@ import argparse
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -186,6 +187,26 @@ def presented(hit) -> str:
     for old, new in (fresh.get("moved") or {}).items():
         text = text.replace(old, new)
     return " ".join([text, *(fresh.get("paths") or [])])
+
+
+def leak_rows(name: str, task: dict, hits, mapper, spec: Path) -> list[dict]:
+    """For ``--leaks``: each top-10 hit mapped to a session, with its label, whether it is marked,
+    its kind, text, freshness and anchor record (a leak: labelled stale and not marked)."""
+    from graphmem.code.anchors import book
+
+    labels, out = task.get("labels") or {}, []
+    b = book(spec)
+    for rank, h in enumerate(hits[:10]):
+        s = mapper(h)
+        if s is None:
+            continue
+        label, m = labels.get(s, "CURRENT"), marked(h.metadata)
+        rec = b.records.get(h.id) or (b.session_record(h.session) if h.session else None)
+        out.append({"dataset": name, "task": task["id"], "type": task["type"], "rank": rank,
+                    "label": label, "marked": m, "session": s, "kind": h.kind,
+                    "text": h.text[:200], "freshness": h.metadata.get("freshness"),
+                    "anchors": (rec or {}).get("anchors")})
+    return out
 
 
 def average(rows: list[dict]) -> dict:
@@ -390,6 +411,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                     hits = mem.search(text, scope="project", limit=20)
                     for b in budgets[:-1]:
                         ctx[b] = mem.context(text, max_tokens=b)
+                if args.leaks is not None:
+                    args.leaks.extend(leak_rows(name, task, hits, mapper, spec))
                 rows["graphmem"].append(score(task, [mapper(h) for h in hits],
                                               [marked(h.metadata) for h in hits],
                                               [h.text for h in hits], ctx, repo,
@@ -408,8 +431,15 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     graphmem.code.record_anchors = plain_anchor
     lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
     anchors = spec / "memory" / "anchors.jsonl"
+    from graphmem.code.anchor_file import needed
+
+    if args.keep_anchors and anchors.exists():
+        Path(args.keep_anchors).mkdir(parents=True, exist_ok=True)
+        shutil.copy(anchors, Path(args.keep_anchors) / f"{name}.anchors.jsonl")
     result = {"sessions": last + 1, "tasks": len(tasks), "replay_s": replay_s,
               "anchors_bytes": anchors.stat().st_size if anchors.exists() else 0,
+              "anchors_compacted_bytes": len("".join(needed(anchors.read_bytes().splitlines()))
+                                             .encode()) if anchors.exists() else 0,
               "latency_ms": {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in lat.items()},
               "rankers": {}}
     for rk in rankers:
@@ -436,7 +466,9 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
           f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
-          f"{lat['anchors']['p95']:.1f} ms)", ["ranker", "type", "n", *cols], trows)
+          f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
+          f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
+          ["ranker", "type", "n", *cols], trows)
     return trows
 
 
@@ -456,7 +488,12 @@ def main() -> int:
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
                     help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
+    ap.add_argument("--keep-anchors", default=None,
+                    help="copy each dataset's anchors.jsonl after the replay into this folder")
+    ap.add_argument("--leaks", default=None,
+                    help="write every mapped top-10 hit, labelled and marked or not, to this JSONL file")
     args = ap.parse_args()
+    leaks_path, args.leaks = args.leaks, [] if args.leaks else None
     import graphmem.code.freshness as fresh
     import graphmem.code.recall as recall
 
@@ -486,6 +523,10 @@ def main() -> int:
             report(name, res, args.budgets)
     results["load_average"] = os.getloadavg()
     write_json(args.out, results)
+    if leaks_path:
+        import json
+
+        Path(leaks_path).write_text("".join(json.dumps(r, default=str) + "\n" for r in args.leaks))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Code awareness: anchors from memories to the files and symbols they talk about, and the
-freshness of those anchors at read time (``anchors.py``, ``freshness.py``, ``tree.py``,
-``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
+freshness of those anchors at read time (``anchors.py``, ``anchor_file.py``, ``freshness.py``,
+``tree.py``, ``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
 search (``annotate``) and in ``reindex`` (``backfill``).
 """
 
