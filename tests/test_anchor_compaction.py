@@ -3,13 +3,17 @@ crash in the middle leaves the old file whole, and appends racing a compaction a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from graphmem import Memory
+from graphmem.code import anchor_file
 from graphmem.code import anchors as anchors_mod
 from graphmem.code.anchors import anchors_file, book, compact
 from test_code_freshness import PAY, project
@@ -19,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def reader_view(spec: Path) -> tuple[dict, dict]:
     """What readers of the anchors see, from a fresh read of the file."""
-    b = anchors_mod.AnchorBook(anchors_file(spec)).refresh()
+    b = anchor_file.AnchorBook(anchors_file(spec)).refresh()
     return ({i: (r["anchors"], r.get("head")) for i, r in b.records.items()},
             {s: r["anchors"] for s, r in b.sessions.items()})
 
@@ -35,19 +39,20 @@ def grow(mem: Memory, rounds: int) -> None:
 
 def test_the_file_compacts_itself_and_readers_see_the_same_anchors(tmp_path, monkeypatch):
     root, spec = project(tmp_path, {"src/pay.py": PAY})
-    monkeypatch.setattr(anchors_mod, "COMPACT_MIN_BYTES", 20_000)
+    monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 20_000)
     with Memory(spec, root) as mem:
         sid = mem.start_session()
         mem.record_turn(sid, "user", "fix src/pay.py please")
         mem.end_session(sid)
         grow(mem, 2)
-        monkeypatch.setattr(anchors_mod, "COMPACT_MIN_BYTES", 10**9)  # a copy that never compacts
+        monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 10**9)  # a copy that never compacts
         for n in range(150):
-            anchors_mod.record(root, spec, [i for i in mem.items() if "rounds up" in i.text])
+            anchors_mod.record(root, spec, [i for i in mem.items()  # as a save anchors them
+                                            if "rounds up" in i.text or i.kind == "file"])
         full = anchors_file(spec).read_bytes()
         expected = reader_view(spec)
-        monkeypatch.setattr(anchors_mod, "COMPACT_MIN_BYTES", 20_000)
-        anchors_mod._compacted.clear()
+        monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 20_000)
+        anchor_file._compacted.clear()
         grow(mem, 1)  # this write sees the file is mostly dead lines and compacts it
         after = anchors_file(spec).read_bytes()
         view = reader_view(spec)
@@ -71,30 +76,41 @@ def test_reindex_drops_the_lines_of_items_the_files_no_longer_hold(tmp_path):
         kept = book(spec).records
     assert before >= 40
     assert set(kept) == {i for i in live if i in kept} and len(kept) == 1
-    assert len(anchors_file(spec).read_text().splitlines()) == 1
+    lines = [json.loads(x) for x in anchors_file(spec).read_text().splitlines()]
+    assert [r["items"] for r in lines if "items" in r] == [list(kept)]  # one record, and its set
+    assert [r["set"] for r in lines if "set" in r] == [lines[-1]["anchors"]]
 
 
-def test_a_crash_in_the_middle_of_a_compaction_leaves_the_old_file_whole(tmp_path):
+@pytest.mark.parametrize("death", ["os.replace", "os.fsync"])
+def test_a_crash_in_the_middle_of_a_compaction_leaves_the_old_file_whole(tmp_path, death):
     root, spec = project(tmp_path, {"src/pay.py": PAY})
     with Memory(spec, root) as mem:
-        mem.append_gotcha("`refund` rounds up")
+        mem.save_session_insights(1, {"what_worked": ["`refund` rounds up", "retry once"],
+                                      "discoveries": {"files_understood": {"src/pay.py": "pay"}}})
         for _ in range(30):
             anchors_mod.record(root, spec, mem.items())
     path = anchors_file(spec)
+    view = reader_view(spec)
+    # half of it in the format before sets, as an older release wrote it: compaction rewrites it
+    inline = "".join(json.dumps(r) + "\n" for r in
+                     {id(r): r for r in anchor_file.AnchorBook(path).refresh().records.values()}.values())
+    path.write_bytes(inline.encode() + path.read_bytes())
     data = path.read_bytes()
+    assert reader_view(spec) == view
     code = textwrap.dedent(f"""
         import os, signal, sys
         from graphmem.code.anchors import compact
-        os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # die before the rename
+        {death} = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # die before the rename
         compact({str(spec)!r})
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert proc.returncode == -9, proc.stderr
     assert path.read_bytes() == data  # untouched
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]  # its stray temp
-    view = reader_view(spec)
+    assert reader_view(spec) == view
     before, after = compact(spec)  # the next compaction works and readers agree
     assert after < before and reader_view(spec) == view
+    assert '"via"' not in path.read_text()  # every record now names its sets
 
 
 def test_appends_racing_compactions_are_never_lost(tmp_path):

@@ -52,7 +52,11 @@ def commit(root: Path, msg: str) -> None:
 
 
 def anchors(spec: Path) -> list[dict]:
-    return [json.loads(x) for x in (spec / "memory" / "anchors.jsonl").read_text().splitlines()]
+    """The anchor records of the file, as readers see them (sets resolved), in order."""
+    from graphmem.code.anchor_file import AnchorBook
+
+    b = AnchorBook(spec / "memory" / "anchors.jsonl").refresh()
+    return list({id(r): r for r in b.records.values()}.values())
 
 
 def states(mem: Memory, query: str) -> dict[str, dict]:
@@ -411,3 +415,30 @@ def test_a_newer_value_marks_the_older_possibly_superseded_without_an_llm(tmp_pa
     assert old.metadata["validity"]["by"] == hits[texts.index("Pin pytest to 8.2 in the CI image")].id
     assert [json.loads(x)["state"] for x in
             (spec / "memory" / "validity.jsonl").read_text().splitlines()] == ["possibly superseded"]
+
+
+def test_a_lesson_naming_no_code_is_gone_when_all_its_session_wrote_is_gone(tmp_path):
+    feat = "def keep():\n    return 1\n"
+    root, spec = project(tmp_path, {"src/feat.py": feat, "src/other.py": "def other():\n    return 2\n"})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["first look around"],
+                                      "discoveries": {"files_understood": {"src/feat.py": "feature"}}})
+        (root / "src/feat.py").write_text(feat + "\n\ndef alpha():\n    return 2\n\n\ndef beta():\n    return 3\n")
+        commit(root, "session 2 adds alpha and beta")
+        mem.save_session_insights(2, {"what_worked": ["the new export works end to end"],
+                                      "discoveries": {"files_understood": {"src/feat.py": "feature"}}})
+        mem.save_session_insights(3, {"what_worked": ["the other export works end to end"],
+                                      "discoveries": {"files_understood": {"src/other.py": "other"}}})
+        (root / "src/feat.py").write_text(feat + "\n\ndef beta():\n    return 3\n")
+        commit(root, "alpha goes")
+        half = states(mem, "export works end to end")
+        (root / "src/feat.py").write_text(feat)
+        commit(root, "beta goes too")
+        gone = states(mem, "export works end to end")
+        first = states(mem, "first look around")["first look around"]
+    lesson = "the new export works end to end"
+    assert half[lesson]["state"] == "current"  # beta, which it wrote, is still there
+    assert gone[lesson]["state"] == "gone"
+    assert gone[lesson]["gone"] == ["src/feat.py:alpha", "src/feat.py:beta"]  # what the user sees
+    # the session before it wrote neither, and another session's lesson touched nothing of them
+    assert first["state"] == "current" and gone["the other export works end to end"]["state"] == "current"

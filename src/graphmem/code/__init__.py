@@ -1,6 +1,6 @@
 """Code awareness: anchors from memories to the files and symbols they talk about, and the
-freshness of those anchors at read time (``anchors.py``, ``freshness.py``, ``tree.py``,
-``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
+freshness of those anchors at read time (``anchors.py``, ``anchor_file.py``, ``freshness.py``,
+``tree.py``, ``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
 search (``annotate``) and in ``reindex`` (``backfill``).
 """
 
@@ -25,6 +25,15 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
         record(project_dir, spec_dir, items)
     except Exception as exc:  # noqa: BLE001 - derived data must not break the write path
         log.warning("anchors not recorded: %s", exc)
+
+
+def forget_caches() -> None:
+    """Drop every process-wide cache of code memory (snapshots, git histories, blob line counts,
+    parsed symbols): the next read computes from scratch (tests compare the two answers)."""
+    from . import history, tree
+
+    tree.forget()
+    history.forget()
 
 
 def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:

@@ -6,21 +6,9 @@ the project defines (see ``symbols.py``); items of one session file are also anc
 ``"via": "session"``, to the files that session's discoveries list. Each anchor keeps the file's
 git blob id (and for a symbol its lines and a hash of them), with HEAD at write time.
 
-Stored beside the reference files as ``memory/anchors.jsonl``, append-only, one JSON object per
-line, the last line naming an item wins::
-
-    {"items": ["3f0c..."], "head": "9b1e...", "at": "2026-12-01T20:00:00+00:00",
-     "anchors": [{"path": "src/pay.py", "blob": "a1b2...", "symbol": "refund", "lines": [10, 24],
-                  "digest": "77aa..."}, {"path": "src/api.py", "blob": "c3d4...", "via": "session"}]}
-
+Stored beside the reference files as ``memory/anchors.jsonl`` (``anchor_file.py`` gives the
+format: anchor lists stored once and named by records, its reader and its compaction).
 ``reindex`` writes a line for every item that has none (its state as of the reindex).
-
-Compaction (``compact``): once the file holds more than ``COMPACT_RATIO`` times the lines its
-readers need and at least ``COMPACT_MIN_BYTES``, the next write rewrites it with only the lines
-that still decide something (the last line of each item, and the lines that give a session its
-files), in order, to a temp file renamed over it, under the same lock every append takes. A
-reader sees the old file or the new one (a new inode: it reads it again), a crash leaves the old
-file and a stray temp file, and nothing is lost: the file is derived (``reindex`` rebuilds it).
 """
 
 from __future__ import annotations
@@ -28,34 +16,27 @@ from __future__ import annotations
 import json
 import logging
 import re
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from ..files.atomic import append_line, atomic_write_bytes
-from ..files.jsonl_tail import JsonlTail, tail
-from ..files.lock import folder_lock
-from ..files.safe import open_file, real_dir
 from ..models import MemoryItem
-from .tree import Snapshot, snapshot
+from .anchor_file import AnchorBook, anchors_file, append, book, compact
+from .symbols import language_of, parse_symbols
+from .tree import MAX_PARSE_BYTES, Snapshot, snapshot
 
 log = logging.getLogger("graphmem.code")
 
-FILE_NAME = "anchors.jsonl"
-LOCK_NAME = ".anchors.lock"  # every append and every compaction of anchors.jsonl holds it
-COMPACT_RATIO = 3
-COMPACT_MIN_BYTES = 256_000
 MAX_SYMBOL_FILES = 3  # a name defined in more files than this says too little to anchor
 MAX_ANCHORS = 40
+MAX_TOUCHED = 30  # symbols a session added or changed, kept with its files
 EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
-_compacted: dict[str, int] = {}  # anchors file -> its size after this process compacted it
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def anchors_file(spec_dir: str | Path) -> Path:
-    """Where a spec folder keeps its anchors."""
-    return Path(spec_dir) / "memory" / FILE_NAME
+__all__ = ["AnchorBook", "anchors_file", "backfill", "book", "compact", "record"]
 
 
 def _looks_like_symbol(name: str, text: str, start: int) -> bool:
@@ -111,8 +92,10 @@ def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
     return list(out.values())
 
 
-def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str]) -> list[dict]:
-    """The anchors of one item: its own paths and symbols, then its session's files."""
+def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
+                touched: list[dict] = ()) -> list[dict]:
+    """The anchors of one item: its own paths and symbols, then its session's files and the
+    symbols the session added or changed there (``touched_symbols``)."""
     text = item.text
     own = find_paths(text, snap)
     meta_path = item.metadata.get("path") if isinstance(item.metadata, dict) else None
@@ -125,10 +108,63 @@ def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str]) -> l
         syms = find_symbols(text, snap, own or session_paths)
     anchored = {a["path"] for a in syms}
     out = [*syms, *({"path": p, "blob": snap.files[p]} for p in own if p not in anchored)]
-    if item.kind not in ("file", "turn", "step"):
-        out += [{"path": p, "blob": snap.files[p], "via": "session"} for p in session_paths
-                if p not in own and p not in anchored]
+    if item.kind not in ("file", "turn", "step"):  # the whole list: one set for the session
+        return out[:MAX_ANCHORS] + [{"path": p, "blob": snap.files[p], "via": "session"}
+                                    for p in session_paths[:MAX_ANCHORS]] + list(touched)
     return out[:MAX_ANCHORS]
+
+
+def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list[dict]:
+    """The symbols of ``paths`` that were added or whose lines changed since graphmem last saw
+    each file (its blob in the last record naming it, else the file at the last record's HEAD,
+    where a file missing there is new): session anchors with ``"touched": true``. Only in git
+    (an old version is read by its id, with one ``git cat-file --batch``)."""
+    if not snap.git or not paths:
+        return []
+    wanted: dict[str, str] = {}  # path -> what to read of its old version
+    for path in dict.fromkeys(paths):
+        old = known.blobs.get(path)
+        if old is None and known.last_head and known.last_head != snap.head:
+            old = f"{known.last_head}:{path}"
+        if old is not None and old != snap.files.get(path) and language_of(path):
+            wanted[path] = old
+    if not wanted:
+        return []
+    texts = read_objects(snap.root, list(wanted.values()))
+    out: list[dict] = []
+    for path, old in wanted.items():
+        if old not in texts:
+            continue  # an object git no longer has: unknown, so nothing is claimed
+        before = {(s.name, s.digest) for s in parse_symbols(path, texts[old] or "")}
+        for sym in snap.symbols(path):
+            if (sym.name, sym.digest) not in before:
+                out.append({"path": path, "symbol": sym.name, "digest": sym.digest,
+                            "via": "session", "touched": True})  # what its state needs
+    return out[:MAX_TOUCHED]
+
+
+def read_objects(root: Path, names: list[str]) -> dict[str, str | None]:
+    """Objects by name (a blob id or ``<commit>:<path>``) -> text, or None for a name git says
+    is missing (a file new since that commit); names git cannot answer for are left out."""
+    try:
+        raw = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], capture_output=True,
+                             input="".join(n + "\n" for n in names).encode(), timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    out: dict[str, str | None] = {}
+    i = 0
+    for name in names:
+        nl = raw.find(b"\n", i)
+        if nl < 0:
+            break
+        head, i = raw[i:nl], nl + 1
+        if head.endswith(b" missing"):
+            out[name] = None if ":" in name else out.get(name)
+            continue
+        size = int(head.rsplit(b" ", 1)[-1])
+        out[name] = raw[i:i + size].decode("utf-8", "replace") if size <= MAX_PARSE_BYTES else ""
+        i += size + 1
+    return {k: v for k, v in out.items() if v is not None or ":" in k}
 
 
 def record(project_dir: str | Path | None, spec_dir: str | Path | None,
@@ -145,9 +181,11 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
         p = it.metadata.get("path") if it.kind == "file" and it.session else None
         if isinstance(p, str) and p in snap.files:
             session_paths.setdefault(it.session, []).append(p)
+    touched = touched_symbols(snap, book(spec_dir), [p for ps in session_paths.values() for p in ps])
     groups: dict[str, dict] = {}
     for it in items:
-        found = anchors_for(it, snap, session_paths.get(it.session, []) if it.session else [])
+        paths = session_paths.get(it.session, []) if it.session else []
+        found = anchors_for(it, snap, paths, [a for a in touched if a["path"] in paths])
         if not found:
             continue
         episode = it.session if it.kind in EPISODE_KINDS else None
@@ -156,108 +194,9 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
     if not groups:
         return 0
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    lines = "".join(json.dumps({"items": g["items"], "head": snap.head, "at": at,
-                                **({"session": g["session"]} if g["session"] else {}),
-                                "anchors": g["anchors"]}, ensure_ascii=False) + "\n"
-                    for g in groups.values())
-    path = anchors_file(spec_dir)
-    real_dir(path.parent, create=True)
-    with folder_lock(path.parent, name=LOCK_NAME):  # a compaction never drops an append
-        append_line(path, lines, sync=False)  # derived: reindex writes it again
-    if book(spec_dir).wants_compaction():
-        compact(spec_dir)
+    append(spec_dir, ({"items": g["items"], "head": snap.head, "at": at, "session": g["session"],
+                       "anchors": g["anchors"]} for g in groups.values()))
     return len(groups)
-
-
-def needed(lines: list[bytes], live: set[str] | None = None) -> list[bytes]:
-    """The lines a reader of ``lines`` needs: the last one naming each item (of ``live`` ones,
-    when given), and those that add a file to their session's list (``AnchorBook``), in order."""
-    recs: list[dict | None] = []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            rec = None
-        recs.append(rec if isinstance(rec, dict) and isinstance(rec.get("anchors"), list) else None)
-    last: dict[str, int] = {}
-    for i, rec in enumerate(recs):
-        for item_id in (rec or {}).get("items") or []:
-            last[item_id] = i
-    keep = {i for item_id, i in last.items() if live is None or item_id in live}
-    files: dict[str, set] = {}
-    for i, rec in enumerate(recs):
-        if rec is None or not isinstance(rec.get("session"), str):
-            continue
-        have = files.setdefault(rec["session"], set())
-        new = {a.get("path") for a in rec["anchors"] if isinstance(a, dict)} - have
-        if new and len(have) < MAX_ANCHORS:
-            keep.add(i)
-            have.update(new)
-    return [lines[i] for i in sorted(keep)]
-
-
-def compact(spec_dir: str | Path, live: set[str] | None = None) -> tuple[int, int]:
-    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after)."""
-    path = anchors_file(spec_dir)
-    with folder_lock(path.parent, name=LOCK_NAME):
-        try:
-            with open_file(path) as fh:
-                data = fh.read()
-        except FileNotFoundError:
-            return 0, 0
-        body = data[:data.rfind(b"\n") + 1]  # a torn last line is dropped
-        kept = needed(body.splitlines(), live)
-        out = b"".join(line + b"\n" for line in kept)
-        if len(out) < len(data):
-            atomic_write_bytes(path, out)
-        _compacted[str(path)] = min(len(out), len(data))
-    return len(data), min(len(out), len(data))
-
-
-class AnchorBook(JsonlTail):
-    """Item id -> its latest anchor record, read incrementally from one ``anchors.jsonl``."""
-
-    def reset(self) -> None:
-        self.lines = 0  # lines read; against the distinct records, it says when to compact
-        self.records: dict[str, dict] = {}
-        self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
-        self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
-
-    def session_record(self, session: str) -> dict | None:
-        """A record for an unanchored turn or step: its session's other files, ``via`` session."""
-        return self.sessions.get(session)
-
-    def wants_compaction(self) -> bool:
-        """Whether most lines no longer decide anything (see ``compact``); after a compaction,
-        not before the file is ``COMPACT_RATIO`` times its compacted size again."""
-        distinct = len({id(r) for r in self.records.values()})
-        return self.offset >= max(COMPACT_MIN_BYTES, COMPACT_RATIO * _compacted.get(str(self.path), 0)) \
-            and self.lines > COMPACT_RATIO * (distinct + len(self.sessions))
-
-    def take(self, rec: dict) -> None:
-        self.lines += 1
-        if not isinstance(rec.get("anchors"), list):
-            return
-        for item_id in rec.get("items") or []:
-            self.records[item_id] = rec
-        for path in {a.get("path") for a in rec["anchors"] if isinstance(a, dict)}:
-            self.by_path.setdefault(path, []).extend(rec.get("items") or [])
-        if isinstance(rec.get("session"), str):
-            self._add_session(rec)
-
-    def _add_session(self, rec: dict) -> None:
-        got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
-                                                        "at": rec.get("at"), "anchors": []})
-        have = {a["path"] for a in got["anchors"]}
-        for a in rec["anchors"]:
-            if isinstance(a, dict) and a.get("path") not in have and len(have) < MAX_ANCHORS:
-                have.add(a.get("path"))
-                got["anchors"].append({"path": a.get("path"), "blob": a.get("blob"), "via": "session"})
-
-
-def book(spec_dir: str | Path) -> AnchorBook:
-    """The (cached, refreshed) anchors of one spec folder."""
-    return tail(AnchorBook, anchors_file(spec_dir))
 
 
 def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
@@ -268,11 +207,13 @@ def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
             by_spec.setdefault(str(Path(project_dir) / it.spec), []).append(it)
     written = 0
     for spec, its in by_spec.items():
-        known = book(spec).records
+        b = book(spec)
+        known = b.records
         missing = [it for it in its if it.id not in known]
         try:
             written += record(project_dir, spec, missing)
-            if len(known) > len(its) + written:  # lines of items the files no longer hold
+            if len(known) > len(its) + written or b.inline:  # items the files no longer hold,
+                # or records in the format before sets: the file is written again in this one
                 compact(spec, live={it.id for it in its})
         except OSError as exc:
             log.warning("anchors of %s not written: %s", spec, exc)

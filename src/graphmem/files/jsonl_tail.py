@@ -2,7 +2,8 @@
 
 Each ``refresh`` reads only the lines appended since the last one, and starts over when the file
 was replaced (another inode) or cut. A line still being written (no newline yet) is read next
-time; a line that is not a JSON object is skipped. The file is never read through a link.
+time; a line that is not a JSON object is skipped (``skipped``). The file is never read through
+a link.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class JsonlTail:
     def take(self, rec: dict) -> None:
         raise NotImplementedError
 
+    def skipped(self, line: bytes) -> None:
+        """A line that is not a JSON object (subclasses may warn)."""
+
     def refresh(self: T) -> T:
         st = file_stat(self.path)  # a link in its place is a StorageError
         if st is None or st.st_ino != self.ino or st.st_size < self.offset:
@@ -48,9 +52,11 @@ class JsonlTail:
             try:
                 rec = json.loads(line)
             except ValueError:
-                continue
+                rec = None
             if isinstance(rec, dict):
                 self.take(rec)
+            elif line.strip():
+                self.skipped(line)
         self.offset += end
         return self
 

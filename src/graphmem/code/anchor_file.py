@@ -1,0 +1,269 @@
+"""``memory/anchors.jsonl``: the anchors' file format, its reader (``AnchorBook``) and its compaction.
+
+Append-only JSON Lines, one object a line, in two shapes. An anchor list is stored once, as a
+*set* line named by a hash of its content, and records refer to it by that name::
+
+    {"set": "5be1c0a9e3f2", "anchors": [{"path": "src/pay.py", "blob": "a1b2...", "symbol": "refund",
+                                         "lines": [10, 24], "digest": "77aa..."}]}
+    {"set": "0c4d19aa7b21", "anchors": [{"path": "src/api.py", "blob": "c3d4..."}]}
+    {"items": ["3f0c..."], "head": "9b1e...", "at": "2026-12-01T20:00:00+00:00",
+     "anchors": "5be1c0a9e3f2", "session_files": "0c4d19aa7b21"}
+
+``anchors`` names the item's own anchors (the code its text names), ``session_files`` the files
+of the session it was learned in and the symbols it added or changed there (``"touched": true``),
+which readers see as ``"via": "session"`` anchors; either may be absent. A record of a turn or step also names its episodic ``session``.
+The last record naming an item wins. A record written before this format holds its anchors
+inline (``"anchors": [...]``, session files marked ``"via": "session"``); it still loads, and the
+next compaction (or ``reindex``) writes it in this format.
+
+A line that is not JSON, or a record whose set is missing, is skipped with a warning; nothing
+else is lost. Appends take ``LOCK_NAME`` and cut a torn last line first, so a crash mid-line
+never swallows the next record.
+
+Compaction (``compact``): once the file holds more than ``COMPACT_RATIO`` times the lines its
+readers need and at least ``COMPACT_MIN_BYTES``, the next write rewrites it with only what still
+decides something (the last record of each item, the records that give an episodic session its
+files, and the sets they name), in order, to a temp file renamed over it, under the same lock
+every append takes. A reader sees the old file or the new one (a new inode: it reads it again),
+a crash leaves the old file and a stray temp file, and nothing is lost: the file is derived
+(``reindex`` rebuilds it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from ..files.atomic import append_line, atomic_write_bytes, repair_tail
+from ..files.jsonl_tail import JsonlTail, tail
+from ..files.lock import folder_lock
+from ..files.safe import open_file, real_dir
+
+log = logging.getLogger("graphmem.code")
+
+FILE_NAME = "anchors.jsonl"
+LOCK_NAME = ".anchors.lock"  # every append and every compaction of anchors.jsonl holds it
+COMPACT_RATIO = 3
+COMPACT_MIN_BYTES = 256_000
+MAX_SESSION_FILES = 40  # an episodic session keeps at most this many files for its turns/steps
+_compacted: dict[str, int] = {}  # anchors file -> its size after this process compacted it
+
+
+def anchors_file(spec_dir: str | Path) -> Path:
+    """Where a spec folder keeps its anchors."""
+    return Path(spec_dir) / "memory" / FILE_NAME
+
+
+def set_name(anchors: list[dict]) -> str:
+    """The name of an anchor list: a hash of its content, so equal lists are stored once."""
+    data = json.dumps(anchors, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return hashlib.sha1(data).hexdigest()[:12]
+
+
+def encode(rec: dict, known: set[str]) -> list[str]:
+    """The lines of one record ``{"items", "head", "at", "session"?, "anchors": [...]}`` (its
+    session's anchors marked ``via``): the sets not in ``known`` (which it extends), then the
+    record naming them."""
+    own = [a for a in rec["anchors"] if not a.get("via")]
+    via = [{k: v for k, v in a.items() if k != "via"} for a in rec["anchors"] if a.get("via")]
+    out = {"items": rec["items"], "head": rec.get("head"), "at": rec.get("at")}
+    if rec.get("session") is not None:
+        out["session"] = rec["session"]
+    lines = []
+    for key, anchors in (("anchors", own), ("session_files", via)):
+        if not anchors:
+            continue
+        name = out[key] = set_name(anchors)
+        if name not in known:
+            known.add(name)
+            lines.append(json.dumps({"set": name, "anchors": anchors}, ensure_ascii=False) + "\n")
+    lines.append(json.dumps(out, ensure_ascii=False) + "\n")
+    return lines
+
+
+def _anchor_list(value) -> list[dict] | None:
+    if not isinstance(value, list):
+        return None
+    return [a for a in value if isinstance(a, dict) and isinstance(a.get("path"), str)]
+
+
+class _Resolver:
+    """Records of either format -> ``{..., "anchors": [own..., session (via)...]}``."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, list[dict]] = {}
+        self.inline = 0  # records read in the format before sets
+        self._via: dict[str, list[dict]] = {}  # a set seen as session files, marked once
+
+    def add_set(self, rec: dict) -> bool:
+        anchors = _anchor_list(rec.get("anchors"))
+        if not isinstance(rec.get("set"), str) or anchors is None:
+            return False
+        self.sets.setdefault(rec["set"], anchors)
+        return True
+
+    def resolve(self, rec: dict) -> dict | None:
+        items = rec.get("items")
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            return None
+        inline = _anchor_list(rec.get("anchors"))
+        if inline is not None:  # the format before sets
+            self.inline += 1
+            return {**rec, "anchors": inline}
+        own_ref, via_ref = rec.get("anchors"), rec.get("session_files")
+        if own_ref is None and via_ref is None:
+            return None
+        own = self.sets.get(own_ref) if own_ref is not None else []
+        via = self._session(via_ref) if via_ref is not None else []
+        if own is None or via is None:
+            return None
+        out = {k: v for k, v in rec.items() if k != "session_files"}
+        out["anchors"] = [*own, *via]
+        return out
+
+    def _session(self, name) -> list[dict] | None:
+        got = self._via.get(name)
+        if got is None and name in self.sets:
+            got = self._via[name] = [{**a, "via": "session"} for a in self.sets[name]]
+        return got
+
+
+class AnchorBook(JsonlTail):
+    """Item id -> its latest anchor record, read incrementally from one ``anchors.jsonl``."""
+
+    def reset(self) -> None:
+        self.lines = 0  # lines read; against the distinct records, it says when to compact
+        self.resolver = _Resolver()
+        self.records: dict[str, dict] = {}
+        self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
+        self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
+        self.blobs: dict[str, str] = {}  # path -> its blob in the last record naming it
+        self.last_head: str | None = None  # HEAD when the last record was written
+
+    @property
+    def inline(self) -> int:
+        """How many records were read in the format before sets (``reindex`` rewrites them)."""
+        return self.resolver.inline
+
+    @property
+    def sets(self) -> dict[str, list[dict]]:
+        """The anchor sets read so far, by name."""
+        return self.resolver.sets
+
+    def session_record(self, session: str) -> dict | None:
+        """A record for an unanchored turn or step: its session's other files, ``via`` session."""
+        return self.sessions.get(session)
+
+    def wants_compaction(self) -> bool:
+        """Whether most lines no longer decide anything (see ``compact``); after a compaction,
+        not before the file is ``COMPACT_RATIO`` times its compacted size again."""
+        distinct = len({id(r) for r in self.records.values()})
+        return self.offset >= max(COMPACT_MIN_BYTES, COMPACT_RATIO * _compacted.get(str(self.path), 0)) \
+            and self.lines > COMPACT_RATIO * (distinct + len(self.sessions) + len(self.sets))
+
+    def skipped(self, line: bytes) -> None:
+        log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)
+
+    def take(self, rec: dict) -> None:
+        self.lines += 1
+        if "set" in rec:
+            if not self.resolver.add_set(rec):
+                log.warning("%s: skipped a malformed anchor set: %.80r", self.path, rec)
+            return
+        got = self.resolver.resolve(rec)
+        if got is None:
+            log.warning("%s: skipped an anchor record that names no readable anchors: %.80r",
+                        self.path, rec)
+            return
+        for item_id in got["items"]:
+            self.records[item_id] = got
+        for path in {a["path"] for a in got["anchors"]}:
+            self.by_path.setdefault(path, []).extend(got["items"])
+        for a in got["anchors"]:
+            if isinstance(a.get("blob"), str):
+                self.blobs[a["path"]] = a["blob"]
+        self.last_head = got.get("head") if isinstance(got.get("head"), str) else self.last_head
+        if isinstance(got.get("session"), str):
+            self._add_session(got)
+
+    def _add_session(self, rec: dict) -> None:
+        got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
+                                                        "at": rec.get("at"), "anchors": []})
+        have = {a["path"] for a in got["anchors"]}
+        for a in rec["anchors"]:
+            if a["path"] not in have and len(have) < MAX_SESSION_FILES:
+                have.add(a["path"])
+                got["anchors"].append({"path": a["path"], "blob": a.get("blob"), "via": "session"})
+
+
+def book(spec_dir: str | Path) -> AnchorBook:
+    """The (cached, refreshed) anchors of one spec folder."""
+    return tail(AnchorBook, anchors_file(spec_dir))
+
+
+def append(spec_dir: str | Path, recs: Iterable[dict]) -> None:
+    """Append records (anchors inline, as ``encode`` takes them), writing each set not yet in the
+    file once; compacts the file when most of it no longer decides anything."""
+    path = anchors_file(spec_dir)
+    real_dir(path.parent, create=True)
+    with folder_lock(path.parent, name=LOCK_NAME):  # a compaction never drops an append
+        known = set(book(spec_dir).sets)  # read under the lock: no compaction drops them meanwhile
+        text = "".join(line for rec in recs for line in encode(rec, known))
+        repair_tail(path)  # a torn last line must not swallow the first one written now
+        append_line(path, text, sync=False)  # derived: reindex writes it again
+    if book(spec_dir).wants_compaction():
+        compact(spec_dir)
+
+
+def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
+    """The lines a reader of ``lines`` needs, in this format: the last record naming each item
+    (of ``live`` ones, when given) and those that add a file to their session's list
+    (``AnchorBook``), in order, each after the sets it names."""
+    resolver, recs = _Resolver(), []
+    dropped = 0
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if isinstance(rec, dict) and "set" in rec and resolver.add_set(rec):
+            continue
+        got = resolver.resolve(rec) if isinstance(rec, dict) else None
+        dropped += got is None
+        if got is not None:
+            recs.append(got)
+    if dropped:
+        log.warning("anchors compaction: %d unreadable line(s) left out", dropped)
+    last = {item_id: i for i, rec in enumerate(recs) for item_id in rec["items"]}
+    keep = {i for item_id, i in last.items() if live is None or item_id in live}
+    files: dict[str, set] = {}
+    for i, rec in enumerate(recs):
+        if not isinstance(rec.get("session"), str):
+            continue
+        have = files.setdefault(rec["session"], set())
+        new = {a["path"] for a in rec["anchors"]} - have
+        if new and len(have) < MAX_SESSION_FILES:
+            keep.add(i)
+            have.update(new)
+    known: set[str] = set()
+    return [line for i in sorted(keep) for line in encode(recs[i], known)]
+
+
+def compact(spec_dir: str | Path, live: set[str] | None = None) -> tuple[int, int]:
+    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after)."""
+    path = anchors_file(spec_dir)
+    with folder_lock(path.parent, name=LOCK_NAME):
+        try:
+            with open_file(path) as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            return 0, 0
+        body = data[:data.rfind(b"\n") + 1]  # a torn last line is dropped
+        out = "".join(needed(body.splitlines(), live)).encode("utf-8")
+        if len(out) < len(data):
+            atomic_write_bytes(path, out)
+        _compacted[str(path)] = min(len(out), len(data))
+    return len(data), min(len(out), len(data))
