@@ -377,6 +377,19 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             anchor_ms.append((time.perf_counter() - t) * 1000)
 
     graphmem.code.record_anchors = timed_anchors
+    import graphmem.code.recall as code_recall_mod
+
+    plain_recall = code_recall_mod.code_recall
+    recall_ms: list[float] = []
+
+    def timed_recall(*a, **kw):  # the share of a search spent re-ranking by code (code/recall.py)
+        t = time.perf_counter()
+        try:
+            return plain_recall(*a, **kw)
+        finally:
+            recall_ms.append((time.perf_counter() - t) * 1000)
+
+    code_recall_mod.code_recall = timed_recall
     prof = Profiled(args.profile)
     t_start = time.perf_counter()
     with Memory(spec, root, settings=settings) as mem:
@@ -429,7 +442,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     prof.report(name)
     graphmem.code.with_freshness = plain_fresh
     graphmem.code.record_anchors = plain_anchor
-    lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
+    code_recall_mod.code_recall = plain_recall
+    lat["freshness"], lat["anchors"], lat["recall"] = fresh_ms, anchor_ms, recall_ms
     anchors = spec / "memory" / "anchors.jsonl"
     from graphmem.code.anchor_file import needed
 
@@ -465,7 +479,8 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['search']['p95']:.1f} ms, context {lat['context']['p50']:.1f}/"
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
-          f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
+          f"{lat['freshness']['p95']:.1f} ms; code recall {lat['recall']['p50']:.1f}/"
+          f"{lat['recall']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
           f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
           f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
           ["ranker", "type", "n", *cols], trows)
