@@ -46,7 +46,7 @@ log = logging.getLogger("graphmem.code")
 
 FILE_NAME = "anchors.jsonl"
 LOCK_NAME = ".anchors.lock"  # every append and every compaction of anchors.jsonl holds it
-COMPACT_RATIO = 3
+COMPACT_RATIO = 2  # the file stays within about twice what its readers need
 COMPACT_MIN_BYTES = 256_000
 MAX_SESSION_FILES = 40  # an episodic session keeps at most this many files for its turns/steps
 _compacted: dict[str, int] = {}  # anchors file -> its size after this process compacted it
