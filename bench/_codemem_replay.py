@@ -100,6 +100,19 @@ class Repo:
             self._write(path, blob)
         self.commit("tree0", None)
 
+    @classmethod
+    def resume(cls, root: Path, state: dict) -> "Repo":
+        """The repository a replay left at ``root``, with the ``state()`` it saved."""
+        repo = cls.__new__(cls)
+        repo.root, repo.tree = root, dict(state["tree"])
+        repo.symbols = {k: list(v) for k, v in state["symbols"].items()}
+        repo.ever = set(state["ever"])
+        return repo
+
+    def state(self) -> dict:
+        """What ``resume`` needs besides the folder (JSON)."""
+        return {"tree": self.tree, "symbols": self.symbols, "ever": sorted(self.ever)}
+
     def _git(self, *args: str, env: dict | None = None) -> str:
         return subprocess.run(["git", "-C", str(self.root), *args], check=True, text=True,
                               capture_output=True, env=env).stdout
@@ -133,6 +146,29 @@ class Repo:
             env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
         self._git("add", "-A")
         self._git("commit", "-q", "--allow-empty", "--no-verify", "-m", message, env=env)
+
+
+def write_session(mem, i: int, s: dict) -> str | None:
+    """Session ``i`` written through the public API (the protocol's step 2); its episodic
+    session id, if it had turns or steps."""
+    mem.save_session_insights(i + 1, s["insights"])
+    if s.get("codebase_map"):
+        mem.update_codebase_map(s["codebase_map"])
+    for g in s.get("gotchas") or []:
+        mem.append_gotcha(g)
+    for p in s.get("patterns") or []:
+        mem.append_pattern(p)
+    if not (s.get("turns") or s.get("steps")):
+        return None
+    sid = mem.start_session(model=s.get("agent"), mode="agent", at=s["time"])
+    if s.get("turns"):
+        mem.record_turns(sid, [{"role": t["role"], "content": t["content"],
+                                "metadata": {"codemem_session": s["id"]}, "at": s["time"]}
+                               for t in s["turns"]])
+    for st in s.get("steps") or []:
+        mem.record_step(sid, st["action"], st["status"], st.get("detail"), at=s["time"])
+    mem.end_session(sid)
+    return sid
 
 
 # ---- baselines over the items graphmem would hold --------------------------------------------

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import SPEC, Items, Repo, load_dataset, normalise, plain_context  # noqa: E402
+from _codemem_replay import (SPEC, Items, Repo, load_dataset, normalise, plain_context,  # noqa: E402
+                             write_session)
 from _common import need, pct, table, write_json  # noqa: E402
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
@@ -216,6 +217,120 @@ def average(rows: list[dict]) -> dict:
         1, sum(1 for r in rows if k in r))) for k in keys} | counted | {"n": len(rows)}
 
 
+# the stages of a search and a context that ``--profile`` times (module, function)
+STAGES = (("graphmem.code", "named_files"), ("graphmem.derived", "DerivedStores.search_local"),
+          ("graphmem.index.local_search", "_encode"), ("graphmem.index.ranker", "rank"),
+          ("graphmem.code.recall", "code_recall"), ("graphmem.code", "with_freshness"),
+          ("graphmem.validity", "apply_validity"), ("graphmem.code", "defined_now"),
+          ("graphmem.context", "build_context"))
+
+
+class Profiled:
+    """Around the timed calls only (``--profile N``): the milliseconds of each of ``STAGES``
+    per call (p50/p95), and cProfile's N costliest functions by cumulative and own time per
+    dataset, on the event loop's thread (the query encoder's worker threads show only as the
+    wait for them); a no-op context without it."""
+
+    def __init__(self, top: int | None):
+        import cProfile
+
+        self.top = top
+        self.prof = cProfile.Profile() if top else None
+        self.spans: dict[str, list[float]] = {}
+        self.call: dict[str, float] | None = None
+        self.plain: list[tuple] = []  # (owner, attr, function) to put back
+        if top:
+            for mod, name in STAGES:
+                self._wrap(mod, name)
+            import gc
+
+            gc.callbacks.append(self._gc)
+        self._gc_start = 0.0
+
+    def _gc(self, phase: str, info: dict) -> None:
+        """Garbage collections inside timed calls, as a stage of their own ("gc <generation>")."""
+        if self.call is None:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            key = f"gc {info.get('generation')}"
+            self.call[key] = self.call.get(key, 0.0) + (time.perf_counter() - self._gc_start) * 1000
+
+    def _wrap(self, mod: str, name: str) -> None:
+        import asyncio
+        import functools
+        import importlib
+
+        owner = importlib.import_module(mod)
+        cls, _, attr = name.rpartition(".")
+        if cls:
+            owner = getattr(owner, cls)
+        plain = getattr(owner, attr)
+        self.plain.append((owner, attr, plain))
+
+        def add(t: float) -> None:
+            if self.call is not None:
+                self.call[name] = self.call.get(name, 0.0) + (time.perf_counter() - t) * 1000
+
+        if asyncio.iscoroutinefunction(plain):
+            @functools.wraps(plain)
+            async def timed(*a, **kw):
+                t = time.perf_counter()
+                try:
+                    return await plain(*a, **kw)
+                finally:
+                    add(t)
+        else:
+            @functools.wraps(plain)
+            def timed(*a, **kw):
+                t = time.perf_counter()
+                try:
+                    return plain(*a, **kw)
+                finally:
+                    add(t)
+        setattr(owner, attr, timed)
+
+    def _on_loop(self, fn) -> None:
+        """``fn()`` on the sync façade's event loop thread, where the async core runs."""
+        from graphmem import _sync
+
+        async def call():
+            fn()
+
+        _sync.run(call())
+
+    def __enter__(self):
+        if self.prof is not None:
+            self.call = {}
+            self._on_loop(self.prof.enable)
+
+    def __exit__(self, *exc):
+        if self.prof is not None:
+            self._on_loop(self.prof.disable)
+            for k, v in self.call.items():
+                self.spans.setdefault(k, []).append(v)
+            self.call = None
+
+    def report(self, name: str) -> None:
+        for owner, attr, plain in reversed(self.plain):
+            setattr(owner, attr, plain)
+        import gc
+
+        if self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
+        if self.prof is None:
+            return
+        import pstats
+
+        table(f"{name}: ms per timed call in each stage (under cProfile)", ["stage", "calls", "p50",
+              "p95", "total"], [[k, len(v), pct(v, 50), pct(v, 95), sum(v)]
+                                for k, v in self.spans.items()])
+        print(f"\n{name}: the timed search and context calls under cProfile")
+        pstats.Stats(self.prof).sort_stats("cumulative").print_stats(self.top)
+        pstats.Stats(self.prof).sort_stats("tottime").print_stats(self.top)
+
+
 def run_dataset(name: str, args, tmp: Path) -> dict:
     from graphmem import Memory, Settings
 
@@ -262,29 +377,27 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             anchor_ms.append((time.perf_counter() - t) * 1000)
 
     graphmem.code.record_anchors = timed_anchors
+    import graphmem.code.recall as code_recall_mod
+
+    plain_recall = code_recall_mod.code_recall
+    recall_ms: list[float] = []
+
+    def timed_recall(*a, **kw):  # the share of a search spent re-ranking by code (code/recall.py)
+        t = time.perf_counter()
+        try:
+            return plain_recall(*a, **kw)
+        finally:
+            recall_ms.append((time.perf_counter() - t) * 1000)
+
+    code_recall_mod.code_recall = timed_recall
+    prof = Profiled(args.profile)
     t_start = time.perf_counter()
     with Memory(spec, root, settings=settings) as mem:
         for i, s in enumerate(sessions[:last + 1]):
             t0 = time.perf_counter()
             repo.apply(s)
             repo.commit(s["id"], s["time"])
-            mem.save_session_insights(i + 1, s["insights"])
-            if s.get("codebase_map"):
-                mem.update_codebase_map(s["codebase_map"])
-            for g in s.get("gotchas") or []:
-                mem.append_gotcha(g)
-            for p in s.get("patterns") or []:
-                mem.append_pattern(p)
-            sid = None
-            if s.get("turns") or s.get("steps"):
-                sid = mem.start_session(model=s.get("agent"), mode="agent", at=s["time"])
-                if s.get("turns"):
-                    mem.record_turns(sid, [{"role": t["role"], "content": t["content"],
-                                            "metadata": {"codemem_session": s["id"]},
-                                            "at": s["time"]} for t in s["turns"]])
-                for st in s.get("steps") or []:
-                    mem.record_step(sid, st["action"], st["status"], st.get("detail"), at=s["time"])
-                mem.end_session(sid)
+            sid = write_session(mem, i, s)
             if i >= lo:
                 lat["write"].append((time.perf_counter() - t0) * 1000)
             items.add(s)
@@ -298,13 +411,15 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                 ctx: dict[int, str] = {}
                 if n % 2 == 0:
                     t = time.perf_counter()
-                    hits = mem.search(text, scope="project", limit=20)
+                    with prof:
+                        hits = mem.search(text, scope="project", limit=20)
                     lat["search"].append((time.perf_counter() - t) * 1000)
                     for b in budgets:
                         ctx[b] = mem.context(text, max_tokens=b)
                 else:
                     t = time.perf_counter()
-                    ctx[budgets[-1]] = mem.context(text, max_tokens=budgets[-1])
+                    with prof:
+                        ctx[budgets[-1]] = mem.context(text, max_tokens=budgets[-1])
                     lat["context"].append((time.perf_counter() - t) * 1000)
                     hits = mem.search(text, scope="project", limit=20)
                     for b in budgets[:-1]:
@@ -323,10 +438,12 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                                           [False] * 20, [r["text"] for r in ranked[:20]], rctx, repo))
             print(f"{name}: after session {i}: {len(rows['graphmem'])}/{len(tasks)} tasks, "
                   f"{time.perf_counter() - t_start:.0f} s", flush=True)
+    replay_s = time.perf_counter() - t_start
+    prof.report(name)
     graphmem.code.with_freshness = plain_fresh
     graphmem.code.record_anchors = plain_anchor
-    lat["freshness"], lat["anchors"] = fresh_ms, anchor_ms
-    replay_s = time.perf_counter() - t_start
+    code_recall_mod.code_recall = plain_recall
+    lat["freshness"], lat["anchors"], lat["recall"] = fresh_ms, anchor_ms, recall_ms
     anchors = spec / "memory" / "anchors.jsonl"
     from graphmem.code.anchor_file import needed
 
@@ -362,7 +479,8 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['search']['p95']:.1f} ms, context {lat['context']['p50']:.1f}/"
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
-          f"{lat['freshness']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
+          f"{lat['freshness']['p95']:.1f} ms; code recall {lat['recall']['p50']:.1f}/"
+          f"{lat['recall']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
           f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
           f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
           ["ranker", "type", "n", *cols], trows)
@@ -376,6 +494,8 @@ def main() -> int:
     ap.add_argument("--budgets", default="1000,4000")
     ap.add_argument("--types", default=None, help="only tasks of these types (e.g. locate)")
     ap.add_argument("--out", default="codemem")
+    ap.add_argument("--profile", type=int, default=None, metavar="N",
+                    help="profile the timed calls; print the N costliest functions")
     ap.add_argument("--recall", default=None,
                     help="try other code recall knobs, e.g. FILE_GAIN=0.5,RECENCY_GAIN=0 "
                          "(graphmem.code.recall)")

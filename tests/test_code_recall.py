@@ -75,3 +75,50 @@ def test_rerank_predicts_files_from_the_best_candidates_and_the_named_files():
     order, new = recall.rerank(scores, files, ["1", "2", "2", "3"], [None] * 4, named={"src/c.py"})
     assert abs(new[3] - recall.FILE_GAIN) < 1e-9  # scored 0, about a named file
     assert order == [0, 1, 3, 2]  # session 2's second item after session 3's only one
+
+
+WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo",
+         "juniper", "kelp", "lumen")
+
+
+def test_older_sessions_about_a_file_join_beyond_one_long_session(tmp_path, monkeypatch):
+    """The newest session wrote 144 lines about the scheduler, all matching the task: the two
+    older sessions about the same file, sharing no word with it, still reach the top 3 (the
+    memories joining the candidates are one per session, not the long session's lines)."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
+    root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
+    sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {**sched, "what_worked": ["Moved the jitter out of the hot path"]})
+        mem.save_session_insights(2, {**sched, "what_worked": ["Worker restarts clear the queue"]})
+        mem.save_session_insights(3, {**sched, "what_worked": [
+            f"Retry backoff of scheduled jobs: tuned the {a} {b} delay"
+            for a in WORDS for b in WORDS]})
+        hits = mem.search("retry backoff of scheduled jobs", scope="project", limit=3)
+    assert {h.session for h in hits} == {"1", "2", "3"}, [(h.session, h.text) for h in hits]
+
+
+def test_the_newest_work_about_a_file_comes_first(tmp_path, monkeypatch):
+    """Three sessions wrote about the scheduler, the oldest in the task's own words: the newest
+    one ranks first (the code a task changes was last written by it), while a lesson about
+    other code keeps its place."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)  # only recency among the file's memories
+    root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
+    sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {**sched, "what_worked": [
+            "Scheduled jobs retry after a worker restart"]})
+        mem.save_session_insights(2, {**sched, "what_worked": [
+            "Scheduled jobs: the backoff is capped at one minute"]})
+        mem.save_session_insights(3, {**sched, "what_worked": [
+            "Scheduled jobs retry from the queue after a worker restart"]})
+        hits = mem.search("scheduled jobs retry after a worker restarts",
+                          scope="project", limit=3)
+    assert [h.session for h in hits][0] == "3", [(h.session, h.text, h.score) for h in hits]
+
+
+def test_newest_work_gain_weights_each_file_and_decays_with_rank():
+    gain = recall.newest_work_gain({"a.py": 2.0, "b.py": 1.0},
+                                   [{"a.py": 0}, {"a.py": 1, "b.py": 0}, {}])
+    d = recall.FILE_RECENCY_DECAY
+    assert gain == [recall.FILE_RECENCY, recall.FILE_RECENCY * (d + 0.5), 0.0]

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from .errors import ValidationError
-from .index.text import tokenize
+from .index.text import term_set, tokenize
 from .insight_items import count_note
 from .models import Hit, normalise
 
@@ -137,7 +137,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
             if task_terms is None:
                 task_terms = set(tokenize(task))
-            if len(task_terms.intersection(tokenize(hit.text))) < RAW_TERMS:
+            if len(task_terms.intersection(term_set(hit.text))) < RAW_TERMS:
                 continue  # an exchange that does not talk about the task
         if _freshness(hit).get("state") == "gone":
             hidden += 1

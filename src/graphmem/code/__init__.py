@@ -27,6 +27,15 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
         log.warning("anchors not recorded: %s", exc)
 
 
+def forget_caches() -> None:
+    """Drop every process-wide cache of code memory (snapshots, git histories, blob line counts,
+    parsed symbols): the next read computes from scratch (tests compare the two answers)."""
+    from . import history, tree
+
+    tree.forget()
+    history.forget()
+
+
 def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:
     """The project files a query names, directly or through a symbol they define, and the
     snapshot of the tree they were read from (empty and None on any failure: a search goes on

@@ -94,6 +94,7 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
         return
     known = _kept(snap)
     pairs = set()
+    where = {}  # a current blob is read from its file in the work tree
     for rec in recs:
         for a in rec.get("anchors") or ():
             if isinstance(a, dict) and not a.get("symbol"):
@@ -101,8 +102,9 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
                 pair = (a.get("blob") or "", now)
                 if now is not None and now != pair[0] and pair not in known:
                     pairs.add(pair)
+                    where[now] = a.get("path")
     if pairs:
-        known.update(kept_shares(snap.root, pairs))
+        known.update(kept_shares(snap.root, pairs, where))
 
 
 def item_state(rec: dict, snap: Snapshot) -> dict:

@@ -8,25 +8,38 @@ branch counts as "since" when git lists it after the anchor's HEAD, which is the
 of "since this was learned". An anchor older than the window counts as ``None`` (unknown).
 
 ``kept_shares`` gives, per (old blob, new blob), the share of the old blob's lines still in the
-new one (blobs read from the loose object store, else one ``git cat-file --batch``), cached
-forever per pair: a whole-file anchor is only ``changed`` when most of what it saw is rewritten.
+new one, cached forever per pair: a whole-file anchor is only ``changed`` when most of what it saw
+is rewritten. Blob ids name their content, so each blob's line counts are kept too (``LINE_BLOBS``
+of them, least recently used out first): after a commit only the files it changed are read
+(from the loose object store, else one ``git cat-file --batch`` for all of them), never an
+anchored blob twice.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import subprocess
 import threading
 import zlib
 from collections import Counter
 from pathlib import Path
 
+from ..lru import LRU
+
 MAX_COMMITS = 20_000
 MAX_BLOB_BYTES = 512_000
 MAX_PAIRS = 50_000
+LINE_BLOBS = 20_000  # blobs whose line counts are kept (a few KB each)
 _lock = threading.Lock()
 _histories: dict[str, "History"] = {}
 _kept: dict[tuple[str, str], float | None] = {}
+_lines = LRU(LINE_BLOBS)  # blob id -> Counter of its stripped lines
+
+
+def blob_id(data: bytes) -> str:
+    """Git's blob id of ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def git_dir(root: Path) -> Path | None:
@@ -83,16 +96,18 @@ class History:
             self.next += 1
 
     def update(self, head: str) -> None:
-        """Bring the line up to ``head``: one ``git log`` of what is new when ``head`` descends
-        from the last one (a new commit's parent is already in the line), else the whole window."""
+        """Bring the line up to ``head``: one ``git log`` of what is new when ``head`` is a
+        chain of commits on top of the last one (each with one parent), else the whole window
+        again (an amend, a reset, another branch, a merge: a line extended then would keep
+        commits HEAD no longer has, or order a merged branch unlike a rebuild)."""
         if head == self.head:
             return
         fmt = ["log", "--topo-order", "--no-renames", "--name-only", "--format=%x00%x00%H %P"]
         if self.head is not None:
             new = self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}",
                                   f"{self.head}..{head}") or b"")
-            if new and any(p in self.pos for p in new[0][1]):
-                self._add(new)  # the oldest new commit sits on the line: a plain extension
+            if _chain(new, self.head, head):
+                self._add(new)  # commits on top of the last HEAD: the line a rebuild would read
                 self.head = head
                 return
         self.pos, self.touched, self.next = {}, {}, 0
@@ -102,10 +117,20 @@ class History:
     def commits_since(self, since: str | None, path: str) -> int | None:
         """Commits after ``since`` touching ``path`` (None when ``since`` is not in the window)."""
         at = self.pos.get(since or "")
-        if at is None:
+        if at is None or at < self.next - MAX_COMMITS:  # out of the window a rebuild reads
             return None
         places = self.touched.get(path, [])
         return len(places) - bisect.bisect_right(places, at)
+
+
+def _chain(new: list[tuple[str, list[str], list[str]]], old: str, head: str) -> bool:
+    """Whether ``new`` (oldest first) is a chain of one-parent commits from ``old`` to ``head``."""
+    prev = old
+    for sha, parents, _ in new:
+        if parents != [prev]:
+            return False
+        prev = sha
+    return bool(new) and prev == head
 
 
 def history(root: str | Path, head: str | None) -> History | None:
@@ -121,39 +146,86 @@ def history(root: str | Path, head: str | None) -> History | None:
     return h
 
 
-def kept_shares(root: str | Path, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], float | None]:
+def kept_shares(root: str | Path, pairs: set[tuple[str, str]],
+                where: dict[str, str] | None = None) -> dict[tuple[str, str], float | None]:
     """For each (old blob, new blob): the share of the old lines still in the new one (as a
     multiset of lines: moved lines count as kept), None when a blob cannot be read (outside git,
-    or an object git no longer has). Loose objects are read from ``.git/objects`` directly;
-    the rest with one ``git cat-file --batch``."""
+    or an object git no longer has). ``where``: blob -> a path of the work tree that may hold
+    it (see ``line_counts``)."""
     out = {p: _kept[p] for p in pairs if p in _kept}
     todo = [p for p in pairs if p not in _kept]
     if not todo:
         return out
-    blobs = sorted({b for p in todo for b in p})
-    texts = {b: t for b in blobs if (t := _loose(Path(root), b)) is not None}
-    rest = [b for b in blobs if b not in texts]
-    if rest:
-        raw = _git(Path(root), "cat-file", "--batch", data="".join(b + "\n" for b in rest).encode())
-        texts.update(_parse_batch(raw or b"", rest))
+    counts = line_counts(root, {b for p in todo for b in p}, where)
     if len(_kept) > MAX_PAIRS:
         _kept.clear()
     for old, new in todo:
-        a, b = texts.get(old), texts.get(new)
-        if a is None or b is None:
+        la, lb = counts.get(old), counts.get(new)
+        if la is None or lb is None:
             share = None
         else:
-            la = Counter(x.strip() for x in a.splitlines() if x.strip())
-            lb = Counter(x.strip() for x in b.splitlines() if x.strip())
             share = sum((la & lb).values()) / sum(la.values()) if la else 1.0
         _kept[(old, new)] = out[(old, new)] = share
     return out
 
 
+def line_counts(root: str | Path, blobs: set[str],
+                where: dict[str, str] | None = None) -> dict[str, Counter]:
+    """Blob id -> the multiset of its stripped, non-empty lines (unreadable blobs left out).
+
+    A blob is read from the work tree file ``where`` names for it when that file's bytes are
+    the blob (its id checked: an unstaged edit, or a checkout filter, falls through), else
+    from the loose object store, else with one ``git cat-file --batch`` for the rest; each
+    readable blob once per process while it stays among the ``LINE_BLOBS`` used last (blob ids
+    name their content)."""
+    out: dict[str, Counter] = {}
+    todo = []
+    for b in blobs:
+        got = _lines.get(b)
+        if got is None:
+            todo.append(b)
+        else:
+            out[b] = got
+    if not todo:
+        return out
+    for b, text in blob_texts(root, set(todo), where).items():
+        out[b] = _lines.put(b, Counter(x.strip() for x in text.splitlines() if x.strip()))
+    return out
+
+
+def blob_texts(root: str | Path, blobs: set[str], where: dict[str, str] | None = None,
+               limit: int = MAX_BLOB_BYTES) -> dict[str, str]:
+    """Blob id -> its text (blobs over ``limit`` bytes, or that git lacks, left out): from the
+    work tree file ``where`` names for it when its bytes are the blob, else from the loose
+    object store, else with one ``git cat-file --batch`` for the rest."""
+    root, where = Path(root), where or {}
+    texts = {b: t for b in blobs if (t := _worktree(root, where.get(b), b, limit)) is not None}
+    texts.update({b: t for b in blobs if b not in texts and (t := _loose(root, b, limit)) is not None})
+    rest = sorted(b for b in blobs if b not in texts)
+    if rest:
+        raw = _git(root, "cat-file", "--batch", data="".join(b + "\n" for b in rest).encode())
+        texts.update(_parse_batch(raw or b"", rest, limit))
+    return texts
+
+
+def _worktree(root: Path, path: str | None, blob: str, limit: int) -> str | None:
+    """The text of ``root / path`` when its bytes are ``blob`` (None otherwise)."""
+    if not path:
+        return None
+    try:
+        with open(root / path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError:
+        return None
+    if len(data) > limit or blob_id(data) != blob:
+        return None
+    return data.decode("utf-8", "replace")
+
+
 _objects: dict[str, Path | None] = {}
 
 
-def _loose(root: Path, blob: str) -> str | None:
+def _loose(root: Path, blob: str, limit: int = MAX_BLOB_BYTES) -> str | None:
     """A loose blob's text read from the object store (None when packed or absent)."""
     key = str(root)
     if key not in _objects:
@@ -174,12 +246,12 @@ def _loose(root: Path, blob: str) -> str | None:
     except (OSError, zlib.error):
         return None
     head, _, body = data.partition(b"\0")
-    if not head.startswith(b"blob ") or len(body) > MAX_BLOB_BYTES:
+    if not head.startswith(b"blob ") or len(body) > limit:
         return None
     return body.decode("utf-8", "replace")
 
 
-def _parse_batch(raw: bytes, blobs: list[str]) -> dict[str, str]:
+def _parse_batch(raw: bytes, blobs: list[str], limit: int = MAX_BLOB_BYTES) -> dict[str, str]:
     """``git cat-file --batch`` output -> blob id -> text (missing and big ones left out)."""
     out: dict[str, str] = {}
     i = 0
@@ -192,7 +264,7 @@ def _parse_batch(raw: bytes, blobs: list[str]) -> dict[str, str]:
         if len(head) != 3:  # "<id> missing"
             continue
         size = int(head[2])
-        if size <= MAX_BLOB_BYTES:
+        if size <= limit:
             out[blob] = raw[i:i + size].decode("utf-8", "replace")
         i += size + 1
     return out
@@ -219,3 +291,12 @@ def renames(root: str | Path, since: str | None, head: str,
             i += 2
     out.reverse()
     return out
+
+
+def forget() -> None:
+    """Drop this module's process-wide caches (histories, line counts, kept shares)."""
+    with _lock:
+        _histories.clear()
+    _kept.clear()
+    _lines.clear()
+    _objects.clear()

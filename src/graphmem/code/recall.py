@@ -8,8 +8,13 @@ candidate gains ``FILE_GAIN`` times the summed weight of its files (against the 
 sum), and the memories most about the best predicted files join the candidates
 (pseudo-relevance feedback on files, not on words). Newer memories gain ``RECENCY_GAIN * position ** RECENCY_POWER``, where
 ``position`` is the item's place in the project's write history (1 = newest): code written
-last is what later changes touch. Then one item per session before a second one: a session is
-one piece of work, and ten lines of one change crowd out the others.
+last is what later changes touch. Among the memories about one predicted file, the newest pieces
+of work gain most (``FILE_RECENCY * FILE_RECENCY_DECAY ** rank``, rank 0 = the latest work
+anchored there, weighted by the file's predicted weight): the code a task changes was last
+written by them. The extras are one item per piece of work (a session, or the items written
+together), so forty extras are forty sessions, not three sessions' turns. Then one item per
+session before a second one: a session is one piece of work, and ten lines of one change crowd
+out the others.
 
 Measured on ``bench/codemem.py`` (pytest, entire-cli); see the README's "Coding memory" part.
 Items with no anchor record are untouched (prose memories: LoCoMo ranks as before).
@@ -36,9 +41,14 @@ FILE_GAIN = 1.2  # weight of the file prediction, against a best match scoring 1
 RECENCY_GAIN = 1.0
 RECENCY_POWER = 8.0
 NAMED_WEIGHT = 1.0  # a file the query names, against a best match's whole weight of 1
-EXTRA_FILES = 5  # best predicted files whose memories may join the candidates
-EXTRA_ITEMS = 20
-SCAN = 100  # newest memories of a predicted file considered for the extras
+# Issue 17, h20 (docs/tuning.md): the extras as pieces of work, and the newest work about each
+# predicted file first. Measured with the pool 60 (facade/recall.py CODE_POOL).
+EXTRA_FILES = 8  # best predicted files whose memories may join the candidates
+EXTRA_ITEMS = 40  # pieces of work (one item each) joining the candidates
+SCAN = 40  # newest pieces of work anchored to a predicted file, for the extras and FILE_RECENCY
+SCAN_ITEMS = 2000  # items of one file walked at most to find them
+FILE_RECENCY = 0.3  # gain of the newest work about a predicted file (of weight 1)
+FILE_RECENCY_DECAY = 0.6  # the next newest gains this times as much
 ONE_PER_SESSION = True
 
 
@@ -63,24 +73,27 @@ def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
 
 
 def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequence[str],
-           positions: Sequence[float | None], named: set[str] | frozenset[str] = frozenset()
-           ) -> tuple[list[int], list[float]]:
+           positions: Sequence[float | None], named: set[str] | frozenset[str] = frozenset(),
+           latest: Sequence[dict[str, int]] | None = None) -> tuple[list[int], list[float]]:
     """The candidates' new order and scores (see the module docstring).
 
     ``scores``: first-stage scores (best 1, extras 0); ``files``: each candidate's anchored
     files (empty: no anchors, left as it was); ``groups``: its session (or its own id);
-    ``positions``: its place in the write history, 1 = newest (None: unknown). A candidate's
-    file gain is the summed weight of its files, against the best candidate's sum.
+    ``positions``: its place in the write history, 1 = newest (None: unknown); ``latest``:
+    for each candidate, predicted file -> its piece of work's rank among the newest anchored
+    there (0 = the latest; absent: older than ``SCAN``). A candidate's file gain is the summed
+    weight of its files, against the best candidate's sum.
     """
     weight = predict_files(scores, files, named)
+    recent = newest_work_gain(weight, latest) if latest is not None else [0.0] * len(scores)
     about = [sum(weight.get(f, 0.0) for f in fs) for fs in files]
     top = max(about, default=0.0) or 1.0
     new = []
-    for s, fs, a, pos in zip(scores, files, about, positions):
+    for s, fs, a, pos, r in zip(scores, files, about, positions, recent):
         if not fs:
             new.append(s)
             continue
-        s = s + FILE_GAIN * a / top
+        s = s + FILE_GAIN * a / top + r
         if pos is not None:
             s += RECENCY_GAIN * pos ** RECENCY_POWER
         new.append(s)
@@ -91,6 +104,15 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
         (later if ONE_PER_SESSION and groups[i] in seen and files[i] else first).append(i)
         seen.add(groups[i])
     return first + later, new
+
+
+def newest_work_gain(weight: dict[str, float], latest: Sequence[dict[str, int]]) -> list[float]:
+    """Each candidate's gain as recent work about the predicted files: the sum over its files of
+    ``FILE_RECENCY * FILE_RECENCY_DECAY ** rank``, each scaled by the file's weight against the
+    best file's."""
+    best = max(weight.values(), default=0.0) or 1.0
+    return [FILE_RECENCY * sum(weight.get(f, 0.0) / best * FILE_RECENCY_DECAY ** r
+                               for f, r in ranks.items()) for ranks in latest]
 
 
 class _History:
@@ -139,10 +161,11 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
         return hits
     files = [_files(r) for r, _ in recs]
     scores = [h.score for h in hits]
+    weight = predict_files(scores, files, named)
+    work = _NewestWork([book(s) for s in specs], weight)
     if fetch is not None:
-        weight = predict_files(scores, files, named)
-        ids = _about([book(s) for s in specs], weight,
-                     {h.id for h in hits})
+        held = {_work_key(h, r, b) for h, (r, b) in zip(hits, recs) if r is not None}
+        ids = work.extras(held, {h.id for h in hits})
         extra = fetch(ids, {h.id for h in hits}) if ids else []
         if extra:
             hits = [*hits, *extra]
@@ -150,30 +173,59 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
             recs += more
             files += [_files(r) for r, _ in more]
             scores += [0.0] * len(extra)
-    positions = []
-    for rec, b in recs:
+    positions, latest = [], []
+    for h, (rec, b) in zip(hits, recs):
         if rec is None or b is None:
             positions.append(None)
+            latest.append({})
             continue
         hist = _history.setdefault(str(b.path), _History())
         positions.append(hist.position(b, rec.get("at")))
+        latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
-    order, new = rerank(scores, files, groups, positions, named)
+    order, new = rerank(scores, files, groups, positions, named, latest)
     return [hits[i].model_copy(update={"score": round(new[i], 6)}) for i in order[:keep]]
 
 
-def _about(books: list[AnchorBook], weight: dict[str, float], known: set[str]) -> list[str]:
-    """Ids of the ``EXTRA_ITEMS`` memories most about the predicted files: among the newest
-    ``SCAN`` anchored to each of the ``EXTRA_FILES`` best, by the summed weight of those files."""
-    best = sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]
-    found: dict[str, float] = {}
-    for b in books:
-        for path in best:
-            w = weight[path]
-            for item_id in dict.fromkeys(reversed(b.by_path.get(path, ())[-SCAN:])):
-                if item_id not in known:  # newest first: ties go to the newer memory
-                    found[item_id] = found.get(item_id, 0.0) + w
-    return sorted(found, key=lambda i: -found[i])[:EXTRA_ITEMS]
+def _work_key(hit: Hit, rec: dict, b: AnchorBook) -> tuple[int, object]:
+    """The piece of work a memory belongs to: its episodic session, or the write that anchored
+    it (items written together share one record)."""
+    if hit.kind in ("turn", "step") and hit.session:
+        return id(b), hit.session
+    return id(b), rec.get("session") if isinstance(rec.get("session"), str) else id(rec)
+
+
+class _NewestWork:
+    """The newest ``SCAN`` pieces of work anchored to each of the ``EXTRA_FILES`` best predicted
+    files: their rank there (``ranks``), their summed file weight and their newest item."""
+
+    def __init__(self, books: list[AnchorBook], weight: dict[str, float]) -> None:
+        self.ranks: dict[tuple[int, object], dict[str, int]] = {}
+        self.found: dict[tuple[int, object], float] = {}
+        self.item: dict[tuple[int, object], str] = {}
+        for b in books:
+            for path in sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]:
+                ids, seen = b.by_path.get(path, ()), 0
+                for item_id in reversed(ids[-SCAN_ITEMS:]):  # newest first
+                    rec = b.records.get(item_id)
+                    if rec is None:
+                        continue
+                    key = (id(b), rec["session"] if isinstance(rec.get("session"), str) else id(rec))
+                    ranks = self.ranks.setdefault(key, {})
+                    if path in ranks:
+                        continue
+                    ranks[path] = seen
+                    self.found[key] = self.found.get(key, 0.0) + weight[path]
+                    self.item.setdefault(key, item_id)  # ties go to the newer memory
+                    seen += 1
+                    if seen >= SCAN:
+                        break
+
+    def extras(self, held: set[tuple[int, object]], known: set[str]) -> list[str]:
+        """One item of each of the ``EXTRA_ITEMS`` pieces of work most about the predicted files
+        (by their summed weight) that no candidate already stands for."""
+        keys = [k for k in self.found if k not in held and self.item[k] not in known]
+        return [self.item[k] for k in sorted(keys, key=lambda k: -self.found[k])[:EXTRA_ITEMS]]
 
 
 _files_memo: dict[int, tuple[dict, list[str]]] = {}

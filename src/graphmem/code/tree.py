@@ -10,7 +10,6 @@ computed from the bytes outside one, so an anchor means the same thing in both.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from .history import git_dir
+from .history import blob_id, blob_texts, git_dir
 from .symbols import Symbol, language_of, parse_symbols
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
@@ -37,11 +36,6 @@ _symbols_by_blob: dict[str, list[Symbol]] = {}
 _blob_by_stat: dict[tuple, str] = {}
 
 
-def blob_id(data: bytes) -> str:
-    """Git's blob id of ``data``."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 def _read(path: Path) -> str:
     try:
         return path.read_text(errors="replace").strip()
@@ -50,7 +44,8 @@ def _read(path: Path) -> str:
 
 
 def _git_state(gitdir: Path) -> tuple:
-    """(HEAD's target, its commit if a loose ref holds it, index mtime) — read from files."""
+    """(HEAD's target, its commit if a loose ref holds it, the index file's mtime, inode and
+    size) — read from files."""
     head = _read(gitdir / "HEAD")
     commit = head
     if head.startswith("ref:"):
@@ -63,11 +58,12 @@ def _git_state(gitdir: Path) -> tuple:
                 commit += ":" + str((base / "packed-refs").stat().st_mtime_ns)
             except OSError:
                 pass
-    try:
-        mtime = (gitdir / "index").stat().st_mtime_ns
+    try:  # git replaces the index file on every write: a new inode even within one mtime tick
+        st = (gitdir / "index").stat()
+        index = (st.st_mtime_ns, st.st_ino, st.st_size)
     except OSError:
-        mtime = 0
-    return (head, commit, mtime)
+        index = None
+    return (head, commit, index)
 
 
 class Snapshot:
@@ -99,18 +95,28 @@ class Snapshot:
             return []
         found = _symbols_by_blob.get(blob)
         if found is None:
-            try:
-                p = self.root / path
-                if p.stat().st_size > MAX_PARSE_BYTES:
-                    found = []
-                else:
-                    found = parse_symbols(path, p.read_text(errors="replace"))
-            except OSError:
-                found = []
+            found = parse_symbols(path, self._text(path, blob))
             if len(_symbols_by_blob) > MAX_CACHED_BLOBS:
                 _symbols_by_blob.clear()
             _symbols_by_blob[blob] = found
         return found
+
+    def _text(self, path: str, blob: str) -> str:
+        """The text of ``blob`` (the file's state in this snapshot): the file when it holds
+        that blob, else (an edit not yet added) the blob itself from git; empty when unreadable.
+        Parsed symbols are kept by blob, so they must be the blob's."""
+        p = self.root / path
+        try:
+            if p.stat().st_size <= MAX_PARSE_BYTES:
+                data = p.read_bytes()
+                if not self.git or blob_id(data) == blob:
+                    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        except OSError:
+            pass
+        if not self.git:
+            return ""
+        text = blob_texts(self.root, {blob}, limit=MAX_PARSE_BYTES).get(blob, "")
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
     @cached_property
     def definitions(self) -> dict[str, list[tuple[str, Symbol]]]:
@@ -228,3 +234,11 @@ def _walk_snapshot(root: Path) -> Snapshot:
             if len(files) >= MAX_WALK_FILES:
                 return Snapshot(root, None, files, git=False)
     return Snapshot(root, None, files, git=False)
+
+
+def forget() -> None:
+    """Drop this module's process-wide caches (snapshots, parsed symbols, walked blob ids)."""
+    with _lock:
+        _snapshots.clear()
+    _symbols_by_blob.clear()
+    _blob_by_stat.clear()

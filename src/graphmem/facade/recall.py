@@ -38,7 +38,8 @@ MAX_QUERY_CHARS = 10_000
 # backends found rises. A small k keeps the top ranks apart (k=60 flattens them).
 GRAPH_WEIGHT = 0.8
 RRF_K = 10
-CODE_POOL = 30  # local candidates that the files they are about re-order (code/recall.py)
+CODE_POOL = 60  # local candidates that the files they are about re-order (code/recall.py)
+CODE_SLACK = 10  # re-ranked hits kept beyond the limit, for freshness to move gone ones down
 
 def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tuple[str, ...] | None]:
     """Validate search arguments; returns the query and the kinds as a tuple (or None)."""
@@ -167,7 +168,7 @@ class Recall:
             hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
                                fetch=lambda ids, known: [h for h in self.hits_by_id(ids, known)
                                                          if kinds is None or h.kind in kinds],
-                               keep=fetch)
+                               keep=limit + CODE_SLACK)
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap)
         from ..validity import apply_validity
 

@@ -75,6 +75,13 @@ def tokenize(text: str) -> list[str]:
     return terms
 
 
+@lru_cache(maxsize=4096)
+def term_set(text: str) -> frozenset[str]:
+    """The distinct terms of ``text``, remembered for the texts asked last (a context checks
+    each quoted turn's words against the task's; the same turns come back task after task)."""
+    return frozenset(tokenize(text))
+
+
 def date_terms(when: datetime | None) -> list[str]:
     """A time as words a question might use: its month name and year."""
     if when is None:
