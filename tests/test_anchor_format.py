@@ -26,7 +26,7 @@ def old_format(spec: Path) -> str:
     """The file as the format before sets wrote it: each record holds its anchors inline."""
     b = anchor_file.AnchorBook(anchors_file(spec)).refresh()
     recs = list({id(r): r for r in b.records.values()}.values())
-    return "".join(json.dumps({k: v for k, v in r.items() if k != "set"}) + "\n" for r in recs)
+    return "".join(json.dumps({k: v for k, v in r.items() if k != "set_names"}) + "\n" for r in recs)
 
 
 def replace(path: Path, text: str) -> None:
@@ -138,3 +138,20 @@ def test_a_torn_last_line_does_not_swallow_the_next_append(tmp_path):
         serve = next(i for i in mem.items() if i.text == "`serve` starts once")
     got = anchor_file.AnchorBook(path).refresh().records[serve.id]
     assert [(a["path"], a["symbol"]) for a in got["anchors"]] == [("src/api.py", "serve")]
+
+
+def test_the_file_compacts_while_the_code_keeps_changing(tmp_path, monkeypatch):
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.py": API})
+    monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 4_000)
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` keeps cents")
+        items = mem.items()
+        for n in range(60):  # every commit changes the code: each anchoring names a new set
+            (root / "src/pay.py").write_text(PAY.replace("order.total", f"order.total + {n}"))
+            commit(root, f"edit {n}")
+            record(root, spec, items)
+        view = reader_view(spec)
+    recs = lines(spec)
+    needed = anchor_file.needed(anchors_file(spec).read_bytes().splitlines())
+    assert len(recs) <= 2 * len(needed) + 40, (len(recs), len(needed))  # compacted as it grew
+    assert reader_view(spec) == view

@@ -6,9 +6,10 @@ edit not yet added), a search answered from the caches equals one answered from 
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
 from pathlib import Path
+
+from test_code_freshness import git, project
 
 from graphmem import Memory
 from graphmem.code import forget_caches
@@ -17,11 +18,6 @@ from graphmem.code.history import History, kept_shares, line_counts
 PAY = "def refund(order):\n    return order.total\n\n\ndef charge(order):\n    return 1\n"
 API = "def serve():\n    return 1\n\n\ndef stop():\n    return 0\n"
 QUERY = "refund charge serve stop helper"
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def write(root: Path, files: dict[str, str | None]) -> None:
@@ -40,17 +36,9 @@ def commit(root: Path, msg: str, *extra: str) -> None:
 
 
 def make(tmp_path: Path) -> tuple[Path, Path]:
-    root = tmp_path / "proj"
-    write(root, {"src/pay.py": PAY, "src/api.py": API, "src/util.py": "def helper():\n    return 1\n",
-                 "docs/notes.txt": "one\ntwo\nthree\n"})
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "t@example.invalid")
-    git(root, "config", "user.name", "t")
-    (root / ".git" / "info" / "exclude").write_text("specs/\n")
-    commit(root, "start")
-    spec = root / "specs" / "001"
-    spec.mkdir(parents=True)
-    return root, spec
+    return project(tmp_path, {"src/pay.py": PAY, "src/api.py": API,
+                              "src/util.py": "def helper():\n    return 1\n",
+                              "docs/notes.txt": "one\ntwo\nthree\n"})
 
 
 def answer(mem: Memory) -> list[tuple[str, dict | None]]:
@@ -104,12 +92,13 @@ def test_every_change_to_the_repository_is_seen_as_from_scratch(tmp_path):
         assert state_of(same_as_from_scratch(mem), "refund")["commits"] == {"src/pay.py": 2}
 
         # another branch, then back: nothing of one branch is counted on the other
+        main = git(root, "branch", "--show-current")
         git(root, "checkout", "-q", "-b", "side", "HEAD~3")
         write(root, {"src/pay.py": PAY + "\n\ndef audit():\n    pass\n", "src/util.py": None})
         commit(root, "side work")
         got = same_as_from_scratch(mem)
         assert state_of(got, "serve")["state"] == "current"  # api.py was never renamed here
-        git(root, "checkout", "-q", "main")
+        git(root, "checkout", "-q", main)
         assert state_of(same_as_from_scratch(mem), "serve")["state"] == "moved"
 
         # a merge of the side branch, then a reset to before it

@@ -442,3 +442,13 @@ def test_a_lesson_naming_no_code_is_gone_when_all_its_session_wrote_is_gone(tmp_
     assert gone[lesson]["gone"] == ["src/feat.py:alpha", "src/feat.py:beta"]  # what the user sees
     # the session before it wrote neither, and another session's lesson touched nothing of them
     assert first["state"] == "current" and gone["the other export works end to end"]["state"] == "current"
+
+
+def test_old_versions_are_read_by_blob_or_by_commit_and_path(tmp_path):
+    from graphmem.code.anchors import read_objects
+
+    root, _ = project(tmp_path, {"src/pay.py": PAY})
+    head, blob = git(root, "rev-parse", "HEAD"), git(root, "rev-parse", "HEAD:src/pay.py")
+    names = [blob, f"{head}:src/pay.py", f"{head}:src/new.py", "0" * 40, "no such thing"]
+    got = read_objects(root, names)
+    assert got == {blob: PAY, f"{head}:src/pay.py": PAY, f"{head}:src/new.py": None}

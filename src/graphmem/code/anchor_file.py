@@ -46,7 +46,7 @@ log = logging.getLogger("graphmem.code")
 
 FILE_NAME = "anchors.jsonl"
 LOCK_NAME = ".anchors.lock"  # every append and every compaction of anchors.jsonl holds it
-COMPACT_RATIO = 3
+COMPACT_RATIO = 2  # the file stays within about twice what its readers need
 COMPACT_MIN_BYTES = 256_000
 MAX_SESSION_FILES = 40  # an episodic session keeps at most this many files for its turns/steps
 _compacted: dict[str, int] = {}  # anchors file -> its size after this process compacted it
@@ -122,6 +122,7 @@ class _Resolver:
             return None
         out = {k: v for k, v in rec.items() if k != "session_files"}
         out["anchors"] = [*own, *via]
+        out["set_names"] = [n for n in (own_ref, via_ref) if n is not None]  # for compaction
         return out
 
     def _session(self, name) -> list[dict] | None:
@@ -160,9 +161,11 @@ class AnchorBook(JsonlTail):
     def wants_compaction(self) -> bool:
         """Whether most lines no longer decide anything (see ``compact``); after a compaction,
         not before the file is ``COMPACT_RATIO`` times its compacted size again."""
-        distinct = len({id(r) for r in self.records.values()})
-        return self.offset >= max(COMPACT_MIN_BYTES, COMPACT_RATIO * _compacted.get(str(self.path), 0)) \
-            and self.lines > COMPACT_RATIO * (distinct + len(self.sessions) + len(self.sets))
+        if self.offset < max(COMPACT_MIN_BYTES, COMPACT_RATIO * _compacted.get(str(self.path), 0)):
+            return False
+        live = {id(r): r for r in self.records.values()}
+        sets = {n for r in live.values() for n in r.get("set_names", ())}  # sets still named
+        return self.lines > COMPACT_RATIO * (len(live) + len(self.sessions) + len(sets))
 
     def skipped(self, line: bytes) -> None:
         log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)

@@ -158,13 +158,15 @@ def read_objects(root: Path, names: list[str]) -> dict[str, str | None]:
         if nl < 0:
             break
         head, i = raw[i:nl], nl + 1
-        if head.endswith(b" missing"):
-            out[name] = None if ":" in name else out.get(name)
+        size = head.rsplit(b" ", 1)[-1]
+        if not size.isdigit():  # "<name> missing" (or ambiguous): no content follows
+            if head.endswith(b" missing") and ":" in name:
+                out[name] = None  # the file is new since that commit
             continue
-        size = int(head.rsplit(b" ", 1)[-1])
+        size = int(size)
         out[name] = raw[i:i + size].decode("utf-8", "replace") if size <= MAX_PARSE_BYTES else ""
         i += size + 1
-    return {k: v for k, v in out.items() if v is not None or ":" in k}
+    return out
 
 
 def record(project_dir: str | Path | None, spec_dir: str | Path | None,

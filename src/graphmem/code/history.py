@@ -102,8 +102,10 @@ class History:
         commits HEAD no longer has, or order a merged branch unlike a rebuild)."""
         if head == self.head:
             return
-        fmt = ["log", "--topo-order", "--no-renames", "--name-only", "--format=%x00%x00%H %P"]
+        fmt = ["log", "--no-renames", "--name-only", "--format=%x00%x00%H %P"]
         if self.head is not None:
+            # a chain has one order: without --topo-order git stops at the last HEAD instead
+            # of ordering the whole history first (2.5 ms instead of 10-20 on pytest's replay)
             new = self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}",
                                   f"{self.head}..{head}") or b"")
             if _chain(new, self.head, head):
@@ -111,7 +113,8 @@ class History:
                 self.head = head
                 return
         self.pos, self.touched, self.next = {}, {}, 0
-        self._add(self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}", head) or b""))
+        self._add(self._take(_git(self.root, *fmt, "--topo-order", f"--max-count={MAX_COMMITS}",
+                                  head) or b""))
         self.head = head
 
     def commits_since(self, since: str | None, path: str) -> int | None:
