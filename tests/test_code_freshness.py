@@ -445,10 +445,10 @@ def test_a_lesson_naming_no_code_is_gone_when_all_its_session_wrote_is_gone(tmp_
 
 
 def test_old_versions_are_read_by_blob_or_by_commit_and_path(tmp_path):
-    from graphmem.code.anchors import read_objects
+    from graphmem.code.history import cat_file
 
     root, _ = project(tmp_path, {"src/pay.py": PAY})
     head, blob = git(root, "rev-parse", "HEAD"), git(root, "rev-parse", "HEAD:src/pay.py")
     names = [blob, f"{head}:src/pay.py", f"{head}:src/new.py", "0" * 40, "no such thing"]
-    got = read_objects(root, names)
+    got = cat_file(root, names)
     assert got == {blob: PAY, f"{head}:src/pay.py": PAY, f"{head}:src/new.py": None}

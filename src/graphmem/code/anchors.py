@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
 from ..models import MemoryItem
 from .anchor_file import AnchorBook, anchors_file, append, book, compact
+from .history import cat_file
 from .symbols import language_of, parse_symbols
 from .tree import MAX_PARSE_BYTES, Snapshot, snapshot
 
@@ -130,7 +130,7 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list
             wanted[path] = old
     if not wanted:
         return []
-    texts = read_objects(snap.root, list(wanted.values()))
+    texts = cat_file(snap.root, list(wanted.values()), MAX_PARSE_BYTES)
     out: list[dict] = []
     for path, old in wanted.items():
         if old not in texts:
@@ -141,32 +141,6 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list
                 out.append({"path": path, "symbol": sym.name, "digest": sym.digest,
                             "via": "session", "touched": True})  # what its state needs
     return out[:MAX_TOUCHED]
-
-
-def read_objects(root: Path, names: list[str]) -> dict[str, str | None]:
-    """Objects by name (a blob id or ``<commit>:<path>``) -> text, or None for a name git says
-    is missing (a file new since that commit); names git cannot answer for are left out."""
-    try:
-        raw = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], capture_output=True,
-                             input="".join(n + "\n" for n in names).encode(), timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    out: dict[str, str | None] = {}
-    i = 0
-    for name in names:
-        nl = raw.find(b"\n", i)
-        if nl < 0:
-            break
-        head, i = raw[i:nl], nl + 1
-        size = head.rsplit(b" ", 1)[-1]
-        if not size.isdigit():  # "<name> missing" (or ambiguous): no content follows
-            if head.endswith(b" missing") and ":" in name:
-                out[name] = None  # the file is new since that commit
-            continue
-        size = int(size)
-        out[name] = raw[i:i + size].decode("utf-8", "replace") if size <= MAX_PARSE_BYTES else ""
-        i += size + 1
-    return out
 
 
 def record(project_dir: str | Path | None, spec_dir: str | Path | None,

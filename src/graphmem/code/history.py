@@ -206,8 +206,7 @@ def blob_texts(root: str | Path, blobs: set[str], where: dict[str, str] | None =
     texts.update({b: t for b in blobs if b not in texts and (t := _loose(root, b, limit)) is not None})
     rest = sorted(b for b in blobs if b not in texts)
     if rest:
-        raw = _git(root, "cat-file", "--batch", data="".join(b + "\n" for b in rest).encode())
-        texts.update(_parse_batch(raw or b"", rest, limit))
+        texts.update({b: t for b, t in cat_file(root, rest, limit).items() if t is not None})
     return texts
 
 
@@ -254,22 +253,26 @@ def _loose(root: Path, blob: str, limit: int = MAX_BLOB_BYTES) -> str | None:
     return body.decode("utf-8", "replace")
 
 
-def _parse_batch(raw: bytes, blobs: list[str], limit: int = MAX_BLOB_BYTES) -> dict[str, str]:
-    """``git cat-file --batch`` output -> blob id -> text (missing and big ones left out)."""
-    out: dict[str, str] = {}
-    i = 0
-    for blob in blobs:
+def cat_file(root: str | Path, names: list[str], limit: int = MAX_BLOB_BYTES) -> dict[str, str | None]:
+    """Objects by name (a blob id or ``<commit>:<path>``) -> text, with one ``git cat-file
+    --batch``. A ``<commit>:<path>`` git says is missing is None (the file is new since that
+    commit); objects over ``limit`` bytes, and names git cannot answer for, are left out."""
+    raw = _git(Path(root), "cat-file", "--batch", data="".join(n + "\n" for n in names).encode())
+    out: dict[str, str | None] = {}
+    raw, i = raw or b"", 0
+    for name in names:
         nl = raw.find(b"\n", i)
         if nl < 0:
             break
-        head = raw[i:nl].split()
-        i = nl + 1
-        if len(head) != 3:  # "<id> missing"
+        head, i = raw[i:nl], nl + 1
+        size = head.rsplit(b" ", 1)[-1]
+        if not size.isdigit():  # "<name> missing" (or ambiguous): no content follows
+            if head.endswith(b" missing") and ":" in name:
+                out[name] = None
             continue
-        size = int(head[2])
-        if size <= limit:
-            out[blob] = raw[i:i + size].decode("utf-8", "replace")
-        i += size + 1
+        if int(size) <= limit:
+            out[name] = raw[i:i + int(size)].decode("utf-8", "replace")
+        i += int(size) + 1
     return out
 
 
