@@ -188,7 +188,12 @@ def _work_key(hit: Hit, rec: dict, b: AnchorBook) -> tuple[int, object]:
     it (items written together share one record)."""
     if hit.kind in ("turn", "step") and hit.session:
         return id(b), hit.session
-    return id(b), rec.get("session") if isinstance(rec.get("session"), str) else id(rec)
+    return _record_work(b, rec)
+
+
+def _record_work(b: AnchorBook, rec: dict) -> tuple[int, object]:
+    """The piece of work of an anchor record: its session, else the record itself."""
+    return id(b), rec["session"] if isinstance(rec.get("session"), str) else id(rec)
 
 
 class _NewestWork:
@@ -206,7 +211,7 @@ class _NewestWork:
                     rec = b.records.get(item_id)
                     if rec is None:
                         continue
-                    key = (id(b), rec["session"] if isinstance(rec.get("session"), str) else id(rec))
+                    key = _record_work(b, rec)
                     ranks = self.ranks.setdefault(key, {})
                     if path in ranks:
                         continue

@@ -102,20 +102,19 @@ class Snapshot:
         return found
 
     def _text(self, path: str, blob: str) -> str:
-        """The text of ``blob`` (the file's state in this snapshot): the file when it holds
-        that blob, else (an edit not yet added) the blob itself from git; empty when unreadable.
+        """The text of ``blob`` (the file's state in this snapshot): in git, the blob itself
+        (read from the file when it holds that blob, else from git: an edit not yet added is
+        not it); outside git, the file. Empty when unreadable or over ``MAX_PARSE_BYTES``.
         Parsed symbols are kept by blob, so they must be the blob's."""
-        p = self.root / path
-        try:
-            if p.stat().st_size <= MAX_PARSE_BYTES:
-                data = p.read_bytes()
-                if not self.git or blob_id(data) == blob:
-                    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-        except OSError:
-            pass
-        if not self.git:
-            return ""
-        text = blob_texts(self.root, {blob}, limit=MAX_PARSE_BYTES).get(blob, "")
+        if self.git:
+            text = blob_texts(self.root, {blob}, {blob: path}, MAX_PARSE_BYTES).get(blob, "")
+        else:
+            try:
+                p = self.root / path
+                big = p.stat().st_size > MAX_PARSE_BYTES
+                text = "" if big else p.read_bytes().decode("utf-8", "replace")
+            except OSError:
+                text = ""
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
     @cached_property
