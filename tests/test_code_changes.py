@@ -163,3 +163,21 @@ def test_reindex_derives_the_work_of_a_file_written_before_work_lines(tmp_path):
     assert hits[0].session in ("2", sid), [(h.session, h.text) for h in hits]
     (derived,) = work_lines(spec)
     assert derived["removed"]["src/pay.py"] == ["refund"] and derived["deleted"] == ["src/ledger.py"]
+
+
+def test_the_sessions_that_wrote_a_symbol_the_query_names_join_its_answer(tmp_path):
+    """``settle_batch`` is defined now; the session that added it wrote a lesson sharing no word
+    with the question and naming no code: it joins the top 3 (on the old code: nowhere)."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["Payments take cards"]})
+        (root / "src/pay.py").write_text(PAY + "\n\ndef settle_batch(rows):\n    return rows\n")
+        commit(root, "nightly settlement")
+        mem.save_session_insights(2, {"what_worked": ["Nightly job wired into the payment runner"]})
+        for n, text in enumerate(["Where the checkout is implemented: src/pay.py, see `charge`",
+                                  "The implemented refund rules live in src/pay.py",
+                                  "Implemented `Client.void` for the admin panel",
+                                  "Where it is implemented matters less than the tests"], start=3):
+            mem.save_session_insights(n, {"what_worked": [text]})
+        hits = mem.search("Where is `settle_batch` implemented?", scope="project", limit=3)
+    assert "2" in [h.session for h in hits], [(h.session, h.text) for h in hits]

@@ -213,8 +213,11 @@ def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: s
     if have is not None:
         if not changes.did_something(have):
             return []
-        new = [s for s in sessions if s not in have["sessions"]]
-        ids = [it.id for it in items if it.session in new][:changes.MAX_ITEMS]
+        # an episodic session's turns and steps written after the commit join its work (a
+        # numbered session writing at the same HEAD did not commit: not this work's)
+        new = list(dict.fromkeys(it.session for it in items if it.kind in EPISODE_KINDS
+                                 and it.session and it.session not in have["sessions"]))
+        ids = changes.item_ids([it for it in items if it.session in new])
         return [{"work": snap.head, "sessions": new, "items": ids}] if new else []
     key = (spec, known.last_head or "", snap.head)
     if known.last_head in (None, snap.head) or key in _no_work:
@@ -225,7 +228,7 @@ def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: s
             _no_work.clear()
         _no_work.add(key)
         return []
-    return [changes.line(snap, work, at, [it.id for it in items], sessions)]
+    return [changes.line(snap, work, at, changes.item_ids(items), sessions)]
 
 
 def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:

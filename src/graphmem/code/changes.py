@@ -20,7 +20,7 @@ Stored in ``anchors.jsonl`` as a *work* line, beside the anchor records (``ancho
      "deleted": ["src/old.py"]}
 
 ``items`` are the memories of the write that first saw this HEAD, ``sessions`` their sessions.
-A later write at the same HEAD by another session (an episodic session's turns and steps) adds
+A later write at the same HEAD by an episodic session (its turns and steps) adds
 ``{"work": "<HEAD>", "sessions": [...], "items": [...]}``: its memories join the work. A write
 that anchors nothing and changed no code leaves ``{"work": "<HEAD>", "at": ...}``: the HEAD it
 saw, which the next diff starts from. A work line that is not in this shape is skipped with a
@@ -48,7 +48,8 @@ log = logging.getLogger("graphmem.code")
 
 MAX_FILES = 200  # changed source files parsed per work (a bigger diff: the first ones)
 MAX_SYMBOLS = 300  # symbols listed per work, removed ones first
-MAX_ITEMS = 60  # memories a work line names
+MAX_ITEMS = 6  # memories a work line names: lessons first, then turns and steps
+ITEM_KINDS = ("insight", "gotcha", "pattern", "step", "turn")  # a map entry is not the work's
 LISTS = ("removed", "added", "changed")
 _HEX = re.compile(r"[0-9a-f]{4,64}")
 
@@ -206,6 +207,13 @@ class Works:
         """The work that removed symbol ``name`` last (None: never, or defined again since)."""
         head = self.removed_by.get(name)
         return self.by_head.get(head) if head else None
+
+
+def item_ids(items: list) -> list[str]:
+    """The ids a work line names of the memories written with it (``MAX_ITEMS``, by kind)."""
+    ranked = sorted((it for it in items if it.kind in ITEM_KINDS),
+                    key=lambda it: ITEM_KINDS.index(it.kind))
+    return [it.id for it in ranked[:MAX_ITEMS]]
 
 
 def line(snap: Snapshot, work: dict, at: str, items: list[str], sessions: list[str]) -> dict:

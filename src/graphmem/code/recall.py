@@ -53,6 +53,8 @@ FILE_RECENCY = 0.15  # gain of the newest work about a predicted file (of weight
 FILE_RECENCY_DECAY = 0.6  # the next newest gains this times as much
 ONE_PER_SESSION = True
 REMOVED_ITEMS = 2  # memories of the work that removed a symbol the query names, put first
+TOUCHED_WORKS = 3  # newest works that wrote a symbol the query names (defined now) joining
+TOUCHED_AFTER = 1  # ... placed after this many of the best candidates
 MAX_REMOVALS = 3  # removed symbols of one query whose works are put first
 KIND_ORDER = {"insight": 0, "step": 1, "turn": 2}  # which of a work's memories come first
 
@@ -148,8 +150,14 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     (``fetch(ids, known) -> hits``), the best ``keep`` of them (all: None); unchanged when no
     hit has an anchor record. The works that removed symbols ``query`` names come first (not
     when ``snap``, the project now, defines them again)."""
-    first = removal_hits(query, [book(s) for s in specs], hits, fetch, snap) if query else []
+    books = [book(s) for s in specs]
+    first = removal_hits(query, books, hits, fetch, snap) if query else []
     ranked = _by_files(hits, spec_dir_of, specs, named, fetch)
+    wrote = touched_hits(query, books, ranked, fetch, snap) if query and TOUCHED_WORKS else []
+    if wrote:
+        ids = {h.id for h in wrote}
+        rest = [h for h in ranked if h.id not in ids]
+        ranked = rest[:TOUCHED_AFTER] + wrote + rest[TOUCHED_AFTER:]
     if first:
         ids = {h.id for h in first}
         ranked = first + [h for h in ranked if h.id not in ids]
@@ -174,14 +182,47 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     top = max((h.score for h in hits), default=0.0) + 1.0
     out: list[Hit] = []
     for name, w in found:
-        mine = [got[i] for i in reversed(w["items"]) if i in got and got[i] not in out]
-        mine.sort(key=lambda h: KIND_ORDER.get(h.kind, 3))  # stable: newest first in a kind
+        taken = {h.id for h in out}
+        mine = _best_first([got[i] for i in reversed(w["items"]) if i in got and i not in taken], w)
         paths = sorted(p for p, names in w["removed"].items() if name in names)
         why = {"symbol": name, "paths": paths, "commit": w["head"], "at": w.get("at")}
         for h in mine[:REMOVED_ITEMS]:
             out.append(h.model_copy(update={"score": round(top - len(out) * 1e-3, 6),
                                             "metadata": {**h.metadata, "removed": why}}))
     return out
+
+
+def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
+    """One memory of each of the ``TOUCHED_WORKS`` newest works that added, changed or moved a
+    symbol ``query`` names and the project defines now (the sessions that wrote its code)."""
+    works: list[dict] = []
+    for name in query_symbols(query):
+        if not _defined(snap, name):
+            continue
+        for b in books:
+            for head in reversed(b.works.touched_by.get(name, ())):
+                w = b.works.by_head.get(head)
+                if w is not None and w not in works:
+                    works.append(w)
+    works = works[:TOUCHED_WORKS]
+    if not works:
+        return []
+    have = {h.id: h for h in hits}
+    want = [i for w in works for i in reversed(w["items"])]
+    got = {**have, **{h.id: h for h in (fetch(want, set(have)) if fetch else [])}}
+    out: list[Hit] = []
+    for w in works:
+        mine = _best_first([got[i] for i in reversed(w["items"]) if i in got], w)
+        if mine and mine[0] not in out:
+            out.append(mine[0])
+    return out
+
+
+def _best_first(hits: list[Hit], w: dict) -> list[Hit]:
+    """A work's memories (newest first) in the order they stand for it: still its session's
+    (an insight another session said again is that session's now), insights, steps, turns."""
+    return sorted(hits, key=lambda h: (h.session not in w["sessions"], KIND_ORDER.get(h.kind, 3)))
 
 
 def _defined(snap, name: str) -> bool:
