@@ -131,11 +131,13 @@ def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
     return out[:MAX_ANCHORS]
 
 
-def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list[dict]:
+def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str],
+                    seen: dict[str, str | None] | None = None) -> list[dict]:
     """The symbols of ``paths`` that were added or whose lines changed since graphmem last saw
     each file (its blob in the last record naming it, else the file at the last record's HEAD,
     where a file missing there is new): session anchors with ``"touched": true``. Only in git
-    (an old version is read by its id, with one ``git cat-file --batch``)."""
+    (an old version is taken from ``seen``, the versions this write read already, else read by
+    its id with one ``git cat-file --batch``)."""
     if not snap.git or not paths:
         return []
     wanted: dict[str, str] = {}  # path -> what to read of its old version
@@ -147,7 +149,9 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list
             wanted[path] = old
     if not wanted:
         return []
-    texts = cat_file(snap.root, list(wanted.values()), MAX_PARSE_BYTES)
+    seen = seen or {}
+    rest = [n for n in wanted.values() if n not in seen]
+    texts = {**seen, **(cat_file(snap.root, rest, MAX_PARSE_BYTES) if rest else {})}
     out: list[dict] = []
     for path, old in wanted.items():
         if old not in texts:
@@ -177,8 +181,9 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
             session_paths.setdefault(it.session, []).append(p)
     known = book(spec_dir)
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    work = work_lines(snap, known, items, at, str(spec_dir)) if with_work else []
-    touched = touched_symbols(snap, known, [p for ps in session_paths.values() for p in ps])
+    seen: dict[str, str | None] = {}  # old versions read for the work line, by cat_file name
+    work = work_lines(snap, known, items, at, str(spec_dir), seen) if with_work else []
+    touched = touched_symbols(snap, known, [p for ps in session_paths.values() for p in ps], seen)
     groups: dict[str, dict] = {}
     for it in items:
         paths = session_paths.get(it.session, []) if it.session else []
@@ -203,7 +208,7 @@ _no_work: set[tuple[str, str, str]] = set()  # (spec, base, HEAD) whose commits 
 
 
 def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: str,
-               spec: str) -> list[dict]:
+               spec: str, seen: dict[str, str | None] | None = None) -> list[dict]:
     """The work line of the first write since HEAD moved (``changes.py``), or the line by which
     a new session writing at an already recorded HEAD joins that work; empty otherwise."""
     if not snap.git or not snap.head:
@@ -222,7 +227,7 @@ def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: s
     key = (spec, known.last_head or "", snap.head)
     if known.last_head in (None, snap.head) or key in _no_work:
         return []
-    work = changes.compute(snap, known.last_head)
+    work = changes.compute(snap, known.last_head, seen)
     if not work or set(work) == {"base"}:
         if len(_no_work) > 10_000:
             _no_work.clear()

@@ -69,10 +69,13 @@ def diff(snap: Snapshot, base: str) -> list[tuple[str, str, str, str]] | None:
     return out
 
 
-def compute(snap: Snapshot, base: str | None) -> dict | None:
+def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None = None
+            ) -> dict | None:
     """The work between ``base`` and the snapshot's HEAD: ``{"base", "removed", "added",
     "changed", "moved", "deleted"}`` (lists left out when empty); None when there is none to
-    compute (outside git, no base, the same HEAD, or git no longer has ``base``)."""
+    compute (outside git, no base, the same HEAD, or git no longer has ``base``). ``seen``
+    gets the old versions read, by blob id and as ``<base>:<path>`` (``cat_file``'s names), so
+    the same write reads none twice."""
     if not snap.git or not snap.head or not base or base == snap.head or not _HEX.fullmatch(base):
         return None
     rows = diff(snap, base)
@@ -82,6 +85,10 @@ def compute(snap: Snapshot, base: str | None) -> dict | None:
     want = {o for s, _, o, _ in code if s != "A"}
     want |= {n for s, p, _, n in code if s != "D" and snap.files.get(p) != n}
     texts = blob_texts(snap.root, want, None, MAX_PARSE_BYTES) if want else {}
+    if seen is not None:
+        seen.update(texts)
+        seen.update({f"{base}:{p}": texts[o] for s, p, o, _ in code if s != "A" and o in texts})
+        seen.update({f"{base}:{p}": None for s, p, _, _ in code if s == "A"})  # new since base
     before: dict[str, dict[str, str]] = {}
     after: dict[str, dict[str, str]] = {}
     for status, path, old, new in code:
