@@ -35,6 +35,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Code memory (issue 17): git history, the LLM's supersession judgement and the context
     # builder take what they need from below, never the façade, search or the graph.
     "graphmem.code.history": BOTTOM,
+    # A session's work (issue 17): git, the parsers and the snapshot, nothing of the anchors above it.
+    "graphmem.code.changes": BOTTOM | {"graphmem.code.history", "graphmem.code.symbols",
+                                       "graphmem.code.tree"},
     "graphmem.supersession": BOTTOM | {"graphmem.code.anchors"},
     "graphmem.context": BOTTOM | {"graphmem.index.text", "graphmem.insight_items", "graphmem.code"},
     "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},

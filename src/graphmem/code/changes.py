@@ -120,7 +120,7 @@ def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None
                 out["added"].setdefault(path, []).append(name)
             elif name in before[path] and before[path][name] != digest:
                 out["changed"].setdefault(path, []).append(name)
-    out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")
+    out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")[:MAX_SYMBOLS]
     _cap(out)
     return {k: v for k, v in out.items() if v}
 
