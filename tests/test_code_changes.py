@@ -181,3 +181,14 @@ def test_the_sessions_that_wrote_a_symbol_the_query_names_join_its_answer(tmp_pa
             mem.save_session_insights(n, {"what_worked": [text]})
         hits = mem.search("Where is `settle_batch` implemented?", scope="project", limit=3)
     assert "2" in [h.session for h in hits], [(h.session, h.text) for h in hits]
+
+
+def test_context_about_a_removed_symbol_shows_the_removing_session(tmp_path):
+    """The removing session's lesson is in the context, beside the current code the question
+    is about; session 1's lessons on the removed code are left out as gone."""
+    root, spec, sid = two_sessions(tmp_path)
+    with Memory(spec, root) as mem:
+        ctx = mem.context("How does `refund` work, and where is it used?", max_tokens=2000)
+    assert QUIET in ctx, ctx
+    assert "src/pay.py: payments" in ctx, ctx  # current code the question is about
+    assert "left out: the code they describe is gone" in ctx  # session 1's lessons on refund

@@ -151,12 +151,16 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     hit has an anchor record. The works that removed symbols ``query`` names come first (not
     when ``snap``, the project now, defines them again)."""
     books = [book(s) for s in specs]
-    first = removal_hits(query, books, hits, fetch, snap) if query else []
     ranked = _by_files(hits, spec_dir_of, specs, named, fetch)
+    first = removal_hits(query, books, ranked, fetch, snap) if query else []
     wrote = touched_hits(query, books, ranked, fetch, snap) if query and TOUCHED_WORKS else []
     if wrote:
         ids = {h.id for h in wrote}
         rest = [h for h in ranked if h.id not in ids]
+        at = rest[TOUCHED_AFTER - 1].score if 0 < TOUCHED_AFTER <= len(rest) else \
+            max((h.score for h in rest), default=0.0)
+        wrote = [h.model_copy(update={"score": round(max(h.score, at - (n + 1) * 1e-4), 6)})
+                 for n, h in enumerate(wrote)]  # scored as where they stand
         ranked = rest[:TOUCHED_AFTER] + wrote + rest[TOUCHED_AFTER:]
     if first:
         ids = {h.id for h in first}
@@ -179,7 +183,9 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     have = {h.id: h for h in hits}
     want = list(dict.fromkeys(i for _, w in found for i in reversed(w["items"])))
     got = {**have, **{h.id: h for h in (fetch(want, set(have)) if fetch else [])}}
-    top = max((h.score for h in hits), default=0.0) + 1.0
+    # just above the best candidate: a context's relevance floor (a share of the best score)
+    # keeps what it kept
+    top = max((h.score for h in hits), default=0.0) + 0.01
     out: list[Hit] = []
     for name, w in found:
         taken = {h.id for h in out}
@@ -187,7 +193,7 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
         paths = sorted(p for p, names in w["removed"].items() if name in names)
         why = {"symbol": name, "paths": paths, "commit": w["head"], "at": w.get("at")}
         for h in mine[:REMOVED_ITEMS]:
-            out.append(h.model_copy(update={"score": round(top - len(out) * 1e-3, 6),
+            out.append(h.model_copy(update={"score": round(top - len(out) * 1e-4, 6),
                                             "metadata": {**h.metadata, "removed": why}}))
     return out
 
