@@ -77,3 +77,33 @@ def test_a_revert_naming_no_earlier_session_and_garbage_lines_change_nothing(tmp
         assert err.value.field.startswith("insights")
         assert marks(mem, "add refunds")["Add refunds"] is None
     assert events(spec) == []
+
+
+def test_a_session_that_wrote_a_removed_symbol_is_gone_for_a_query_asking_about_it(tmp_path):
+    from test_code_freshness import commit, states
+
+    feat = "def keep():\n    return 1\n"
+    root, spec = project(tmp_path, {"src/feat.py": feat})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["first look at the feature module"],
+                                      "discoveries": {"files_understood": {"src/feat.py": "feature"}}})
+        (root / "src/feat.py").write_text(feat + "\n\ndef export_rows():\n    return 2\n\n\n"
+                                                 "def export_header():\n    return 3\n")
+        commit(root, "session 2 adds two exporters")
+        mem.save_session_insights(2, {"what_worked": ["the csv export streams rows"],
+                                      "discoveries": {"files_understood": {"src/feat.py": "feature"}}})
+        (root / "src/feat.py").write_text(feat + "\n\ndef export_header():\n    return 3\n")
+        commit(root, "session 3 removes export_rows")
+        mem.save_session_insights(3, {"what_worked": ["the csv export is now one call"],
+                                      "discoveries": {"files_understood": {"src/feat.py": "feature"}}})
+        asked = states(mem, "How does `export_rows` work, the csv export, and where is it used?")
+        other = states(mem, "How does `export_header` work, the csv export, and where is it used?")
+        plain = states(mem, "how does the csv export work")
+    lesson = "the csv export streams rows"
+    assert asked[lesson]["state"] == "gone"
+    assert asked[lesson]["asked_gone"] == ["src/feat.py:export_rows"]
+    # the same memory for a query about code that is still there, or naming none: unmarked
+    assert other[lesson]["state"] == "current" and "asked_gone" not in other[lesson]
+    assert plain[lesson]["state"] == "current"
+    # the session that removed it wrote neither exporter: it stays current for the query
+    assert asked["the csv export is now one call"]["state"] == "current"
