@@ -29,7 +29,8 @@ def test_a_revert_chain_marks_the_reverted_work_possibly_superseded_naming_the_s
         mem.save_session_insights(1, {  # a one-change session: its title is reverted later
             "subtasks_completed": ["Retry refunds three times (#12)"],
             "what_worked": ["refund retries back off exponentially"],
-            "discoveries": {"files_understood": {"src/pay.py": "refunds"}}})
+            "discoveries": {"files_understood": {"src/pay.py": "refunds"},
+                            "gotchas_encountered": ["refund retries need an idempotency key"]}})
         mem.save_session_insights(2, {  # a pull request of several commits: one is reverted
             "subtasks_completed": ["Refund cleanup (#20)", "Drop the refund audit table",
                                    "Rename refund helpers"],
@@ -51,7 +52,8 @@ def test_a_revert_chain_marks_the_reverted_work_possibly_superseded_naming_the_s
     assert partial["Rename refund helpers"] is None and partial["refund helpers read better"] is None
     assert partial["Refund cleanup (#20)"] is None
     # session 1's title was reverted: all it learned is flagged, its file's purpose is not
-    for text in ("Retry refunds three times (#12)", "refund retries back off exponentially"):
+    for text in ("Retry refunds three times (#12)", "refund retries back off exponentially",
+                 "refund retries need an idempotency key"):
         assert whole[text]["state"] == "possibly superseded"
         assert whole[text]["reason"].startswith("reverted by session 4: ")
     assert all(v is None for t, v in whole.items() if t.startswith("src/pay.py"))
@@ -60,7 +62,7 @@ def test_a_revert_chain_marks_the_reverted_work_possibly_superseded_naming_the_s
     assert again['Revert "Retry refunds three times (#12)" (#31)']["reason"].startswith(
         "reverted by session 5: ")
     # each memory is flagged once, even when the reverting session is saved again
-    assert len(log) == len({e["item"] for e in log}) == 4
+    assert len(log) == len({e["item"] for e in log}) == 5
     assert {e["state"] for e in log} == {"possibly superseded"}
 
 

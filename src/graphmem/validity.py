@@ -17,7 +17,8 @@ the older as "possibly superseded" (``possible_update``): marked and ranked belo
 never hidden. A reversed decision is caught the same way, without an LLM: a session whose
 completed subtasks include ``Revert "S"`` (git's message for a revert) marks the earlier session
 that completed ``S`` as possibly superseded, naming the reverting session (``reverted_subject``;
-the whole session when ``S`` was its first subtask, its title, else the line ``S`` alone).
+its insights, gotchas and patterns when ``S`` was its first subtask, its title, else the line
+``S`` alone).
 """
 
 from __future__ import annotations

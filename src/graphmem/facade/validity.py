@@ -92,7 +92,8 @@ class Validity:
         """After session ``session_num`` completed ``lines``: for each ``Revert "S"``, the
         earlier session that completed ``S`` is marked possibly superseded, with the reverting
         session named (``validity.reverted_subject``; ``items`` are the new session's, the
-        revert line among them). A revert naming no earlier session changes nothing."""
+        revert line among them): its insights, gotchas and patterns, not its files' purposes. A
+        revert naming no earlier session changes nothing."""
         reverts = [(line, reverted_subject(line)) for line in lines]
         reverts = [(line, subject) for line, subject in reverts if subject]
         if not reverts:
@@ -115,7 +116,7 @@ class Validity:
                     continue
                 whole = subject_key(done[0]) == key  # its title: the session's work was reverted
                 for it in self.scope.files.insight_items(only_session=n):
-                    if it.kind != "insight" or it.session != str(n) or it.id in known or \
+                    if it.kind == "file" or it.session != str(n) or it.id in known or \
                             it.id == by or not (whole or subject_key(it.text) == key):
                         continue  # said again by a later session, or already judged
                     self.log_event(it.id, POSSIBLY, f"reverted by session {session_num}: "
