@@ -184,11 +184,27 @@ def test_the_sessions_that_wrote_a_symbol_the_query_names_join_its_answer(tmp_pa
 
 
 def test_context_about_a_removed_symbol_shows_the_removing_session(tmp_path):
-    """The removing session's lesson is in the context, beside the current code the question
-    is about; session 1's lessons on the removed code are left out as gone."""
+    """The removing session's lesson is in the context; session 1's lessons on the removed code
+    are left out as gone."""
     root, spec, sid = two_sessions(tmp_path)
     with Memory(spec, root) as mem:
         ctx = mem.context("How does `refund` work, and where is it used?", max_tokens=2000)
     assert QUIET in ctx, ctx
-    assert "src/pay.py: payments" in ctx, ctx  # current code the question is about
     assert "left out: the code they describe is gone" in ctx  # session 1's lessons on refund
+    assert TALK[0] not in ctx
+
+
+def test_a_removed_method_is_found_by_its_own_name_when_no_class_still_has_it(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["Payments take cards"]})
+        (root / "src/pay.py").write_text(PAY.replace("    def void(self, n):\n        return n\n",
+                                                     "    def settle(self, n):\n        return n\n"))
+        commit(root, "void is gone")
+        mem.save_session_insights(2, {"what_worked": ["Cancelled payments settle at zero"]})
+        own = mem.search("What does `void` do?", scope="project", limit=3)
+        full = mem.search("What does `Client.void` do?", scope="project", limit=3)
+    assert own[0].metadata["removed"]["symbol"] == "Client.void" and own[0].session == "2"
+    assert full[0].metadata["removed"]["symbol"] == "Client.void"
+    about = run_cli("about", "void", "--project-dir", str(root), "--json")
+    assert [r["symbol"] for r in json.loads(about.stdout)["removed"]] == ["Client.void"]

@@ -176,6 +176,7 @@ class Works:
         self.by_head: dict[str, dict] = {}
         self.removed_by: dict[str, str] = {}  # symbol -> HEAD of the work that removed it last
         self.touched_by: dict[str, list[str]] = {}  # symbol -> HEADs of works that wrote it
+        self.methods: dict[str, set[str]] = {}  # a removed method's own name -> its names T.m
 
     def take(self, rec: dict) -> bool:
         """Add one work line (False when it is not in the shape above)."""
@@ -202,6 +203,8 @@ class Works:
         for names in rec.get("removed", {}).values():
             for name in names:
                 self.removed_by[name] = head
+                if "." in name:
+                    self.methods.setdefault(name.rsplit(".", 1)[1], set()).add(name)
         return True
 
     def join(self, head: str | None, session: str | None, items: Iterable[str]) -> None:
@@ -210,10 +213,15 @@ class Works:
         if w is not None and session in w["sessions"]:
             w["items"].extend(i for i in items if i not in w["items"])
 
-    def removal(self, name: str) -> dict | None:
-        """The work that removed symbol ``name`` last (None: never, or defined again since)."""
+    def removal(self, name: str) -> tuple[str, dict] | None:
+        """``(symbol, work)``: the work that removed symbol ``name`` last, or the one method of
+        that own name a work removed (None: never, or defined again since)."""
+        if name not in self.removed_by and "." not in name:
+            full = [n for n in self.methods.get(name, ()) if n in self.removed_by]
+            name = full[0] if len(full) == 1 else name
         head = self.removed_by.get(name)
-        return self.by_head.get(head) if head else None
+        w = self.by_head.get(head) if head else None
+        return (name, w) if w is not None else None
 
 
 def item_ids(items: list) -> list[str]:

@@ -173,11 +173,13 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     """The memories of the works that removed symbols ``query`` names (see the module
     docstring), best first, scored above every candidate."""
     found: list[tuple[str, dict]] = []
-    for name in query_symbols(query):
+    for asked in query_symbols(query):
         for b in books:
-            w = b.works.removal(name)
-            if w is not None and not _defined(snap, name) and len(found) < MAX_REMOVALS:
-                found.append((name, w))
+            got = b.works.removal(asked)
+            if got is None or len(found) >= MAX_REMOVALS or _defined(snap, got[0]) \
+                    or (got[0] != asked and _defined(snap, asked, short=True)):
+                continue  # defined again, or a method's own name another class still defines
+            found.append(got)
     if not found:
         return []
     have = {h.id: h for h in hits}
@@ -231,11 +233,12 @@ def _best_first(hits: list[Hit], w: dict) -> list[Hit]:
     return sorted(hits, key=lambda h: (h.session not in w["sessions"], KIND_ORDER.get(h.kind, 3)))
 
 
-def _defined(snap, name: str) -> bool:
-    """Whether the project defines ``name`` now (unknown without a snapshot: no)."""
+def _defined(snap, name: str, short: bool = False) -> bool:
+    """Whether the project defines ``name`` now (with ``short``, also as a method's own name;
+    unknown without a snapshot: no)."""
     if snap is None or not getattr(snap, "files", None):
         return False
-    return any(s.name == name for _, s in snap.definitions.get(name, ()))
+    return any(short or s.name == name for _, s in snap.definitions.get(name, ()))
 
 
 def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
