@@ -12,8 +12,12 @@ import json
 import logging
 from pathlib import Path
 
+import anyio
+from mcp import Client
+
 from conftest import run_cli
 from graphmem import Memory
+from graphmem.mcp_server import build_server
 from test_anchor_format import replace
 from test_code_freshness import commit, project
 
@@ -113,7 +117,7 @@ def test_a_symbol_added_then_removed_is_credited_to_the_session_that_removed_it(
     assert all("removed" not in h.metadata for h in again)  # defined again: nothing removed
 
 
-def test_about_a_removed_symbol_says_which_session_removed_it_through_the_cli(tmp_path):
+def test_about_a_removed_symbol_says_which_session_removed_it_through_cli_and_mcp(tmp_path):
     root, spec, sid = two_sessions(tmp_path)
     out = run_cli("about", "refund", "--project-dir", str(root), "--json")
     assert out.returncode == 0, out.stderr
@@ -127,6 +131,14 @@ def test_about_a_removed_symbol_says_which_session_removed_it_through_the_cli(tm
     assert QUIET in human.stdout
     kept = run_cli("about", "charge", "--project-dir", str(root), "--json")
     assert json.loads(kept.stdout)["removed"] == []
+
+    async def main():
+        async with Client(build_server(spec, root)) as c:
+            res = await c.call_tool("about", {"path_or_symbol": "sync_ledger"})
+            assert not res.is_error
+            return res.structured_content
+    ans = anyio.run(main)
+    assert [(r["symbol"], r["paths"]) for r in ans["removed"]] == [("sync_ledger", ["src/ledger.py"])]
 
 
 def test_garbage_work_lines_are_skipped_with_a_warning(tmp_path, caplog):
