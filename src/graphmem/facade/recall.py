@@ -168,7 +168,7 @@ class Recall:
             hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
                                fetch=lambda ids, known: [h for h in self.hits_by_id(ids, known)
                                                          if kinds is None or h.kind in kinds],
-                               keep=limit + CODE_SLACK)
+                               keep=limit + CODE_SLACK, query=query, snap=snap)
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap, query=query)
         from ..validity import apply_validity
 
