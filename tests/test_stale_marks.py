@@ -109,9 +109,11 @@ def test_a_session_that_wrote_a_removed_symbol_is_gone_for_a_query_asking_about_
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
-    assert "gone: src/feat.py:export_rows" in "\n".join(lines[at:at + 3])
+    assert "gone: src/feat.py:export_rows; export_rows was removed in session 3" in \
+        "\n".join(lines[at:at + 3])
     assert asked[lesson]["state"] == "gone"
     assert asked[lesson]["asked_gone"] == ["src/feat.py:export_rows"]
+    assert asked[lesson]["removed_in"] == {"export_rows": ["3"]}  # the session that removed it
     # the same memory for a query about code that is still there, or naming none: unmarked
     assert other[lesson]["state"] == "current" and "asked_gone" not in other[lesson]
     assert plain[lesson]["state"] == "current"
@@ -147,3 +149,25 @@ def test_the_cli_search_shows_why_a_hit_is_stale(tmp_path):
         "refunds three times: src/pay.py holds the retry loop")
     assert "changed since: src/other.py" in shown(
         "refunds three times: src/other.py holds the retry steps")
+
+
+def test_the_work_records_tell_which_session_wrote_a_removed_symbol(tmp_path):
+    from test_code_freshness import commit, states
+
+    feat = "def keep():\n    return 1\n"
+    root, spec = project(tmp_path, {"src/feat.py": feat})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["first look at src/feat.py"]})
+        (root / "src/feat.py").write_text(feat + "\n\ndef export_rows():\n    return 2\n")
+        commit(root, "session 2 adds an exporter")
+        # no discoveries: the session's files and touched symbols are unknown to its anchors
+        mem.save_session_insights(2, {"what_worked": ["the csv export in src/feat.py streams rows"]})
+        (root / "src/feat.py").write_text(feat)
+        commit(root, "session 3 removes it")
+        mem.save_session_insights(3, {"what_worked": ["the csv export in src/feat.py is one call"]})
+        asked = states(mem, "How does `export_rows` work in the csv export of src/feat.py?")
+    lesson = asked["the csv export in src/feat.py streams rows"]
+    assert lesson["state"] == "gone" and lesson["asked_gone"] == ["src/feat.py:export_rows"]
+    assert lesson["removed_in"] == {"export_rows": ["3"]}
+    assert asked["the csv export in src/feat.py is one call"]["state"] == "current"
+    assert asked["first look at src/feat.py"]["state"] == "current"

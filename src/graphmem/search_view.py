@@ -44,6 +44,9 @@ def stale_note(meta: dict) -> str:
     state = f.get("state")
     if state == "gone":
         out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))
+        removed = f.get("removed_in") if isinstance(f.get("removed_in"), dict) else {}
+        out.extend(f"{name} was removed in session {', '.join(map(str, who))}"
+                   for name, who in list(removed.items())[:3] if isinstance(who, list) and who)
     elif state == "moved":
         moved = list((f.get("moved") or {}).items())[:3]
         out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
