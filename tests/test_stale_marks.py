@@ -101,11 +101,73 @@ def test_a_session_that_wrote_a_removed_symbol_is_gone_for_a_query_asking_about_
         asked = states(mem, "How does `export_rows` work, the csv export, and where is it used?")
         other = states(mem, "How does `export_header` work, the csv export, and where is it used?")
         plain = states(mem, "how does the csv export work")
+    from conftest import run_cli
+
+    shown = run_cli("search", "How does `export_rows` work, the csv export?", "--spec-dir",
+                    str(spec), cwd=root)
     lesson = "the csv export streams rows"
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
+    assert "gone: src/feat.py:export_rows; export_rows was removed in session 3" in \
+        "\n".join(lines[at:at + 3])
     assert asked[lesson]["state"] == "gone"
     assert asked[lesson]["asked_gone"] == ["src/feat.py:export_rows"]
+    assert asked[lesson]["removed_in"] == {"export_rows": ["3"]}  # the session that removed it
     # the same memory for a query about code that is still there, or naming none: unmarked
     assert other[lesson]["state"] == "current" and "asked_gone" not in other[lesson]
     assert plain[lesson]["state"] == "current"
     # the session that removed it wrote neither exporter: it stays current for the query
     assert asked["the csv export is now one call"]["state"] == "current"
+
+
+def test_the_cli_search_shows_why_a_hit_is_stale(tmp_path):
+    from conftest import run_cli
+    from test_code_freshness import commit, git
+
+    other = "".join(f"def step{i}():\n    return {i}\n\n\n" for i in range(8))
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/other.py": other})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"subtasks_completed": ["Retry refunds three times"]})
+        mem.save_session_insights(2, {"subtasks_completed": ['Revert "Retry refunds three times"']})
+        mem.append_gotcha("refunds three times: src/pay.py holds the retry loop")
+        mem.append_gotcha("refunds three times: src/other.py holds the retry steps")
+    git(root, "mv", "src/pay.py", "src/billing.py")
+    (root / "src/other.py").write_text("def rewritten():\n    return 0\n")
+    commit(root, "rename pay, rewrite other")
+
+    def shown(text: str) -> str:
+        r = run_cli("search", "retry refunds three times", "--spec-dir", str(spec), cwd=root)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.strip() == text)
+        return "\n".join(lines[at:at + 3])
+
+    assert 'possibly superseded: reverted by session 2: Revert "Retry refunds three times"' in \
+        shown("Retry refunds three times")
+    assert "moved: src/pay.py -> src/billing.py" in shown(
+        "refunds three times: src/pay.py holds the retry loop")
+    assert "changed since: src/other.py" in shown(
+        "refunds three times: src/other.py holds the retry steps")
+
+
+def test_the_work_records_tell_which_session_wrote_a_removed_symbol(tmp_path):
+    from test_code_freshness import commit, states
+
+    feat = "def keep():\n    return 1\n"
+    root, spec = project(tmp_path, {"src/feat.py": feat})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["first look at src/feat.py"]})
+        (root / "src/feat.py").write_text(feat + "\n\ndef export_rows():\n    return 2\n")
+        commit(root, "session 2 adds an exporter")
+        # no discoveries: the session's files and touched symbols are unknown to its anchors
+        mem.save_session_insights(2, {"what_worked": ["the csv export in src/feat.py streams rows"]})
+        (root / "src/feat.py").write_text(feat)
+        commit(root, "session 3 removes it")
+        mem.save_session_insights(3, {"what_worked": ["the csv export in src/feat.py is one call"]})
+        asked = states(mem, "How does `export_rows` work in the csv export of src/feat.py?")
+    lesson = asked["the csv export in src/feat.py streams rows"]
+    assert lesson["state"] == "gone" and lesson["asked_gone"] == ["src/feat.py:export_rows"]
+    assert lesson["removed_in"] == {"export_rows": ["3"]}
+    assert asked["the csv export in src/feat.py is one call"]["state"] == "current"
+    assert asked["first look at src/feat.py"]["state"] == "current"

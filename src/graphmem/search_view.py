@@ -28,3 +28,28 @@ def show_hits(rows: list[dict], console) -> None:
                if meta.get("author") else "")
         console.print(f"    [dim]{escape(where + who + ('; ' + seen if seen else ''))}[/]",
                       highlight=False, **wrap)
+        mark = stale_note(meta)
+        if mark:
+            console.print(f"    [yellow]{escape(mark)}[/]", highlight=False, **wrap)
+
+
+def stale_note(meta: dict) -> str:
+    """A hit's marks in one line ("possibly superseded: reverted by session 3: ...", "gone:
+    src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
+    out = []
+    v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
+    if v.get("state"):
+        out.append(f"{v['state']}: {v['reason']}" if v.get("reason") else str(v["state"]))
+    f = meta.get("freshness") if isinstance(meta.get("freshness"), dict) else {}
+    state = f.get("state")
+    if state == "gone":
+        out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))
+        removed = f.get("removed_in") if isinstance(f.get("removed_in"), dict) else {}
+        out.extend(f"{name} was removed in session {', '.join(map(str, who))}"
+                   for name, who in list(removed.items())[:3] if isinstance(who, list) and who)
+    elif state == "moved":
+        moved = list((f.get("moved") or {}).items())[:3]
+        out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
+    elif state == "changed":
+        out.append("changed since: " + ", ".join(map(str, (f.get("changed") or [])[:3])))
+    return "; ".join(out)

@@ -24,10 +24,12 @@ of its session's files), else ``current``. Items without anchors get no state. R
 memoised per (anchor record, snapshot).
 
 One mark depends on the query (``asked_gone``): when the query names a symbol that is defined
-nowhere now, a hit whose session added or changed that symbol (a ``touched`` anchor) is ``gone``
-for this query, and its ``asked_gone`` names the symbol and the file it was in ("`X` was in
-src/a.py and is defined nowhere now"). On pytest's removed tasks: 5 stale hits marked, no current
-one (the session that removed a symbol did not add or change it).
+nowhere now, a hit whose session added or changed that symbol (a ``touched`` anchor, or a work
+record of ``changes.py`` naming the hit or its session) is ``gone`` for this query, and its
+``asked_gone`` names the symbol and the file it was in ("`X` was in src/a.py and is defined
+nowhere now"), ``removed_in`` the sessions that removed it. On pytest's removed tasks, by the
+touched anchors: 5 stale hits marked, no current one (the session that removed a symbol did not
+add or change it).
 """
 
 from __future__ import annotations
@@ -178,18 +180,40 @@ def asked_names(query: str) -> set[str]:
     return out
 
 
-def asked_gone(fresh: dict, rec: dict, asked: set[str], snap: Snapshot) -> dict:
-    """``fresh`` with the query's mark: ``gone`` when its session added or changed a symbol the
-    query names that is defined nowhere now (``fresh`` itself when none is)."""
+def asked_gone(fresh: dict, rec: dict, asked: set[str], snap: Snapshot, hit: Hit | None = None,
+               works: Any = None) -> dict:
+    """``fresh`` with the query's mark: ``gone`` when the hit's session added or changed a
+    symbol the query names that is defined nowhere now, by its ``touched`` anchors or by the
+    work records (``changes.Works``: a work naming the hit or its session; not the work that
+    removed it), with ``removed_in``: the sessions of the work that removed it (``fresh``
+    itself when no such symbol is)."""
     if fresh["state"] in ("gone", "moved") or not asked:
         return fresh
-    lost = sorted({f"{a['path']}:{a['symbol']}" for a in rec.get("anchors") or ()
-                   if isinstance(a, dict) and a.get("touched") and a.get("symbol") in asked
-                   and not snap.definitions.get(a["symbol"])})
+    lost = {f"{a['path']}:{a['symbol']}" for a in rec.get("anchors") or ()
+            if isinstance(a, dict) and a.get("touched") and a.get("symbol") in asked
+            and not snap.definitions.get(a["symbol"])}
+    removed_in: dict[str, list[str]] = {}
+    for name in sorted(asked) if works is not None and hit is not None else ():
+        if snap.definitions.get(name):
+            continue
+        removal = works.removal(name)
+        for head in works.touched_by.get(name, ()):
+            w = works.by_head.get(head)
+            if w is None or w is removal or not (
+                    hit.id in w["items"] or (hit.session and str(hit.session) in w["sessions"])):
+                continue
+            lost.update(f"{p}:{name}" for key in ("added", "changed")
+                        for p, names in w[key].items() if name in names)
+            lost.update(f"{p}:{name}" for p, m in w["moved"].items() if name in m)
+        if removal is not None and any(x.endswith(f":{name}") for x in lost):
+            removed_in[name] = list(removal["sessions"])
     if not lost:
         return fresh
-    return {**fresh, "state": "gone", "asked_gone": lost,
-            "gone": sorted({*fresh.get("gone", ()), *lost})}
+    out = {**fresh, "state": "gone", "asked_gone": sorted(lost),
+           "gone": sorted({*fresh.get("gone", ()), *lost})}
+    if removed_in:
+        out["removed_in"] = removed_in
+    return out
 
 
 def named_code(query: str, snap: Snapshot) -> set[str]:
@@ -211,9 +235,10 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
     root = Path(project_dir)
     out: list[Hit] = []
     books: dict = {}  # one refresh per spec folder, not per hit
-    recs = []
+    recs, wheres = [], []
     for hit in hits:
         where = spec_dir_of(hit) if spec_dir_of else (hit.spec if hit.project == str(root) else None)
+        wheres.append(where)
         if where and where not in books:
             books[where] = book(where)
         b = books[where] if where else None
@@ -225,11 +250,12 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
         snap = snap or snapshot(root, max_age=0)
         prepare([r for r in recs if r], snap)
     asked = asked_names(query) if query and any(recs) else set()
-    for hit, rec in zip(hits, recs):
+    for hit, rec, where in zip(hits, recs, wheres):
         if rec is None:
             out.append(hit)
             continue
-        fresh = asked_gone(item_state(rec, snap), rec, asked, snap)
+        works = books[where].works if asked and where else None
+        fresh = asked_gone(item_state(rec, snap), rec, asked, snap, hit, works)
         out.append(hit.model_copy(update={"metadata": {**hit.metadata, "freshness": fresh}}))
     if GONE_DROP is None:
         live = [h for h in out if _state(h) != "gone"]
