@@ -213,14 +213,18 @@ class Works:
         if w is not None and session in w["sessions"]:
             w["items"].extend(i for i in items if i not in w["items"])
 
-    def removal(self, name: str) -> tuple[str, dict] | None:
-        """``(symbol, work)``: the work that removed symbol ``name`` last, or the one method of
-        that own name a work removed (None: never, or defined again since)."""
+    def removal(self, name: str) -> dict | None:
+        """The work that removed symbol ``name`` last (None: never, or defined again since)."""
+        head = self.removed_by.get(name)
+        return self.by_head.get(head) if head else None
+
+    def removal_named(self, name: str) -> tuple[str, dict] | None:
+        """``(symbol, work)`` for ``name`` as ``removal`` finds it, or else for the one removed
+        method whose own name it is (``void`` for ``Client.void``)."""
         if name not in self.removed_by and "." not in name:
             full = [n for n in self.methods.get(name, ()) if n in self.removed_by]
             name = full[0] if len(full) == 1 else name
-        head = self.removed_by.get(name)
-        w = self.by_head.get(head) if head else None
+        w = self.removal(name)
         return (name, w) if w is not None else None
 
 

@@ -175,7 +175,7 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     found: list[tuple[str, dict]] = []
     for asked in query_symbols(query):
         for b in books:
-            got = b.works.removal(asked)
+            got = b.works.removal_named(asked)
             if got is None or len(found) >= MAX_REMOVALS or _defined(snap, got[0]) \
                     or (got[0] != asked and _defined(snap, asked, short=True)):
                 continue  # defined again, or a method's own name another class still defines
