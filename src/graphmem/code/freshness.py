@@ -195,7 +195,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
             out.append(hit)
             continue
         fresh = item_state(rec, snap)
-        out.append(hit.model_copy(update={"metadata": {**hit.metadata, "freshness": fresh}}))
+        out.append(hit.replaced(metadata={**hit.metadata, "freshness": fresh}))
     if GONE_DROP is None:
         live = [h for h in out if _state(h) != "gone"]
         return live + [h for h in out if _state(h) == "gone"]

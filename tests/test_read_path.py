@@ -1,0 +1,69 @@
+"""The search read path's plumbing (issue 17, latency): cheaper hit copies and ``local_path``
+set only on the hits a search returns must give exactly the answers the costlier path gave.
+
+Real git repositories, the real index and the bundled embedder (as ``test_code_recall.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+from graphmem import Hit, Memory
+from graphmem.code import recall
+from test_code_freshness import project
+from test_code_recall import WORDS, search_after
+
+
+def _hit() -> Hit:
+    return Hit(id="i1", kind="insight", text="retry backoff", score=0.5, project="p", spec="s/1",
+               session="3", time=datetime(2026, 1, 2, tzinfo=timezone.utc),
+               metadata={"freshness": {"state": "current"}, "n": [1, 2]}, source="s/1/x.json")
+
+
+def test_replaced_is_model_copy_with_the_update():
+    """``Hit.replaced`` gives what pydantic's ``model_copy(update=)`` gives: same fields, same
+    fields-set (what ``model_dump(exclude_unset=True)`` shows), the original untouched."""
+    hit = _hit()
+    for update in ({"score": 0.25}, {"local_path": "/x/y"},
+                   {"metadata": {**hit.metadata, "freshness": {"state": "gone"}}}, {}):
+        fast, slow = hit.replaced(**update), hit.model_copy(update=update)
+        assert fast == slow and type(fast) is Hit
+        assert fast.model_dump() == slow.model_dump()
+        assert fast.model_fields_set == slow.model_fields_set
+        assert fast.model_dump(exclude_unset=True) == slow.model_dump(exclude_unset=True)
+        assert fast.model_dump_json() == slow.model_dump_json()
+    assert hit == _hit()  # the original is unchanged
+    other = hit.replaced(score=0.1)
+    other.text = "changed on the copy"  # a copy's own field does not reach the original
+    assert hit.text == "retry backoff"
+
+
+def test_every_hit_a_search_returns_has_its_local_path(tmp_path, monkeypatch):
+    """``local_path`` is set once, on the returned hits only: memories that joined through code
+    recall (older sessions about the same file, sharing no word with the task) carry it too."""
+    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
+    hits = search_after(tmp_path, [["Moved the jitter out of the hot path"],
+                                   ["Worker restarts clear the queue"],
+                                   [f"Retry backoff of scheduled jobs: tuned the {a} {b} delay"
+                                    for a in WORDS for b in WORDS]],
+                        "retry backoff of scheduled jobs", 3)
+    assert {h.session for h in hits} == {"1", "2", "3"}  # two of them joined through code recall
+    root = tmp_path / "proj"
+    for h in hits:
+        assert h.local_path == os.path.join(str(root), h.source), (h.id, h.local_path)
+        assert os.path.isfile(h.local_path)
+
+
+def test_context_and_files_pinned_memories_are_unchanged_by_late_localising(tmp_path):
+    """``context(files=)`` pins memories read by id (``hits_by_id`` still localises by
+    default); the context names them as before."""
+    root, spec = project(tmp_path, {"src/sched.py": "def tick(loop):\n    return loop\n"})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"discoveries": {"files_understood": {
+            "src/sched.py": "the scheduler loop"}}, "what_worked": ["Ticks are idempotent"]})
+        text = mem.context("unrelated words entirely", max_tokens=800, files=["src/sched.py"])
+        by_id = mem._async._recall.hits_by_id([h.id for h in mem.search(
+            "ticks idempotent", scope="project", limit=5)])
+    assert "Ticks are idempotent" in text
+    assert by_id and all(h.local_path for h in by_id)
