@@ -67,3 +67,32 @@ def test_context_and_files_pinned_memories_are_unchanged_by_late_localising(tmp_
             "ticks idempotent", scope="project", limit=5)])
     assert "Ticks are idempotent" in text
     assert by_id and all(h.local_path for h in by_id)
+
+
+def test_late_stage_multiplies_a_shared_matrix_once_with_the_same_answer():
+    """Rows of one text share one cached token matrix; ``token_best`` multiplies it once and
+    gives each row exactly what separate copies give (NaN for a row without tokens)."""
+    import numpy as np
+
+    from graphmem.index.late import token_best
+
+    rng = np.random.default_rng(7)
+
+    def doc(n):
+        return (rng.integers(-127, 128, (n, 16), dtype=np.int8),
+                rng.uniform(0.001, 0.01, n).astype(np.float32))
+
+    qm = rng.standard_normal((5, 16)).astype(np.float32)
+    a, b, c = doc(3), doc(9), doc(1)
+    shared = [a, b, None, a, c, b, a]
+    copies = [None if d is None else (d[0].copy(), d[1].copy()) for d in shared]
+    got, want = token_best(qm, shared), token_best(qm, copies)
+    assert got.shape == (5, 7)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.isnan(got[:, 2]).all() and not np.isnan(got[:, [0, 1, 3, 4, 5, 6]]).any()
+    assert np.array_equal(got[:, 0], got[:, 3]) and np.array_equal(got[:, 1], got[:, 5])
+    # each column is its own document's best dot product per query token
+    for j, d in enumerate(shared):
+        if d is not None:
+            exact = ((d[0].astype(np.float32) @ qm.T) * d[1][:, None]).max(axis=0)
+            assert np.allclose(got[:, j], exact, atol=1e-5)
