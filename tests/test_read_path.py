@@ -96,3 +96,26 @@ def test_late_stage_multiplies_a_shared_matrix_once_with_the_same_answer():
         if d is not None:
             exact = ((d[0].astype(np.float32) @ qm.T) * d[1][:, None]).max(axis=0)
             assert np.allclose(got[:, j], exact, atol=1e-5)
+
+
+def test_late_stage_product_runs_on_one_thread_with_the_two_thread_answer():
+    """The MaxSim product's session has one intra-op thread (measured faster on the shared
+    2-core box) and computes what a session with the machine's default threads computes."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from graphmem.index import maxsim
+    from graphmem.providers.onnx_runtime import model_cache, session_options
+
+    one = maxsim.maxsim_session()
+    assert one is not None
+    assert one.get_session_options().intra_op_num_threads == 1
+    two = ort.InferenceSession(str(model_cache().folder / "maxsim-v1-onnx-ir8.onnx"),
+                               session_options(ort, optimise=True),
+                               providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    feeds = {"tokens": rng.integers(-127, 128, (3000, 384), dtype=np.int8),
+             "scales": rng.uniform(0.001, 0.01, (3000, 1)).astype(np.float32),
+             "query": rng.standard_normal((384, 40)).astype(np.float32)}
+    np.testing.assert_allclose(one.run(None, feeds)[0], two.run(None, feeds)[0], rtol=1e-6,
+                               atol=1e-6)
