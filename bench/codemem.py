@@ -484,6 +484,12 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
           f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
           ["ranker", "type", "n", *cols], trows)
+    labels = ("REVERTED", "GONE", "OVERWRITTEN", "SYMBOL_GONE", "SYMBOL_MOVED")
+    leak_cols = ["staleleak@10", "staleleak_strict@10", "overmark@10", *(f"leak_{x}" for x in labels)]
+    table(f"{name}: what leaks, by label (share of top-10 hits per task; overmark: current hits "
+          "marked)", ["ranker", *leak_cols],
+          [[rk, *(block["overall"].get(c, 0.0) for c in leak_cols)]
+           for rk, block in res["rankers"].items()])
     return trows
 
 

@@ -36,6 +36,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     # builder take what they need from below, never the façade, search or the graph.
     "graphmem.code.history": BOTTOM,
     "graphmem.supersession": BOTTOM | {"graphmem.code.anchors"},
+    # The validity log and its rules without an LLM (revert, changed number): files and types only.
+    "graphmem.validity": BOTTOM | {"graphmem.files"},
     "graphmem.context": BOTTOM | {"graphmem.index.text", "graphmem.insight_items", "graphmem.code"},
     "graphmem.index": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact"},
     # Session listing shares the home's database (``index.db``) and nothing else of index/.

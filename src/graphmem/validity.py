@@ -14,7 +14,11 @@ configured, a new gotcha or pattern is judged against the older ones on the same
 (``supersession.py``), and those it replaces are superseded. Without one (or when its answer
 cannot be used), a new note that reads exactly like an older one except for its numbers marks
 the older as "possibly superseded" (``possible_update``): marked and ranked below the newer one,
-never hidden.
+never hidden. A reversed decision is caught the same way, without an LLM: a session whose
+completed subtasks include ``Revert "S"`` (git's message for a revert) marks the earlier session
+that completed ``S`` as possibly superseded, naming the reverting session (``reverted_subject``;
+its insights, gotchas and patterns when ``S`` was its first subtask, its title, else the line
+``S`` alone).
 """
 
 from __future__ import annotations
@@ -87,6 +91,24 @@ def apply_validity(hits: list[Hit], include_history: bool,
             out.insert(out.index(next(x for x in out if x.id == by)) + 1, h)
             pos = {x.id: i for i, x in enumerate(out)}
     return out, hidden
+
+
+_REVERT = re.compile(r'\s*Revert\s+"(?P<subject>.+)"\s*(?:\(#\d+\))?\s*', re.S)
+_PR_REF = re.compile(r"\s*\(#\d+\)\s*$")
+
+
+def reverted_subject(line: str) -> str | None:
+    """The subject a completed subtask ``Revert "<subject>"`` (optionally `` (#123)``) reverts,
+    or None when the line is not a revert."""
+    m = _REVERT.fullmatch(line) if isinstance(line, str) else None
+    return m.group("subject").strip() or None if m else None
+
+
+def subject_key(text: str) -> str:
+    """A commit subject as a revert names it: normalised, without a trailing PR reference."""
+    from .models import normalise
+
+    return normalise(_PR_REF.sub("", text))
 
 
 _NUMBER = re.compile(r"\d+(?:[.,_]\d+)*")

@@ -55,10 +55,10 @@ def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], A
 
 def with_freshness(hits: list[Hit], project_dir: str | Path | None,
                    spec_dir_of: Callable[[Hit], Path | None] | None = None,
-                   snap: Any = None) -> list[Hit]:
+                   snap: Any = None, query: str | None = None) -> list[Hit]:
     """``hits`` with ``metadata["freshness"]`` set, gone ones moved down (ranking by the code a
     query names is ``code/recall.py``'s). ``spec_dir_of`` tells where a hit's spec folder is
-    (hits of other projects have none)."""
+    (hits of other projects have none); ``query`` adds its own mark (``freshness.asked_gone``)."""
     from .freshness import annotate
     from .tree import snapshot
 
@@ -66,7 +66,7 @@ def with_freshness(hits: list[Hit], project_dir: str | Path | None,
         return hits
     try:
         snap = snap or snapshot(project_dir, max_age=0)  # git: cached against HEAD + index
-        return annotate(hits, project_dir, snap=snap, spec_dir_of=spec_dir_of)
+        return annotate(hits, project_dir, snap=snap, spec_dir_of=spec_dir_of, query=query)
     except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
         log.warning("freshness not computed: %s", exc)
         return hits

@@ -11,6 +11,10 @@ The same answer comes from two places: the files (anchors + validity logs, this 
 with the graph on, the project's graph (``ABOUT`` edges with Graphiti's ``valid_at`` /
 ``invalid_at`` / ``expired_at``, ``graph/code_graph.py``). Both are reduced to the same
 ``Mention`` rows and finished here by ``assemble``.
+
+A symbol no file defines any more may have been removed by a recorded piece of work
+(``changes.py``): ``removals`` says which session removed it, at which commit, with that
+session's memories.
 """
 
 from __future__ import annotations
@@ -61,6 +65,35 @@ def local_mentions(spec_dirs: Iterable[str | Path], target: str, snap: Snapshot)
                 out[item_id] = Mention(item_id, own, hit, rec.get("head"), rec.get("at"),
                                        _validity(events.get(item_id)))
     return list(out.values())
+
+
+def removals(spec_dirs: Iterable[str | Path], target: str,
+             rows_of: Callable[[list[str]], list[Any]], limit: int = 3) -> list[dict]:
+    """The recorded works that removed symbol ``target`` (``refund``, ``Client.charge``,
+    ``src/pay.py:refund``, or a method's own name): ``{"symbol", "paths", "commit", "at",
+    "sessions", "memories": [{"id", "kind", "text", "session"}]}``, newest first."""
+    from .anchors import book
+
+    path, _, name = target.rpartition(":") if ":" in target else ("", "", target)
+    out = []
+    for spec in spec_dirs:
+        works = book(spec).works
+        for sym, head in works.removed_by.items():
+            w = works.by_head.get(head)
+            if w is None or not (sym == name or sym.endswith("." + name)):
+                continue
+            paths = sorted(p for p, names in w["removed"].items() if sym in names)
+            if path and path not in paths:
+                continue
+            out.append({"symbol": sym, "paths": paths, "commit": head, "at": w.get("at"),
+                        "sessions": list(w["sessions"]), "items": list(reversed(w["items"]))})
+    out.sort(key=lambda e: e["at"] or "", reverse=True)
+    out = out[:limit]
+    rows = {r.id: r for r in rows_of([i for e in out for i in e["items"]])} if out else {}
+    for e in out:
+        e["memories"] = [{"id": i, "kind": rows[i].kind, "text": rows[i].text,
+                          "session": rows[i].session} for i in e.pop("items") if i in rows][:5]
+    return out
 
 
 def _validity(ev: dict | None) -> dict | None:
@@ -150,8 +183,14 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
         return f"  [{f['state']}{extra}]{mark} {e['kind']}: {e['text']}  ({e['id']})"
 
     emit(f"About {ans['target']} (from the {ans['source']}):")
+    for r in ans.get("removed") or ():
+        who = ", ".join(r["sessions"]) or "an unrecorded session"
+        emit(f"Removed: {r['symbol']} ({', '.join(r['paths'])}) by session {who} at commit "
+             f"{r['commit'][:12]}{' on ' + r['at'] if r.get('at') else ''}")
+        for m in r["memories"]:
+            emit(f"  {m['kind']} (session {m['session']}): {m['text']}  ({m['id']})")
     if not ans["current"] and not ans["history"]:
-        emit("  nothing known")
+        emit("  nothing known" if not ans.get("removed") else "No memory names it.")
         return
     emit(f"Current ({len(ans['current'])}):")
     for e in ans["current"]:

@@ -16,6 +16,9 @@ The last record naming an item wins. A record written before this format holds i
 inline (``"anchors": [...]``, session files marked ``"via": "session"``); it still loads, and the
 next compaction (or ``reindex``) writes it in this format.
 
+*Work* lines (``{"work": "<HEAD>", ...}``, ``changes.py``) say what the session writing at that
+HEAD did to the code: the symbols it removed, added, changed or moved, the files it deleted.
+
 A line that is not JSON, or a record whose set is missing, is skipped with a warning; nothing
 else is lost. Appends take ``LOCK_NAME`` and cut a torn last line first, so a crash mid-line
 never swallows the next record.
@@ -23,7 +26,7 @@ never swallows the next record.
 Compaction (``compact``): once the file holds more than ``COMPACT_RATIO`` times the lines its
 readers need and at least ``COMPACT_MIN_BYTES``, the next write rewrites it with only what still
 decides something (the last record of each item, the records that give an episodic session its
-files, and the sets they name), in order, to a temp file renamed over it, under the same lock
+files, the sets they name, and every work line), in order, to a temp file renamed over it, under the same lock
 every append takes. A reader sees the old file or the new one (a new inode: it reads it again),
 a crash leaves the old file and a stray temp file, and nothing is lost: the file is derived
 (``reindex`` rebuilds it).
@@ -41,6 +44,7 @@ from ..files.atomic import append_line, atomic_write_bytes, repair_tail
 from ..files.jsonl_tail import JsonlTail, tail
 from ..files.lock import folder_lock
 from ..files.safe import open_file, real_dir
+from .changes import Works
 
 log = logging.getLogger("graphmem.code")
 
@@ -66,7 +70,9 @@ def set_name(anchors: list[dict]) -> str:
 def encode(rec: dict, known: set[str]) -> list[str]:
     """The lines of one record ``{"items", "head", "at", "session"?, "anchors": [...]}`` (its
     session's anchors marked ``via``): the sets not in ``known`` (which it extends), then the
-    record naming them."""
+    record naming them. A work line (``changes.py``) is written as it is."""
+    if "work" in rec:
+        return [json.dumps(rec, ensure_ascii=False) + "\n"]
     own = [a for a in rec["anchors"] if not a.get("via")]
     via = [{k: v for k, v in a.items() if k != "via"} for a in rec["anchors"] if a.get("via")]
     out = {"items": rec["items"], "head": rec.get("head"), "at": rec.get("at")}
@@ -143,6 +149,9 @@ class AnchorBook(JsonlTail):
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
         self.blobs: dict[str, str] = {}  # path -> its blob in the last record naming it
         self.last_head: str | None = None  # HEAD when the last record was written
+        self.works = Works()  # what the sessions did to the code (``changes.py``)
+        self.heads: dict[str, list[str]] = {}  # HEAD -> items recorded there, first seen first
+        self.work_lines = 0
 
     @property
     def inline(self) -> int:
@@ -165,13 +174,21 @@ class AnchorBook(JsonlTail):
             return False
         live = {id(r): r for r in self.records.values()}
         sets = {n for r in live.values() for n in r.get("set_names", ())}  # sets still named
-        return self.lines > COMPACT_RATIO * (len(live) + len(self.sessions) + len(sets))
+        needed = len(live) + len(self.sessions) + len(sets) + self.work_lines
+        return self.lines > COMPACT_RATIO * needed
 
     def skipped(self, line: bytes) -> None:
         log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)
 
     def take(self, rec: dict) -> None:
         self.lines += 1
+        if "work" in rec:
+            if self.works.take(rec):
+                self.work_lines += 1
+                self.last_head = rec["work"]
+            else:
+                log.warning("%s: skipped a malformed work line: %.80r", self.path, rec)
+            return
         if "set" in rec:
             if not self.resolver.add_set(rec):
                 log.warning("%s: skipped a malformed anchor set: %.80r", self.path, rec)
@@ -183,6 +200,8 @@ class AnchorBook(JsonlTail):
             return
         for item_id in got["items"]:
             self.records[item_id] = got
+        if isinstance(got.get("head"), str):
+            self.heads.setdefault(got["head"], []).extend(got["items"])
         for path in {a["path"] for a in got["anchors"]}:
             self.by_path.setdefault(path, []).extend(got["items"])
         for a in got["anchors"]:
@@ -191,6 +210,7 @@ class AnchorBook(JsonlTail):
         self.last_head = got.get("head") if isinstance(got.get("head"), str) else self.last_head
         if isinstance(got.get("session"), str):
             self._add_session(got)
+            self.works.join(self.last_head, got["session"], got["items"])
 
     def _add_session(self, rec: dict) -> None:
         got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
@@ -227,11 +247,18 @@ def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
     (``AnchorBook``), in order, each after the sets it names."""
     resolver, recs = _Resolver(), []
     dropped = 0
+    works = Works()
     for line in lines:
         try:
             rec = json.loads(line)
         except ValueError:
             rec = None
+        if isinstance(rec, dict) and "work" in rec:
+            if works.take(rec):
+                recs.append(rec)  # every work line is kept, where it was
+            else:
+                dropped += 1
+            continue
         if isinstance(rec, dict) and "set" in rec and resolver.add_set(rec):
             continue
         got = resolver.resolve(rec) if isinstance(rec, dict) else None
@@ -240,11 +267,12 @@ def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
             recs.append(got)
     if dropped:
         log.warning("anchors compaction: %d unreadable line(s) left out", dropped)
-    last = {item_id: i for i, rec in enumerate(recs) for item_id in rec["items"]}
+    last = {item_id: i for i, rec in enumerate(recs) if "work" not in rec for item_id in rec["items"]}
     keep = {i for item_id, i in last.items() if live is None or item_id in live}
+    keep |= {i for i, rec in enumerate(recs) if "work" in rec}
     files: dict[str, set] = {}
     for i, rec in enumerate(recs):
-        if not isinstance(rec.get("session"), str):
+        if "work" in rec or not isinstance(rec.get("session"), str):
             continue
         have = files.setdefault(rec["session"], set())
         new = {a["path"] for a in rec["anchors"]} - have

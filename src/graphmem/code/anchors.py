@@ -7,7 +7,10 @@ the project defines (see ``symbols.py``); items of one session file are also anc
 git blob id (and for a symbol its lines and a hash of them), with HEAD at write time.
 
 Stored beside the reference files as ``memory/anchors.jsonl`` (``anchor_file.py`` gives the
-format: anchor lists stored once and named by records, its reader and its compaction).
+format: anchor lists stored once and named by records, its reader and its compaction). The first
+write after HEAD moved also records what the commits since the last HEAD graphmem saw did to the
+code, as that session's work (``changes.py``: symbols removed, added, changed or moved, files
+deleted).
 ``reindex`` writes a line for every item that has none (its state as of the reindex).
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..models import MemoryItem
+from . import changes
 from .anchor_file import AnchorBook, anchors_file, append, book, compact
 from .history import cat_file
 from .symbols import language_of, parse_symbols
@@ -65,6 +69,19 @@ def find_paths(text: str, snap: Snapshot) -> list[str]:
             if len(hits) == 1:
                 out.append(hits[0])
     return list(dict.fromkeys(out))
+
+
+def query_symbols(text: str) -> list[str]:
+    """The symbol names ``text`` uses (backticked, dotted, snake or camel case, or called), in
+    order; a dotted name also as its last two parts (``pkg.Client.charge`` -> ``Client.charge``)."""
+    out: dict[str, None] = {}
+    for m in _IDENT.finditer(text):
+        name = m.group(0)
+        if _looks_like_symbol(name, text, m.start()):
+            out[name] = None
+            if name.count(".") > 1:
+                out[".".join(name.split(".")[-2:])] = None
+    return list(out)
 
 
 def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
@@ -114,11 +131,13 @@ def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
     return out[:MAX_ANCHORS]
 
 
-def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list[dict]:
+def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str],
+                    seen: dict[str, str | None] | None = None) -> list[dict]:
     """The symbols of ``paths`` that were added or whose lines changed since graphmem last saw
     each file (its blob in the last record naming it, else the file at the last record's HEAD,
     where a file missing there is new): session anchors with ``"touched": true``. Only in git
-    (an old version is read by its id, with one ``git cat-file --batch``)."""
+    (an old version is taken from ``seen``, the versions this write read already, else read by
+    its id with one ``git cat-file --batch``)."""
     if not snap.git or not paths:
         return []
     wanted: dict[str, str] = {}  # path -> what to read of its old version
@@ -130,7 +149,9 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list
             wanted[path] = old
     if not wanted:
         return []
-    texts = cat_file(snap.root, list(wanted.values()), MAX_PARSE_BYTES)
+    seen = seen or {}
+    rest = [n for n in wanted.values() if n not in seen]
+    texts = {**seen, **(cat_file(snap.root, rest, MAX_PARSE_BYTES) if rest else {})}
     out: list[dict] = []
     for path, old in wanted.items():
         if old not in texts:
@@ -144,8 +165,9 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str]) -> list
 
 
 def record(project_dir: str | Path | None, spec_dir: str | Path | None,
-           items: Iterable[MemoryItem]) -> int:
-    """Compute and append the anchors of ``items``; returns the lines written (0 without code)."""
+           items: Iterable[MemoryItem], with_work: bool = True) -> int:
+    """Compute and append the anchors of ``items`` (and, with ``with_work``, the work line
+    of the first write since HEAD moved); returns the anchor records written (0 without code)."""
     items = list(items)
     if not items or project_dir is None or spec_dir is None:
         return 0
@@ -157,7 +179,11 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
         p = it.metadata.get("path") if it.kind == "file" and it.session else None
         if isinstance(p, str) and p in snap.files:
             session_paths.setdefault(it.session, []).append(p)
-    touched = touched_symbols(snap, book(spec_dir), [p for ps in session_paths.values() for p in ps])
+    known = book(spec_dir)
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    seen: dict[str, str | None] = {}  # old versions read for the work line, by cat_file name
+    work = work_lines(snap, known, items, at, str(spec_dir), seen) if with_work else []
+    touched = touched_symbols(snap, known, [p for ps in session_paths.values() for p in ps], seen)
     groups: dict[str, dict] = {}
     for it in items:
         paths = session_paths.get(it.session, []) if it.session else []
@@ -167,12 +193,47 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
         episode = it.session if it.kind in EPISODE_KINDS else None
         key = json.dumps([episode, found], sort_keys=True)
         groups.setdefault(key, {"items": [], "anchors": found, "session": episode})["items"].append(it.id)
-    if not groups:
+    if not groups and not work and with_work and snap.git and snap.head \
+            and snap.head != known.last_head:
+        work = [{"work": snap.head, "at": at}]  # nothing anchored: the HEAD seen, for the next diff
+    if not groups and not work:
         return 0
-    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    append(spec_dir, ({"items": g["items"], "head": snap.head, "at": at, "session": g["session"],
-                       "anchors": g["anchors"]} for g in groups.values()))
+    append(spec_dir, [*work, *({"items": g["items"], "head": snap.head, "at": at,
+                                "session": g["session"], "anchors": g["anchors"]}
+                               for g in groups.values())])
     return len(groups)
+
+
+_no_work: set[tuple[str, str, str]] = set()  # (spec, base, HEAD) whose commits changed no code
+
+
+def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: str,
+               spec: str, seen: dict[str, str | None] | None = None) -> list[dict]:
+    """The work line of the first write since HEAD moved (``changes.py``), or the line by which
+    a new session writing at an already recorded HEAD joins that work; empty otherwise."""
+    if not snap.git or not snap.head:
+        return []
+    sessions = list(dict.fromkeys(it.session for it in items if it.session))
+    have = known.works.by_head.get(snap.head)
+    if have is not None:
+        if not changes.did_something(have):
+            return []
+        # an episodic session's turns and steps written after the commit join its work (a
+        # numbered session writing at the same HEAD did not commit: not this work's)
+        new = list(dict.fromkeys(it.session for it in items if it.kind in EPISODE_KINDS
+                                 and it.session and it.session not in have["sessions"]))
+        ids = changes.item_ids([it for it in items if it.session in new])
+        return [{"work": snap.head, "sessions": new, "items": ids}] if new else []
+    key = (spec, known.last_head or "", snap.head)
+    if known.last_head in (None, snap.head) or key in _no_work:
+        return []
+    work = changes.compute(snap, known.last_head, seen)
+    if not work or set(work) == {"base"}:
+        if len(_no_work) > 10_000:
+            _no_work.clear()
+        _no_work.add(key)
+        return []
+    return [changes.line(snap, work, at, changes.item_ids(items), sessions)]
 
 
 def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
@@ -187,7 +248,10 @@ def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
         known = b.records
         missing = [it for it in its if it.id not in known]
         try:
-            written += record(project_dir, spec, missing)
+            derived = changes.derive(snapshot(project_dir), b.heads, b.works.by_head)
+            if derived:  # a file written before work lines, or that lost them
+                append(spec, derived)
+            written += record(project_dir, spec, missing, with_work=False)  # old items: no new work
             if len(known) > len(its) + written or b.inline:  # items the files no longer hold,
                 # or records in the format before sets: the file is written again in this one
                 compact(spec, live={it.id for it in its})

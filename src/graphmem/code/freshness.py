@@ -22,6 +22,12 @@ more symbols its session added or changed), else ``moved`` when one of them move
 else ``changed`` when one of its own anchors changed (for an item naming no code: at least half
 of its session's files), else ``current``. Items without anchors get no state. Results are
 memoised per (anchor record, snapshot).
+
+One mark depends on the query (``asked_gone``): when the query names a symbol that is defined
+nowhere now, a hit whose session added or changed that symbol (a ``touched`` anchor) is ``gone``
+for this query, and its ``asked_gone`` names the symbol and the file it was in ("`X` was in
+src/a.py and is defined nowhere now"). On pytest's removed tasks: 5 stale hits marked, no current
+one (the session that removed a symbol did not add or change it).
 """
 
 from __future__ import annotations
@@ -160,6 +166,32 @@ def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, i
     return out
 
 
+def asked_names(query: str) -> set[str]:
+    """The code names a query uses (dotted names whole and their last part): the candidates of
+    ``asked_gone``."""
+    from .anchors import _IDENT, _looks_like_symbol
+
+    out = set()
+    for m in _IDENT.finditer(query or ""):
+        if _looks_like_symbol(m.group(0), query, m.start()):
+            out.update({m.group(0), m.group(0).rsplit(".", 1)[-1]})
+    return out
+
+
+def asked_gone(fresh: dict, rec: dict, asked: set[str], snap: Snapshot) -> dict:
+    """``fresh`` with the query's mark: ``gone`` when its session added or changed a symbol the
+    query names that is defined nowhere now (``fresh`` itself when none is)."""
+    if fresh["state"] in ("gone", "moved") or not asked:
+        return fresh
+    lost = sorted({f"{a['path']}:{a['symbol']}" for a in rec.get("anchors") or ()
+                   if isinstance(a, dict) and a.get("touched") and a.get("symbol") in asked
+                   and not snap.definitions.get(a["symbol"])})
+    if not lost:
+        return fresh
+    return {**fresh, "state": "gone", "asked_gone": lost,
+            "gone": sorted({*fresh.get("gone", ()), *lost})}
+
+
 def named_code(query: str, snap: Snapshot) -> set[str]:
     """The files of the project that ``query`` names, directly or through a symbol they define."""
     from .anchors import find_paths, find_symbols
@@ -170,8 +202,10 @@ def named_code(query: str, snap: Snapshot) -> set[str]:
 
 
 def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | None = None,
-             spec_dir_of: Callable[[Hit], Path | None] | None = None) -> list[Hit]:
-    """Each anchored hit gets ``metadata["freshness"]``; gone ones move ``GONE_DROP`` places down."""
+             spec_dir_of: Callable[[Hit], Path | None] | None = None,
+             query: str | None = None) -> list[Hit]:
+    """Each anchored hit gets ``metadata["freshness"]`` (with ``query``, also ``asked_gone``);
+    gone ones move ``GONE_DROP`` places down."""
     if not hits or project_dir is None:
         return hits
     root = Path(project_dir)
@@ -190,11 +224,12 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
     if any(recs):
         snap = snap or snapshot(root, max_age=0)
         prepare([r for r in recs if r], snap)
+    asked = asked_names(query) if query and any(recs) else set()
     for hit, rec in zip(hits, recs):
         if rec is None:
             out.append(hit)
             continue
-        fresh = item_state(rec, snap)
+        fresh = asked_gone(item_state(rec, snap), rec, asked, snap)
         out.append(hit.replaced(metadata={**hit.metadata, "freshness": fresh}))
     if GONE_DROP is None:
         live = [h for h in out if _state(h) != "gone"]

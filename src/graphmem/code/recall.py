@@ -16,6 +16,12 @@ together), so forty extras are forty sessions, not three sessions' turns. Then o
 session before a second one: a session is one piece of work, and ten lines of one change crowd
 out the others.
 
+A query naming a symbol that a recorded piece of work removed (``changes.py``; "How does
+``refund`` work?" after ``refund`` was deleted) puts that work's memories first, its newest
+insight, then its newest step or turn (``REMOVED_ITEMS`` of them), each saying in
+``metadata["removed"]`` what was removed, where and at which commit: the session that removed a
+symbol is what explains it. It costs a dict lookup per word of the query.
+
 Measured on ``bench/codemem.py`` (pytest, entire-cli); see the README's "Coding memory" part.
 Items with no anchor record are untouched (prose memories: LoCoMo ranks as before).
 
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..models import Hit
-from .anchors import AnchorBook, book
+from .anchors import AnchorBook, book, query_symbols
 
 # Chosen on bench/codemem.py R@10 (pytest / entire-cli; BM25 .345 / .158); what each value
 # gave and what else was tried: docs/tuning.md, "Code recall".
@@ -46,6 +52,11 @@ SCAN_ITEMS = 2000  # items of one file walked at most to find them
 FILE_RECENCY = 0.15  # gain of the newest work about a predicted file (of weight 1)
 FILE_RECENCY_DECAY = 0.6  # the next newest gains this times as much
 ONE_PER_SESSION = True
+REMOVED_ITEMS = 2  # memories of the work that removed a symbol the query names, put first
+TOUCHED_WORKS = 3  # newest works that wrote a symbol the query names (defined now) joining
+TOUCHED_AFTER = 1  # ... placed after this many of the best candidates
+MAX_REMOVALS = 3  # removed symbols of one query whose works are put first
+KIND_ORDER = {"insight": 0, "step": 1, "turn": 2}  # which of a work's memories come first
 
 
 def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
@@ -134,10 +145,97 @@ _history: dict[str, _History] = {}
 def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
                 specs: Sequence[str | Path], named: set[str],
                 fetch: Callable[[list[str], set[str]], list[Hit]] | None = None,
-                keep: int | None = None) -> list[Hit]:
+                keep: int | None = None, query: str = "", snap=None) -> list[Hit]:
     """``hits`` re-ranked by ``rerank``, with the memories most about the predicted files added
     (``fetch(ids, known) -> hits``), the best ``keep`` of them (all: None); unchanged when no
-    hit has an anchor record."""
+    hit has an anchor record. The works that removed symbols ``query`` names come first (not
+    when ``snap``, the project now, defines them again)."""
+    books = [book(s) for s in specs]
+    first = removal_hits(query, books, hits, fetch, snap) if query else []
+    ranked = _by_files(hits, spec_dir_of, specs, named, fetch)
+    wrote = touched_hits(query, books, ranked, fetch, snap) if query and TOUCHED_WORKS else []
+    if wrote:
+        ids = {h.id for h in wrote}
+        rest = [h for h in ranked if h.id not in ids]
+        ranked = rest[:TOUCHED_AFTER] + wrote + rest[TOUCHED_AFTER:]
+    if first:
+        ids = {h.id for h in first}
+        ranked = first + [h for h in ranked if h.id not in ids]
+    return ranked[:keep]
+
+
+def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
+    """The memories of the works that removed symbols ``query`` names (see the module
+    docstring), best first, scored above every candidate."""
+    found: list[tuple[str, dict]] = []
+    for name in query_symbols(query):
+        for b in books:
+            w = b.works.removal(name)
+            if w is not None and not _defined(snap, name) and len(found) < MAX_REMOVALS:
+                found.append((name, w))
+    if not found:
+        return []
+    have = {h.id: h for h in hits}
+    want = list(dict.fromkeys(i for _, w in found for i in reversed(w["items"])))
+    got = {**have, **{h.id: h for h in (fetch(want, set(have)) if fetch else [])}}
+    top = max((h.score for h in hits), default=0.0) + 1.0
+    out: list[Hit] = []
+    for name, w in found:
+        taken = {h.id for h in out}
+        mine = _best_first([got[i] for i in reversed(w["items"]) if i in got and i not in taken], w)
+        paths = sorted(p for p, names in w["removed"].items() if name in names)
+        why = {"symbol": name, "paths": paths, "commit": w["head"], "at": w.get("at")}
+        for h in mine[:REMOVED_ITEMS]:
+            out.append(h.model_copy(update={"score": round(top - len(out) * 1e-3, 6),
+                                            "metadata": {**h.metadata, "removed": why}}))
+    return out
+
+
+def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
+    """One memory of each of the ``TOUCHED_WORKS`` newest works that added, changed or moved a
+    symbol ``query`` names and the project defines now (the sessions that wrote its code)."""
+    works: list[dict] = []
+    for name in query_symbols(query):
+        if not _defined(snap, name):
+            continue
+        for b in books:
+            for head in reversed(b.works.touched_by.get(name, ())):
+                w = b.works.by_head.get(head)
+                if w is not None and w not in works:
+                    works.append(w)
+    works = works[:TOUCHED_WORKS]
+    if not works:
+        return []
+    have = {h.id: h for h in hits}
+    want = [i for w in works for i in reversed(w["items"])]
+    got = {**have, **{h.id: h for h in (fetch(want, set(have)) if fetch else [])}}
+    out: list[Hit] = []
+    for w in works:
+        mine = _best_first([got[i] for i in reversed(w["items"]) if i in got], w)
+        if mine and mine[0] not in out:
+            out.append(mine[0])
+    return out
+
+
+def _best_first(hits: list[Hit], w: dict) -> list[Hit]:
+    """A work's memories (newest first) in the order they stand for it: still its session's
+    (an insight another session said again is that session's now), insights, steps, turns."""
+    return sorted(hits, key=lambda h: (h.session not in w["sessions"], KIND_ORDER.get(h.kind, 3)))
+
+
+def _defined(snap, name: str) -> bool:
+    """Whether the project defines ``name`` now (unknown without a snapshot: no)."""
+    if snap is None or not getattr(snap, "files", None):
+        return False
+    return any(s.name == name for _, s in snap.definitions.get(name, ()))
+
+
+def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
+              specs: Sequence[str | Path], named: set[str],
+              fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
+    """``hits`` re-ranked by the files the best of them are about (``rerank``)."""
     books: dict[Path, AnchorBook] = {}
 
     def record(hit: Hit) -> tuple[dict | None, AnchorBook | None]:
@@ -180,7 +278,7 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
         latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
     order, new = rerank(scores, files, groups, positions, named, latest)
-    return [hits[i].model_copy(update={"score": round(new[i], 6)}) for i in order[:keep]]
+    return [hits[i].model_copy(update={"score": round(new[i], 6)}) for i in order]
 
 
 def _work_key(hit: Hit, rec: dict, b: AnchorBook) -> tuple[int, object]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..code.about import (STATES_FILE, Mention, assemble, check_target, last_renames_head,
-                          local_mentions, pending_renames)
+                          local_mentions, pending_renames, removals)
 from ..code.freshness import item_state
 from ..code.tree import Snapshot, snapshot
 
@@ -50,7 +50,9 @@ class About:
         if self.scope.spec_dir is not None:
             mentions = [m for m in mentions if m.id in self._spec_ids()]
         rows = {h.id: h for h in self.hits_by_id([m.id for m in mentions])} if mentions else {}
-        return assemble(mentions, rows, snap, target, source)
+        ans = assemble(mentions, rows, snap, target, source)
+        ans["removed"] = removals(self._about_specs(), target, self.hits_by_id)
+        return ans
 
     def _about_specs(self) -> list[Path]:
         from ..files.walk import spec_folders

@@ -168,8 +168,8 @@ class Recall:
                                fetch=lambda ids, known: [
                                    h for h in self.hits_by_id(ids, known, localise=False)
                                    if kinds is None or h.kind in kinds],
-                               keep=limit + CODE_SLACK)
-        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap)
+                               keep=limit + CODE_SLACK, query=query, snap=snap)
+        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap, query=query)
         from ..validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)

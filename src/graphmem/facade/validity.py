@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
 from ..models import parse_iso, utcnow
-from ..validity import (_ID, MAX_REASON, POSSIBLY, older_versions, skeleton, validity_file,
-                        validity_log)
+from ..validity import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
+                        subject_key, validity_file, validity_log)
 
 if TYPE_CHECKING:
     from ..derived import DerivedRef
@@ -87,6 +87,44 @@ class Validity:
                 self.log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
                                new_id, None)
                 await self.to_graph([old_id])
+
+    async def flag_reverts(self, session_num: int, lines: list[str], items: list[Any]) -> None:
+        """After session ``session_num`` completed ``lines``: for each ``Revert "S"``, the
+        earlier session that completed ``S`` is marked possibly superseded, with the reverting
+        session named (``validity.reverted_subject``; ``items`` are the new session's, the
+        revert line among them): its insights, gotchas and patterns, not its files' purposes. A
+        revert naming no earlier session changes nothing."""
+        reverts = [(line, reverted_subject(line)) for line in lines]
+        reverts = [(line, subject) for line, subject in reverts if subject]
+        if not reverts:
+            return
+        from ..insight_shapes import entries
+        from ..models import normalise
+
+        sessions = [(sf.data.get("session_number"), sf) for _, sf in self.scope.files.sessions()]
+        sessions = [(n, sf) for n, sf in sessions if isinstance(n, int) and n < session_num]
+        known = validity_log(self.scope.require_spec()).events
+        flagged: list[str] = []
+        for line, subject in reverts:
+            key = subject_key(subject)
+            by = next((i.id for i in items if i.kind == "insight" and normalise(i.text) ==
+                       normalise(line)), None)
+            for n, sf in sorted(sessions, key=lambda x: x[0], reverse=True):  # the latest first
+                done = [e.text for e in (sf.entries if sf.entries is not None else entries(sf.data))
+                        if e.kind == "insight" and e.field == "subtasks_completed"]
+                if not any(subject_key(t) == key for t in done):
+                    continue
+                whole = subject_key(done[0]) == key  # its title: the session's work was reverted
+                for it in self.scope.files.insight_items(only_session=n):
+                    if it.kind == "file" or it.session != str(n) or it.id in known or \
+                            it.id == by or not (whole or subject_key(it.text) == key):
+                        continue  # said again by a later session, or already judged
+                    self.log_event(it.id, POSSIBLY, f"reverted by session {session_num}: "
+                                   f"{line.strip()}", by, None)
+                    flagged.append(it.id)
+                break
+        if flagged:
+            await self.to_graph(flagged)
 
     def _supersession_llm(self) -> Any:
         """The configured LLM, or None (none set, or it cannot be made: the rule decides)."""

@@ -1,0 +1,276 @@
+"""What a piece of work did to the code: the symbols it removed, added, changed or moved, and the
+files it deleted.
+
+When items are written and HEAD is not the HEAD graphmem last saw (the anchor book's last
+record), the commits in between are the writing session's work. One ``git diff-tree`` between
+the two commits names the files that changed, with their old and new blob ids; their texts are
+read at once (``history.blob_texts``: loose objects first, then one ``git cat-file --batch``),
+both versions are parsed (``symbols.py``) and compared:
+
+- *removed*: it left a file and no file of the project defines it now;
+- *moved*: it left a file and the same work added it to another one;
+- *added*: new in its file (and not moved there); *changed*: its own lines differ.
+
+Stored in ``anchors.jsonl`` as a *work* line, beside the anchor records (``anchor_file.py``)::
+
+    {"work": "<HEAD>", "base": "<HEAD before>", "at": "2026-12-01T20:00:00+00:00",
+     "sessions": ["12"], "items": ["3f0c...", ...],
+     "removed": {"src/pay.py": ["refund", "Client.charge"]}, "added": {"src/api.py": ["serve"]},
+     "changed": {"src/api.py": ["Server"]}, "moved": {"src/old.py": {"helper": "src/util.py"}},
+     "deleted": ["src/old.py"]}
+
+``items`` are the memories of the write that first saw this HEAD, ``sessions`` their sessions.
+A later write at the same HEAD by an episodic session (its turns and steps) adds
+``{"work": "<HEAD>", "sessions": [...], "items": [...]}``: its memories join the work. A write
+that anchors nothing and changed no code leaves ``{"work": "<HEAD>", "at": ...}``: the HEAD it
+saw, which the next diff starts from. A work line that is not in this shape is skipped with a
+warning.
+
+``Works`` is the readers' view: HEAD -> work; symbol -> the work that removed it last (unless a
+later work added it back); symbol -> the works that added, changed or moved it, oldest first.
+
+Bounded per write: at most ``MAX_FILES`` changed source files are parsed and ``MAX_SYMBOLS``
+symbols listed per work. Outside git, or when the HEAD graphmem saw is gone from the repository
+(history rewritten), nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Iterable
+
+from .history import _git, blob_texts
+from .symbols import language_of, parse_symbols
+from .tree import MAX_PARSE_BYTES, Snapshot
+
+log = logging.getLogger("graphmem.code")
+
+MAX_FILES = 200  # changed source files parsed per work (a bigger diff: the first ones)
+MAX_SYMBOLS = 300  # symbols listed per work, removed ones first
+MAX_ITEMS = 6  # memories a work line names: lessons first, then turns and steps
+ITEM_KINDS = ("insight", "gotcha", "pattern", "step", "turn")  # a map entry is not the work's
+LISTS = ("removed", "added", "changed")
+_HEX = re.compile(r"[0-9a-f]{4,64}")
+
+
+def diff(snap: Snapshot, base: str) -> list[tuple[str, str, str, str]] | None:
+    """``(status, path, old blob, new blob)`` of the files that differ between ``base`` and the
+    snapshot's HEAD (None when git cannot say: ``base`` is not in the repository)."""
+    raw = _git(snap.root, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", base, snap.head)
+    if raw is None:
+        return None
+    tokens = raw.decode("utf-8", "surrogateescape").split("\0")
+    out = []
+    for meta, path in zip(tokens[0::2], tokens[1::2]):
+        parts = meta.split()
+        if len(parts) == 5 and meta.startswith(":"):
+            out.append((parts[4][:1], path, parts[2], parts[3]))
+    return out
+
+
+def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None = None
+            ) -> dict | None:
+    """The work between ``base`` and the snapshot's HEAD: ``{"base", "removed", "added",
+    "changed", "moved", "deleted"}`` (lists left out when empty); None when there is none to
+    compute (outside git, no base, the same HEAD, or git no longer has ``base``). ``seen``
+    gets the old versions read, by blob id and as ``<base>:<path>`` (``cat_file``'s names), so
+    the same write reads none twice."""
+    if not snap.git or not snap.head or not base or base == snap.head or not _HEX.fullmatch(base):
+        return None
+    rows = diff(snap, base)
+    if rows is None:
+        return None
+    code = [r for r in rows if language_of(r[1])][:MAX_FILES]
+    want = {o for s, _, o, _ in code if s != "A"}
+    want |= {n for s, p, _, n in code if s != "D" and snap.files.get(p) != n}
+    texts = blob_texts(snap.root, want, None, MAX_PARSE_BYTES) if want else {}
+    if seen is not None:
+        seen.update(texts)
+        seen.update({f"{base}:{p}": texts[o] for s, p, o, _ in code if s != "A" and o in texts})
+        seen.update({f"{base}:{p}": None for s, p, _, _ in code if s == "A"})  # new since base
+    before: dict[str, dict[str, str]] = {}
+    after: dict[str, dict[str, str]] = {}
+    for status, path, old, new in code:
+        if status != "A" and old not in texts:
+            continue  # an old version git cannot give: unknown, nothing claimed
+        if status == "D":
+            now: dict[str, str] | None = {}
+        elif snap.files.get(path) == new:
+            now = {s.name: s.digest for s in snap.symbols(path)}
+        else:
+            now = _parsed(path, texts[new]) if new in texts else None
+        if now is None:
+            continue
+        before[path] = _parsed(path, texts[old]) if status != "A" else {}
+        after[path] = now
+    left = {(p, n) for p, syms in before.items() for n in syms if n not in after[p]}
+    came = {n: p for p, syms in after.items() for n in syms if n not in before[p]}
+    defs = snap.definitions
+    out: dict = {"base": base, "removed": {}, "added": {}, "changed": {}, "moved": {}}
+    for path, name in sorted(left):
+        if name in came:
+            out["moved"].setdefault(path, {})[name] = came[name]
+        elif not any(s.name == name for _, s in defs.get(name, ())):
+            out["removed"].setdefault(path, []).append(name)
+    moved_in = {n for m in out["moved"].values() for n in m}
+    for path, syms in after.items():
+        for name, digest in syms.items():
+            if name not in before[path] and name not in moved_in:
+                out["added"].setdefault(path, []).append(name)
+            elif name in before[path] and before[path][name] != digest:
+                out["changed"].setdefault(path, []).append(name)
+    out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")
+    _cap(out)
+    return {k: v for k, v in out.items() if v}
+
+
+def _parsed(path: str, text: str) -> dict[str, str]:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as the snapshot parses its files
+    return {s.name: s.digest for s in parse_symbols(path, text)}
+
+
+def _cap(work: dict) -> None:
+    """At most ``MAX_SYMBOLS`` symbols listed, removed ones kept first."""
+    room = MAX_SYMBOLS
+    for key in ("removed", "moved", "changed", "added"):
+        for path in list(work[key]):
+            names = work[key][path]
+            if room <= 0:
+                del work[key][path]
+                continue
+            if len(names) > room:
+                names = work[key][path] = names[:room] if isinstance(names, list) \
+                    else dict(list(names.items())[:room])
+            room -= len(names)
+
+
+def did_something(work: dict) -> bool:
+    """Whether a work changed any code (a bare line only says which HEAD was seen)."""
+    return any(work.get(k) for k in (*LISTS, "moved", "deleted"))
+
+
+def _names(value) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
+
+
+def valid(rec: dict) -> bool:
+    """Whether a work line has the shape above (else it is skipped)."""
+    if not isinstance(rec.get("work"), str) or not _names(rec.get("items", [])) \
+            or not _names(rec.get("sessions", [])) or not _names(rec.get("deleted", [])):
+        return False
+    for key in LISTS:
+        got = rec.get(key, {})
+        if not isinstance(got, dict) or not all(isinstance(p, str) and _names(v) for p, v in got.items()):
+            return False
+    moved = rec.get("moved", {})
+    return isinstance(moved, dict) and all(
+        isinstance(p, str) and isinstance(m, dict) and all(isinstance(v, str) for v in m.values())
+        for p, m in moved.items())
+
+
+class Works:
+    """The work lines of one ``anchors.jsonl``, as readers need them (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.by_head: dict[str, dict] = {}
+        self.removed_by: dict[str, str] = {}  # symbol -> HEAD of the work that removed it last
+        self.touched_by: dict[str, list[str]] = {}  # symbol -> HEADs of works that wrote it
+
+    def take(self, rec: dict) -> bool:
+        """Add one work line (False when it is not in the shape above)."""
+        if not valid(rec):
+            return False
+        head = rec["work"]
+        w = self.by_head.get(head)
+        if w is None:
+            w = self.by_head[head] = {"head": head, "base": rec.get("base"), "at": rec.get("at"),
+                                      "sessions": [], "items": [], "removed": {}, "added": {},
+                                      "changed": {}, "moved": {}, "deleted": []}
+        for key in ("sessions", "items", "deleted"):
+            w[key].extend(x for x in rec.get(key, ()) if x not in w[key])
+        for key in (*LISTS, "moved"):
+            for path, names in rec.get(key, {}).items():
+                w[key].setdefault(path, names)
+        wrote = [n for key in ("added", "changed") for ns in rec.get(key, {}).values() for n in ns]
+        wrote += [n for m in rec.get("moved", {}).values() for n in m]
+        for name in wrote:
+            self.removed_by.pop(name, None)  # defined again
+            heads = self.touched_by.setdefault(name, [])
+            if head not in heads:
+                heads.append(head)
+        for names in rec.get("removed", {}).values():
+            for name in names:
+                self.removed_by[name] = head
+        return True
+
+    def join(self, head: str | None, session: str | None, items: Iterable[str]) -> None:
+        """An anchor record written at ``head`` by one of the work's sessions: its items join."""
+        w = self.by_head.get(head) if head else None
+        if w is not None and session in w["sessions"]:
+            w["items"].extend(i for i in items if i not in w["items"])
+
+    def removal(self, name: str) -> dict | None:
+        """The work that removed symbol ``name`` last (None: never, or defined again since)."""
+        head = self.removed_by.get(name)
+        return self.by_head.get(head) if head else None
+
+
+def item_ids(items: list) -> list[str]:
+    """The ids a work line names of the memories written with it (``MAX_ITEMS``, by kind)."""
+    ranked = sorted((it for it in items if it.kind in ITEM_KINDS),
+                    key=lambda it: ITEM_KINDS.index(it.kind))
+    return [it.id for it in ranked[:MAX_ITEMS]]
+
+
+def line(snap: Snapshot, work: dict, at: str, items: list[str], sessions: list[str]) -> dict:
+    """The work line to append for the write that first saw the snapshot's HEAD."""
+    return {"work": snap.head, "base": work["base"], "at": at, "sessions": sessions,
+            "items": items[:MAX_ITEMS], **{k: v for k, v in work.items() if k != "base"}}
+
+
+MAX_DERIVE = 1_000  # works ``reindex`` derives at most per spec
+
+
+def derive(snap: Snapshot, heads: dict[str, list[str]], known: dict[str, dict]) -> list[dict]:
+    """For ``reindex``: the work lines an anchors file lacks, derived from the HEADs its records
+    were written at (``heads``: HEAD -> the items recorded there, in the order first seen). The
+    work of each HEAD is the diff from the HEAD recorded before it, against the project as it
+    was at that HEAD (``git ls-tree``), its items those recorded there. A HEAD git no longer has
+    is skipped (history rewritten); what happened between records the file no longer holds is
+    given to the next recorded HEAD."""
+    if not snap.git:
+        return []
+    out: list[dict] = []
+    order = list(heads)
+    prev_snap: Snapshot | None = None
+    for base, head in zip(order, order[1:]):
+        if head in known or len(out) >= MAX_DERIVE or not _HEX.fullmatch(head):
+            continue
+        rows = diff(Snapshot(snap.root, head, {}, git=True), base)
+        if not rows or not any(language_of(r[1]) or r[0] == "D" for r in rows):
+            continue  # no code changed (or git no longer has one of them)
+        then = _tree_at(snap, head, prev_snap)
+        if then is None:
+            continue
+        prev_snap = then
+        work = compute(then, base)
+        if work and set(work) != {"base"}:
+            out.append(line(then, work, "", heads[head], []))
+    return out
+
+
+def _tree_at(snap: Snapshot, head: str, prev: Snapshot | None) -> Snapshot | None:
+    """The project at commit ``head`` (its definitions updated from ``prev``'s)."""
+    raw = _git(snap.root, "ls-tree", "-r", "-z", head)
+    if raw is None:
+        return None
+    files = {}
+    for rec in raw.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, path = rec.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "blob":
+            files[path] = parts[2]
+    then = Snapshot(snap.root, head, files, git=True)
+    then.previous = prev
+    return then
