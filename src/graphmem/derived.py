@@ -79,7 +79,7 @@ class DerivedStores:
                 local = h.source
             elif root is not None:
                 local = os.path.join(root, h.source) if h.source else root
-            out.append(h.model_copy(update={"local_path": local}))
+            out.append(h.replaced(local_path=local))
         return out
 
     _legacy_checked = False

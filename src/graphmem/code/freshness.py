@@ -256,7 +256,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
             continue
         works = books[where].works if asked and where else None
         fresh = asked_gone(item_state(rec, snap), rec, asked, snap, hit, works)
-        out.append(hit.model_copy(update={"metadata": {**hit.metadata, "freshness": fresh}}))
+        out.append(hit.replaced(metadata={**hit.metadata, "freshness": fresh}))
     if GONE_DROP is None:
         live = [h for h in out if _state(h) != "gone"]
         return live + [h for h in out if _state(h) == "gone"]

@@ -155,7 +155,6 @@ class Recall:
                                               limit=fetch, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
         hits = fuse(local, graph, fetch) if graph else local
-        hits = be.localise(hits, project)
         specs = {self._spec_dir_of(h) for h in hits} - {None}
         if spec is not None:
             specs = {Path(root) / spec}
@@ -166,14 +165,15 @@ class Recall:
             from ..code.recall import code_recall
 
             hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
-                               fetch=lambda ids, known: [h for h in self.hits_by_id(ids, known)
-                                                         if kinds is None or h.kind in kinds],
+                               fetch=lambda ids, known: [
+                                   h for h in self.hits_by_id(ids, known, localise=False)
+                                   if kinds is None or h.kind in kinds],
                                keep=limit + CODE_SLACK, query=query, snap=snap)
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap, query=query)
         from ..validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
-        return hits[:limit], hidden
+        return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
 
     def _spec_dir_of(self, hit: Hit) -> Path | None:
         """The spec folder on this machine that holds a hit of this project (None otherwise)."""
@@ -184,14 +184,16 @@ class Recall:
             got = self._spec_dirs[hit.spec] = Path(self.scope.root) / hit.spec
         return got
 
-    def hits_by_id(self, ids: list[str], known: set[str] = frozenset()) -> list[Hit]:
-        """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0."""
+    def hits_by_id(self, ids: list[str], known: set[str] = frozenset(),
+                   localise: bool = True) -> list[Hit]:
+        """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0, with
+        ``local_path`` set unless not ``localise`` (a search sets it on the hits it returns)."""
         from ..index.local_search import hit_of as _hit
 
         ids = [i for i in ids if i not in known]
         rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
-        return self.backends.localise([_hit(rows[i], 0.0) for i in ids if i in rows],
-                                      self.scope.project)
+        hits = [_hit(rows[i], 0.0) for i in ids if i in rows]
+        return self.backends.localise(hits, self.scope.project) if localise else hits
 
     async def _team_pull(self) -> bool:
         """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
@@ -282,4 +284,4 @@ def fuse(local: list[Hit], graph: list[Hit], limit: int) -> list[Hit]:
             scores[hit.id] = scores.get(hit.id, 0.0) + weight / (RRF_K + rank + 1)
             by_id.setdefault(hit.id, hit)
     ranked = sorted(by_id.values(), key=lambda h: -scores[h.id])[:limit]
-    return [h.model_copy(update={"score": round(scores[h.id] * RRF_K, 6)}) for h in ranked]
+    return [h.replaced(score=round(scores[h.id] * RRF_K, 6)) for h in ranked]

@@ -163,12 +163,19 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
     where = [i for i, doc in enumerate(docs) if doc is not None]
     if not where:
         return out
-    sizes = [len(docs[i][0]) for i in where]
-    mats = np.concatenate([docs[i][0] for i in where])
-    scales = np.concatenate([docs[i][1] for i in where])
+    # Rows of one text share one cached matrix (``token_rows``): each is multiplied once (about
+    # one pool row in eight on the codemem replays: repeated turns, copied lines).
+    column: dict[int, int] = {}
+    distinct = []
+    for i in where:
+        if column.setdefault(id(docs[i]), len(distinct)) == len(distinct):
+            distinct.append(docs[i])
+    mats = np.concatenate([d[0] for d in distinct])
+    scales = np.concatenate([d[1] for d in distinct])
     sims = _products(mats, scales, qm)  # (tokens, query tokens): one product for the whole pool
-    starts = np.cumsum([0, *sizes[:-1]])
-    out[:, np.array(where)] = np.maximum.reduceat(sims, starts, axis=0).T  # per-document max
+    starts = np.cumsum([0, *(len(d[0]) for d in distinct[:-1])])
+    best = np.maximum.reduceat(sims, starts, axis=0)  # per distinct matrix, its best per token
+    out[:, np.array(where)] = best[[column[id(docs[i])] for i in where]].T
     return out
 
 

@@ -16,6 +16,12 @@ from typing import Any
 log = logging.getLogger("graphmem.index")
 _lock = threading.Lock()
 _maxsim: list[Any] = []  # the session, once made (None: numpy does the products)
+# One thread: the product is one MatMul of a few milliseconds, and a second worker that must be
+# woken (idle workers sleep) and scheduled beside other processes made it slower on the shared
+# 2-core box. Interleaved in one process on 40 captured entire-cli pools, three runs at load 3-5:
+# p50 3.54 / 3.43 / 3.90 ms with one thread against 3.77 / 4.03 / 4.66 with two, mean 4.54 /
+# 4.80 / 6.54 against 5.19 / 5.27 / 7.71 (docs/tuning.md, "Threads and query encoding").
+PRODUCT_THREADS = 1
 
 
 def maxsim_session() -> Any:
@@ -31,7 +37,9 @@ def maxsim_session() -> Any:
                 path = model_cache().folder / "maxsim-v1-onnx-ir8.onnx"
                 if not path.is_file():
                     _write_maxsim(path)
-                _maxsim[0] = ort.InferenceSession(str(path), session_options(ort, optimise=True),
+                opts = session_options(ort, optimise=True)
+                opts.intra_op_num_threads = PRODUCT_THREADS
+                _maxsim[0] = ort.InferenceSession(str(path), opts,
                                                   providers=["CPUExecutionProvider"])
             except Exception as exc:  # noqa: BLE001 - numpy does the same, a little slower
                 log.info("late interaction products run in numpy: %s", exc)
