@@ -43,12 +43,11 @@ def test_every_hit_a_search_returns_has_its_local_path(tmp_path, monkeypatch):
     """``local_path`` is set once, on the returned hits only: memories that joined through code
     recall (older sessions about the same file, sharing no word with the task) carry it too."""
     monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
-    hits = search_after(tmp_path, [["Moved the jitter out of the hot path"],
-                                   ["Worker restarts clear the queue"],
-                                   [f"Retry backoff of scheduled jobs: tuned the {a} {b} delay"
-                                    for a in WORDS for b in WORDS]],
-                        "retry backoff of scheduled jobs", 3)
-    assert {h.session for h in hits} == {"1", "2", "3"}  # two of them joined through code recall
+    long_session = [f"Scheduled jobs back off: the {a} {b} retry delay" for a in WORDS for b in WORDS]
+    sessions = [["Tick intervals are cached per loop"], ["Shutdown drains the queue"], long_session]
+    hits = search_after(tmp_path, sessions, "scheduled jobs back off", 3)
+    # sessions 1 and 2 share no word with the task: they joined through code recall
+    assert {h.session for h in hits} == {"1", "2", "3"}, [(h.session, h.text) for h in hits]
     root = tmp_path / "proj"
     for h in hits:
         assert h.local_path == os.path.join(str(root), h.source), (h.id, h.local_path)
