@@ -234,7 +234,7 @@ class EmbeddedServer:
         pidfile.unlink(missing_ok=True)
         cmd = [str(get_redis_server()), "--port", "0", "--bind", "127.0.0.1",
                "--unixsocket", str(sock), "--unixsocketperm", "700",
-               "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec",
+               "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "always",
                # Replaying logged queries is slow (whole UNWIND batches with vectors as text);
                # rewriting the log into an RDB snapshot early keeps restarts fast.
                "--aof-use-rdb-preamble", "yes", "--auto-aof-rewrite-min-size", "8mb",
