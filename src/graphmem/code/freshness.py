@@ -169,15 +169,11 @@ def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, i
 
 
 def asked_names(query: str) -> set[str]:
-    """The code names a query uses (dotted names whole and their last part): the candidates of
-    ``asked_gone``."""
-    from .anchors import _IDENT, _looks_like_symbol
+    """The code names a query uses (``anchors.query_symbols``, each also by its last part): the
+    candidates of ``asked_gone``."""
+    from .anchors import query_symbols
 
-    out = set()
-    for m in _IDENT.finditer(query or ""):
-        if _looks_like_symbol(m.group(0), query, m.start()):
-            out.update({m.group(0), m.group(0).rsplit(".", 1)[-1]})
-    return out
+    return {n for name in query_symbols(query or "") for n in (name, name.rsplit(".", 1)[-1])}
 
 
 def asked_gone(fresh: dict, rec: dict, asked: set[str], snap: Snapshot, hit: Hit | None = None,
