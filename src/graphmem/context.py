@@ -14,6 +14,7 @@ from .errors import ValidationError
 from .index.text import term_set, tokenize
 from .insight_items import count_note
 from .models import Hit, normalise
+from .validity import validity_note
 
 MIN_TOKENS, MAX_TOKENS = 20, 200_000
 SECTIONS = (  # (title, kinds), in the order an agent should read them
@@ -83,9 +84,9 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
         n = sum(v for p, v in (fresh.get("commits") or {}).items() if p in changed)
         notes.append(f"{shown} changed since this was learned"
                      + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
-    why = hit.metadata.get("validity") if isinstance(hit.metadata.get("validity"), dict) else {}
-    if why.get("state"):  # e.g. "possibly superseded: reverted by session 12: Revert ..."
-        notes.append(f"{why['state']}: {why['reason']}" if why.get("reason") else why["state"])
+    why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted by session 12: ..."
+    if why:
+        notes.append(why)
     if hit.kind == "turn":
         who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
         when = f", {hit.time:%Y-%m-%d}" if hit.time else ""

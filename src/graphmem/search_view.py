@@ -36,10 +36,9 @@ def show_hits(rows: list[dict], console) -> None:
 def stale_note(meta: dict) -> str:
     """A hit's marks in one line ("possibly superseded: reverted by session 3: ...", "gone:
     src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
-    out = []
-    v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
-    if v.get("state"):
-        out.append(f"{v['state']}: {v['reason']}" if v.get("reason") else str(v["state"]))
+    from .validity import validity_note
+
+    out = [note for note in (validity_note(meta),) if note]
     f = meta.get("freshness") if isinstance(meta.get("freshness"), dict) else {}
     state = f.get("state")
     if state == "gone":

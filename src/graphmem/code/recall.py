@@ -182,9 +182,7 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
             found.append(got)
     if not found:
         return []
-    have = {h.id: h for h in hits}
-    want = list(dict.fromkeys(i for _, w in found for i in reversed(w["items"])))
-    got = {**have, **{h.id: h for h in (fetch(want, set(have)) if fetch else [])}}
+    got = _with_fetched(hits, [i for _, w in found for i in reversed(w["items"])], fetch)
     # just above the best candidate: a context's relevance floor (a share of the best score)
     # keeps what it kept
     top = max((h.score for h in hits), default=0.0) + 0.01
@@ -216,15 +214,21 @@ def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     works = works[:TOUCHED_WORKS]
     if not works:
         return []
-    have = {h.id: h for h in hits}
-    want = [i for w in works for i in reversed(w["items"])]
-    got = {**have, **{h.id: h for h in (fetch(want, set(have)) if fetch else [])}}
+    got = _with_fetched(hits, [i for w in works for i in reversed(w["items"])], fetch)
     out: list[Hit] = []
     for w in works:
         mine = _best_first([got[i] for i in reversed(w["items"]) if i in got], w)
         if mine and mine[0] not in out:
             out.append(mine[0])
     return out
+
+
+def _with_fetched(hits: list[Hit], want: list[str],
+                  fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> dict[str, Hit]:
+    """Id -> hit: the candidates, and those of ``want`` fetched from the index."""
+    have = {h.id: h for h in hits}
+    extra = fetch(list(dict.fromkeys(want)), set(have)) if fetch else []
+    return {**have, **{h.id: h for h in extra}}
 
 
 def _best_first(hits: list[Hit], w: dict) -> list[Hit]:
