@@ -14,7 +14,6 @@ from .errors import ValidationError
 from .index.text import term_set, tokenize
 from .insight_items import count_note
 from .models import Hit, normalise
-from .validity import validity_note
 
 MIN_TOKENS, MAX_TOKENS = 20, 200_000
 SECTIONS = (  # (title, kinds), in the order an agent should read them
@@ -66,6 +65,15 @@ def _where(hit: Hit, project_dir: Path | None) -> str:
 def _freshness(hit: Hit) -> dict:
     f = hit.metadata.get("freshness")
     return f if isinstance(f, dict) else {}
+
+
+def validity_note(meta: dict) -> str:
+    """A hit's validity mark as one line ("possibly superseded: reverted by session 12: ..."),
+    empty when its metadata carries none: what ``context`` and ``graphmem search`` show."""
+    v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
+    if not v.get("state"):
+        return ""
+    return f"{v['state']}: {v['reason']}" if v.get("reason") else str(v["state"])
 
 
 def _line(hit: Hit, project_dir: Path | None) -> str:

@@ -36,7 +36,7 @@ def show_hits(rows: list[dict], console) -> None:
 def stale_note(meta: dict) -> str:
     """A hit's marks in one line ("possibly superseded: reverted by session 3: ...", "gone:
     src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
-    from .validity import validity_note
+    from .context import validity_note
 
     out = [note for note in (validity_note(meta),) if note]
     f = meta.get("freshness") if isinstance(meta.get("freshness"), dict) else {}

@@ -93,15 +93,6 @@ def apply_validity(hits: list[Hit], include_history: bool,
     return out, hidden
 
 
-def validity_note(meta: dict) -> str:
-    """A hit's validity mark as one line ("possibly superseded: reverted by session 12: ..."),
-    empty when its metadata carries none: what ``context`` and ``graphmem search`` show."""
-    v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
-    if not v.get("state"):
-        return ""
-    return f"{v['state']}: {v['reason']}" if v.get("reason") else str(v["state"])
-
-
 _REVERT = re.compile(r'\s*Revert\s+"(?P<subject>.+)"\s*(?:\(#\d+\))?\s*', re.S)
 _PR_REF = re.compile(r"\s*\(#\d+\)\s*$")
 
