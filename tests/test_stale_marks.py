@@ -230,3 +230,46 @@ def test_a_memory_whose_work_wrote_files_that_are_gone_now_is_marked_gone_naming
     lines = shown.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
     assert "2 of the 3 files its work changed are no longer in the tree" in "\n".join(lines[at:at + 3])
+
+
+def test_a_memory_whose_work_wrote_symbols_all_gone_and_a_file_gone_is_marked_gone(tmp_path):
+    """Session 2's work adds two test functions and edits four files; later both functions are
+    removed and one of the files is deleted: its lesson is gone, naming the symbols. Session 3's
+    work added two functions removed since too, but none of its files is gone: still current
+    (either sign alone also fits memories that are still right)."""
+    from conftest import run_cli
+    from test_code_freshness import commit, states
+
+    files = {f"src/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(4)}
+    root, spec = project(tmp_path, {**files, "tests/test_a.py": "def test_base():\n    pass\n",
+                                    "tests/test_b.py": "def test_other():\n    pass\n"})
+    lesson, other = "nose deprecation warns in src/m1.py", "nose collection warns in src/m2.py"
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["a first look"]})
+        for path, text in files.items():  # module-level edits: no symbol changed
+            (root / path).write_text(text + "\n\nDEPRECATED = True\n")
+        (root / "tests/test_a.py").write_text("def test_base():\n    pass\n\n\ndef test_warns_a():\n"
+                                              "    pass\n\n\ndef test_warns_b():\n    pass\n")
+        commit(root, "deprecate nose")
+        mem.save_session_insights(2, {"what_worked": [lesson]})
+        (root / "tests/test_b.py").write_text("def test_other():\n    pass\n\n\ndef test_c():\n"
+                                              "    pass\n\n\ndef test_d():\n    pass\n")
+        commit(root, "nose collection")
+        mem.save_session_insights(3, {"what_worked": [other]})
+        (root / "tests/test_a.py").write_text("def test_base():\n    pass\n")
+        (root / "tests/test_b.py").write_text("def test_other():\n    pass\n")
+        (root / "src/m0.py").unlink()
+        commit(root, "remove nose")
+        mem.save_session_insights(4, {"what_worked": ["nose is gone"]})
+        got = states(mem, "nose deprecation collection warns")
+    assert got[lesson]["state"] == "gone", got[lesson]
+    assert got[lesson]["work_gone"]["symbols"] == ["tests/test_a.py:test_warns_a",
+                                                   "tests/test_a.py:test_warns_b"]
+    assert got[lesson]["work_gone"]["files"] == ["src/m0.py"] and got[lesson]["work_gone"]["of"] == 5
+    assert got[other]["state"] == "current" and "work_gone" not in got[other]
+    shown = run_cli("search", "nose deprecation warns", "--spec-dir", str(spec), cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
+    assert "the 2 symbols its work wrote are defined nowhere now; 1 of the 5 files its work " \
+           "changed are no longer in the tree" in "\n".join(lines[at:at + 3])

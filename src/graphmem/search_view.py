@@ -44,6 +44,8 @@ def stale_note(meta: dict) -> str:
     if state == "gone":
         out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))
         work = f.get("work_gone") if isinstance(f.get("work_gone"), dict) else {}
+        if work.get("symbols"):
+            out.append(f"the {len(work['symbols'])} symbols its work wrote are defined nowhere now")
         if work.get("files"):
             out.append(f"{len(work['files'])} of the {work.get('of')} files its work changed "
                        "are no longer in the tree")

@@ -28,7 +28,10 @@ A second mark comes from the work the item was learned from (``work_gone``, the 
 session, the work of the HEAD it was written at): ``gone`` when at least ``WORK_GONE_SHARE`` of
 the ``MIN_WORK_FILES`` or more source files that work added or edited (not those it deleted) are
 no longer in the tree, and no symbol it added or changed in them is defined anywhere now (a
-renamed file, or code moved elsewhere, is not gone), whatever the item's own anchors say; ``work_gone`` names them ("2 of the
+renamed file, or code moved elsewhere, is not gone), or when one of those files is gone and
+every one of the ``MIN_TOUCHED`` or more symbols the work added or changed is defined nowhere
+(the two signs together: either alone also fits current hits), whatever the item's own anchors
+say; ``work_gone`` names them ("2 of the
 3 files its work changed are no longer in the tree: src/_pytest/nose.py, ..."). On pytest's
 replay: 5 stale hits marked, 1 current one (measured on the dump of every top-10 hit; see
 docs/tuning.md "Stale marks").
@@ -181,9 +184,9 @@ def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, i
 
 
 def work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> dict:
-    """``fresh`` marked ``gone`` when most of the source files the item's work added or edited
-    are no longer in the tree (see the module docstring), with ``work_gone``: ``{"files": the
-    gone ones, "of": how many it wrote, "sessions", "commits"}``."""
+    """``fresh`` marked ``gone`` when the code the item's work wrote is gone (see the module
+    docstring), with ``work_gone``: ``{"files": the gone ones, "of": how many it wrote,
+    "symbols"?: the ones it wrote, all defined nowhere now, "sessions", "commits"}``."""
     if fresh["state"] == "gone" or works is None or hit.kind == "file" or not snap.files:
         return fresh
     done = works.of(hit.id, str(hit.session) if hit.session else None, rec.get("head"))
@@ -191,12 +194,19 @@ def work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> d
         return fresh
     wrote = {p for w in done for p in w["files"]} - {p for w in done for p in w["deleted"]}
     lost = sorted(p for p in wrote if p not in snap.files and not _lives_on(p, done, snap))
-    if len(wrote) < MIN_WORK_FILES or len(lost) < WORK_GONE_SHARE * len(wrote):
+    syms = sorted({f"{p}:{n}" for w in done for key in ("added", "changed")
+                   for p, names in w[key].items() for n in names})
+    most = len(wrote) >= MIN_WORK_FILES and len(lost) >= WORK_GONE_SHARE * len(wrote)
+    every = lost and len(syms) >= MIN_TOUCHED and not any(
+        snap.definitions.get(s.rsplit(":", 1)[1]) for s in syms)
+    if not (most or every):
         return fresh
-    return {**fresh, "state": "gone", "gone": sorted({*fresh.get("gone", ()), *lost}),
-            "work_gone": {"files": lost, "of": len(wrote),
-                          "sessions": sorted({s for w in done for s in w["sessions"]}),
-                          "commits": [w["head"] for w in done]}}
+    out = {"files": lost, "of": len(wrote), **({"symbols": syms} if every else {}),
+           "sessions": sorted({s for w in done for s in w["sessions"]}),
+           "commits": [w["head"] for w in done]}
+    return {**fresh, "state": "gone", "gone": sorted({*fresh.get("gone", ()), *lost,
+                                                      *(syms if every else ())}),
+            "work_gone": out}
 
 
 def _lives_on(path: str, works: list[dict], snap: Snapshot) -> bool:
