@@ -31,10 +31,9 @@ no longer in the tree, and no symbol it added or changed in them is defined anyw
 renamed file, or code moved elsewhere, is not gone), or when one of those files is gone and
 every one of the ``MIN_TOUCHED`` or more symbols the work added or changed is defined nowhere
 (the two signs together: either alone also fits current hits), whatever the item's own anchors
-say; ``work_gone`` names them ("2 of the
-3 files its work changed are no longer in the tree: src/_pytest/nose.py, ..."). On pytest's
-replay: 5 stale hits marked, 1 current one (measured on the dump of every top-10 hit; see
-docs/tuning.md "Stale marks").
+say; ``work_gone`` names them ("2 of the 3 files its work changed are no longer in the tree").
+On pytest's dump of every top-10 hit: 8 stale hits marked, no current one; neither sign alone
+separates (docs/tuning.md "Stale marks").
 
 One mark depends on the query (``asked_gone``): when the query names a symbol that is defined
 nowhere now, a hit whose session added or changed that symbol (a ``touched`` anchor, or a work
