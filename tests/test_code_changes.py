@@ -148,7 +148,8 @@ def test_garbage_work_lines_are_skipped_with_a_warning(tmp_path, caplog):
     bad = [{"work": 7, "removed": {"src/pay.py": ["refund"]}},
            {"work": "abc123", "removed": {"src/pay.py": "refund"}},
            {"work": "abc123", "items": [1, 2]},
-           {"work": "abc123", "moved": {"src/pay.py": ["x"]}}]
+           {"work": "abc123", "moved": {"src/pay.py": ["x"]}},
+           {"work": "abc123", "files": "src/pay.py"}, {"work": "abc123", "files": [None]}]
     replace(path, "".join(json.dumps(b) + "\n" for b in bad) + "{not json\n" + good)
     with caplog.at_level(logging.WARNING, logger="graphmem.code"):
         with Memory(spec, root) as mem:

@@ -57,14 +57,14 @@ def test_bad_times_name_their_argument():
 
 
 def test_every_id_is_one_hash(tmp_path):
-    from graphmem.files.episodes import _item_id
+    from graphmem.files.episode_items import item_id
     from graphmem.graph.schema import derived_id
 
     parts = ("project", "specs/001", "turn", "s-1", "trn-1")
-    assert _item_id(*parts) == derived_id(*parts) == hash_id(*parts)
+    assert item_id(*parts) == derived_id(*parts) == hash_id(*parts)
     assert len(hash_id(*parts)) == 24 and hash_id(*parts) != hash_id(*parts[:-1])
     assert stable_id("A  Gotcha", "Text") == hash_id("a gotcha", "text")  # normalised first
-    assert len(_item_id("bad \ud800 surrogate")) == 24  # was a UnicodeEncodeError
+    assert len(item_id("bad \ud800 surrogate")) == 24  # was a UnicodeEncodeError
 
 
 class _Pair(pydantic.BaseModel):

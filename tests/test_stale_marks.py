@@ -171,3 +171,105 @@ def test_the_work_records_tell_which_session_wrote_a_removed_symbol(tmp_path):
     assert lesson["removed_in"] == {"export_rows": ["3"]}
     assert asked["the csv export in src/feat.py is one call"]["state"] == "current"
     assert asked["first look at src/feat.py"]["state"] == "current"
+
+
+def test_a_memory_whose_work_wrote_files_that_are_gone_now_is_marked_gone_naming_them(tmp_path):
+    """Session 2's work edits src/nose.py and src/python.py and adds testing/test_nose.py; session
+    4 deletes the nose files. Session 2's lesson names src/python.py, which is still there, and
+    its gotcha is written with no session: both are gone, naming the two files. Session 3's
+    work (its files all still there), session 4's (the files it deleted itself do not count) and
+    session 5's (its two files renamed since, their functions defined in the new ones) stay
+    current."""
+    from conftest import run_cli
+    from test_code_freshness import commit, states
+
+    nose = "def setup_nose():\n    return 1\n"
+    py = "def collect():\n    return 2\n"
+    keep = "def tidy():\n    return 3\n"
+    root, spec = project(tmp_path, {"src/nose.py": nose, "src/python.py": py, "src/keep.py": keep})
+    lesson, gotcha = "nose fixtures in src/python.py run once per module", \
+        "nose setup must run once: src/python.py calls it"
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["first look at the nose plugin"]})
+        (root / "src/nose.py").write_text(nose.replace("1", "10"))  # body edits: no symbol changes
+        (root / "src/python.py").write_text(py.replace("2", "20"))
+        (root / "testing").mkdir()
+        (root / "testing/test_nose.py").write_text("def test_once():\n    pass\n")
+        commit(root, "nose fixtures run once")
+        mem.save_session_insights(2, {"what_worked": [lesson]})
+        mem.append_gotcha(gotcha)
+        (root / "src/python.py").write_text(py.replace("2", "30"))
+        (root / "src/keep.py").write_text(keep.replace("3", "30"))
+        commit(root, "tidy python")
+        mem.save_session_insights(3, {"what_worked": ["nose collection in src/python.py is tidy"]})
+        (root / "src/nose.py").unlink()
+        (root / "testing/test_nose.py").unlink()
+        commit(root, "drop nose")
+        mem.save_session_insights(4, {"what_worked": ["nose support is removed from src/python.py"]})
+        (root / "src/paths.py").write_text("def add_path():\n    return 4\n")
+        (root / "testing/test_paths.py").write_text("def test_add_path():\n    pass\n")
+        commit(root, "a pythonpath setting")
+        mem.save_session_insights(5, {"what_worked": ["nose-free pythonpath setting in src/python.py"]})
+        for old, new in (("src/paths.py", "src/python_path.py"),
+                         ("testing/test_paths.py", "testing/test_python_path.py")):
+            (root / new).write_text((root / old).read_text() + "\n\ndef extra():\n    return 5\n")
+            (root / old).unlink()  # renamed with an edit: its code lives on
+        commit(root, "rename the pythonpath plugin")
+        mem.save_session_insights(6, {"what_worked": ["the plugin is python_path now"]})
+        got = states(mem, "nose support src/python.py pythonpath setting")
+    for text in (lesson, gotcha):
+        assert got[text]["state"] == "gone", (text, got[text])
+        assert got[text]["work_gone"]["files"] == ["src/nose.py", "testing/test_nose.py"]
+        assert got[text]["work_gone"]["of"] == 3
+    assert got[lesson]["work_gone"]["sessions"] == ["2"]
+    assert got["nose collection in src/python.py is tidy"]["state"] == "current"
+    assert got["nose support is removed from src/python.py"]["state"] == "current"
+    assert got["nose-free pythonpath setting in src/python.py"]["state"] == "current"
+    shown = run_cli("search", "nose fixtures run once per module", "--spec-dir", str(spec), cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
+    assert "2 of the 3 files its work changed are no longer in the tree" in "\n".join(lines[at:at + 3])
+
+
+def test_a_memory_whose_work_wrote_symbols_all_gone_and_a_file_gone_is_marked_gone(tmp_path):
+    """Session 2's work adds two test functions and edits four files; later both functions are
+    removed and one of the files is deleted: its lesson is gone, naming the symbols. Session 3's
+    work added two functions removed since too, but none of its files is gone: still current
+    (either sign alone also fits memories that are still right)."""
+    from conftest import run_cli
+    from test_code_freshness import commit, states
+
+    files = {f"src/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(4)}
+    root, spec = project(tmp_path, {**files, "tests/test_a.py": "def test_base():\n    pass\n",
+                                    "tests/test_b.py": "def test_other():\n    pass\n"})
+    lesson, other = "nose deprecation warns in src/m1.py", "nose collection warns in src/m2.py"
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["a first look"]})
+        for path, text in files.items():  # module-level edits: no symbol changed
+            (root / path).write_text(text + "\n\nDEPRECATED = True\n")
+        (root / "tests/test_a.py").write_text("def test_base():\n    pass\n\n\ndef test_warns_a():\n"
+                                              "    pass\n\n\ndef test_warns_b():\n    pass\n")
+        commit(root, "deprecate nose")
+        mem.save_session_insights(2, {"what_worked": [lesson]})
+        (root / "tests/test_b.py").write_text("def test_other():\n    pass\n\n\ndef test_c():\n"
+                                              "    pass\n\n\ndef test_d():\n    pass\n")
+        commit(root, "nose collection")
+        mem.save_session_insights(3, {"what_worked": [other]})
+        (root / "tests/test_a.py").write_text("def test_base():\n    pass\n")
+        (root / "tests/test_b.py").write_text("def test_other():\n    pass\n")
+        (root / "src/m0.py").unlink()
+        commit(root, "remove nose")
+        mem.save_session_insights(4, {"what_worked": ["nose is gone"]})
+        got = states(mem, "nose deprecation collection warns")
+    assert got[lesson]["state"] == "gone", got[lesson]
+    assert got[lesson]["work_gone"]["symbols"] == ["tests/test_a.py:test_warns_a",
+                                                   "tests/test_a.py:test_warns_b"]
+    assert got[lesson]["work_gone"]["files"] == ["src/m0.py"] and got[lesson]["work_gone"]["of"] == 5
+    assert got[other]["state"] == "current" and "work_gone" not in got[other]
+    shown = run_cli("search", "nose deprecation warns", "--spec-dir", str(spec), cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
+    assert "the 2 symbols its work wrote are defined nowhere now; 1 of the 5 files its work " \
+           "changed are no longer in the tree" in "\n".join(lines[at:at + 3])

@@ -51,7 +51,8 @@ def spec_items(project: "Project", spec: str) -> list[MemoryItem]:
     """The items of a spec's memory files (insights, map, bullets) and its sessions' summaries
     (turns and steps have their own catch-up); none when the spec is gone."""
     from .files import SpecStore
-    from .files.episodes import EpisodeStore, summary_item
+    from .files.episode_items import summary_item
+    from .files.episodes import EpisodeStore
 
     if not Path(spec).is_dir():
         return []

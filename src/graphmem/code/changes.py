@@ -1,5 +1,5 @@
-"""What a piece of work did to the code: the symbols it removed, added, changed or moved, and the
-files it deleted.
+"""What a piece of work did to the code: the symbols it removed, added, changed or moved, the
+source files it added or edited, and the files it deleted.
 
 When items are written and HEAD is not the HEAD graphmem last saw (the anchor book's last
 record), the commits in between are the writing session's work. One ``git diff-tree`` between
@@ -17,7 +17,10 @@ Stored in ``anchors.jsonl`` as a *work* line, beside the anchor records (``ancho
      "sessions": ["12"], "items": ["3f0c...", ...],
      "removed": {"src/pay.py": ["refund", "Client.charge"]}, "added": {"src/api.py": ["serve"]},
      "changed": {"src/api.py": ["Server"]}, "moved": {"src/old.py": {"helper": "src/util.py"}},
-     "deleted": ["src/old.py"]}
+     "files": ["src/api.py", "src/util.py"], "deleted": ["src/old.py"]}
+
+``files`` are the source files (``symbols.language_of``) the work added or edited, whether or not
+a symbol list changed (an edit inside a body changes none): what ``freshness.work_gone`` checks.
 
 ``items`` are the memories of the write that first saw this HEAD, ``sessions`` their sessions.
 A later write at the same HEAD by an episodic session (its turns and steps) adds
@@ -27,7 +30,8 @@ saw, which the next diff starts from. A work line that is not in this shape is s
 warning.
 
 ``Works`` is the readers' view: HEAD -> work; symbol -> the work that removed it last (unless a
-later work added it back); symbol -> the works that added, changed or moved it, oldest first.
+later work added it back); symbol -> the works that added, changed or moved it, oldest first;
+memory id and session -> the works that name them (``of``).
 
 Bounded per write: at most ``MAX_FILES`` changed source files are parsed and ``MAX_SYMBOLS``
 symbols listed per work. Outside git, or when the HEAD graphmem saw is gone from the repository
@@ -72,7 +76,7 @@ def diff(snap: Snapshot, base: str) -> list[tuple[str, str, str, str]] | None:
 def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None = None
             ) -> dict | None:
     """The work between ``base`` and the snapshot's HEAD: ``{"base", "removed", "added",
-    "changed", "moved", "deleted"}`` (lists left out when empty); None when there is none to
+    "changed", "moved", "files", "deleted"}`` (lists left out when empty); None when there is none to
     compute (outside git, no base, the same HEAD, or git no longer has ``base``). ``seen``
     gets the old versions read, by blob id and as ``<base>:<path>`` (``cat_file``'s names), so
     the same write reads none twice."""
@@ -120,6 +124,7 @@ def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None
                 out["added"].setdefault(path, []).append(name)
             elif name in before[path] and before[path][name] != digest:
                 out["changed"].setdefault(path, []).append(name)
+    out["files"] = sorted(p for s, p, _, _ in code if s != "D")
     out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")[:MAX_SYMBOLS]
     _cap(out)
     return {k: v for k, v in out.items() if v}
@@ -147,7 +152,7 @@ def _cap(work: dict) -> None:
 
 def did_something(work: dict) -> bool:
     """Whether a work changed any code (a bare line only says which HEAD was seen)."""
-    return any(work.get(k) for k in (*LISTS, "moved", "deleted"))
+    return any(work.get(k) for k in (*LISTS, "moved", "files", "deleted"))
 
 
 def _names(value) -> bool:
@@ -157,7 +162,8 @@ def _names(value) -> bool:
 def valid(rec: dict) -> bool:
     """Whether a work line has the shape above (else it is skipped)."""
     if not isinstance(rec.get("work"), str) or not _names(rec.get("items", [])) \
-            or not _names(rec.get("sessions", [])) or not _names(rec.get("deleted", [])):
+            or not _names(rec.get("sessions", [])) or not _names(rec.get("deleted", [])) \
+            or not _names(rec.get("files", [])):
         return False
     for key in LISTS:
         got = rec.get(key, {})
@@ -177,6 +183,8 @@ class Works:
         self.removed_by: dict[str, str] = {}  # symbol -> HEAD of the work that removed it last
         self.touched_by: dict[str, list[str]] = {}  # symbol -> HEADs of works that wrote it
         self.methods: dict[str, set[str]] = {}  # a removed method's own name -> its names T.m
+        self.by_item: dict[str, list[str]] = {}  # memory id -> HEADs of the works naming it
+        self.by_session: dict[str, list[str]] = {}  # session -> HEADs of the works naming it
 
     def take(self, rec: dict) -> bool:
         """Add one work line (False when it is not in the shape above)."""
@@ -187,9 +195,10 @@ class Works:
         if w is None:
             w = self.by_head[head] = {"head": head, "base": rec.get("base"), "at": rec.get("at"),
                                       "sessions": [], "items": [], "removed": {}, "added": {},
-                                      "changed": {}, "moved": {}, "deleted": []}
-        for key in ("sessions", "items", "deleted"):
+                                      "changed": {}, "moved": {}, "files": [], "deleted": []}
+        for key in ("sessions", "items", "files", "deleted"):
             w[key].extend(x for x in rec.get(key, ()) if x not in w[key])
+        self._name(head, rec.get("items", ()), rec.get("sessions", ()))
         for key in (*LISTS, "moved"):
             for path, names in rec.get(key, {}).items():
                 w[key].setdefault(path, names)
@@ -211,7 +220,26 @@ class Works:
         """An anchor record written at ``head`` by one of the work's sessions: its items join."""
         w = self.by_head.get(head) if head else None
         if w is not None and session in w["sessions"]:
-            w["items"].extend(i for i in items if i not in w["items"])
+            items = [i for i in items if i not in w["items"]]
+            w["items"].extend(items)
+            self._name(head, items, ())
+
+    def _name(self, head: str, items: Iterable[str], sessions: Iterable[str]) -> None:
+        for index, keys in ((self.by_item, items), (self.by_session, sessions)):
+            for key in keys:
+                heads = index.setdefault(key, [])
+                if head not in heads:
+                    heads.append(head)
+
+    def of(self, item_id: str, session: str | None, head: str | None) -> list[dict]:
+        """The works a memory came from: those naming it, else those naming its session, else
+        (a note written with no session, such as a gotcha) the work of the HEAD it was written
+        at, when that work changed code."""
+        heads = self.by_item.get(item_id) or (self.by_session.get(session) if session else None)
+        if heads:
+            return [self.by_head[h] for h in heads]
+        w = self.by_head.get(head) if head and not session else None
+        return [w] if w is not None and did_something(w) else []
 
     def removal(self, name: str) -> dict | None:
         """The work that removed symbol ``name`` last (None: never, or defined again since)."""

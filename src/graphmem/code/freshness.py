@@ -23,6 +23,18 @@ else ``changed`` when one of its own anchors changed (for an item naming no code
 of its session's files), else ``current``. Items without anchors get no state. Results are
 memoised per (anchor record, snapshot).
 
+A second mark comes from the work the item was learned from (``work_gone``, the work lines of
+``changes.py``: the works naming the item, else its session, else, for a note written with no
+session, the work of the HEAD it was written at): ``gone`` when at least ``WORK_GONE_SHARE`` of
+the ``MIN_WORK_FILES`` or more source files that work added or edited (not those it deleted) are
+no longer in the tree, and no symbol it added or changed in them is defined anywhere now (a
+renamed file, or code moved elsewhere, is not gone), or when one of those files is gone and
+every one of the ``MIN_TOUCHED`` or more symbols the work added or changed is defined nowhere
+(the two signs together: either alone also fits current hits), whatever the item's own anchors
+say; ``work_gone`` names them ("2 of the 3 files its work changed are no longer in the tree").
+On pytest's dump of every top-10 hit: 8 stale hits marked, no current one; neither sign alone
+separates (docs/tuning.md "Stale marks").
+
 One mark depends on the query (``asked_gone``): when the query names a symbol that is defined
 nowhere now, a hit whose session added or changed that symbol (a ``touched`` anchor, or a work
 record of ``changes.py`` naming the hit or its session) is ``gone`` for this query, and its
@@ -46,6 +58,8 @@ STATES = ("current", "changed", "moved", "gone")
 MIN_TOUCHED = 2  # an item naming no code is gone when every one of at least this many symbols
 # its session added or changed is defined nowhere (on pytest's replay: 7 of 104 leaks, no false
 # mark among 1,557 current hits; one symbol alone marked 4 current hits)
+WORK_GONE_SHARE = 0.5  # as the GONE label: at least half of the files a work wrote are gone
+MIN_WORK_FILES = 2  # one file alone says too little about a work
 KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
@@ -168,6 +182,39 @@ def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, i
     return out
 
 
+def work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> dict:
+    """``fresh`` marked ``gone`` when the code the item's work wrote is gone (see the module
+    docstring), with ``work_gone``: ``{"files": the gone ones, "of": how many it wrote,
+    "symbols"?: the ones it wrote, all defined nowhere now, "sessions", "commits"}``."""
+    if fresh["state"] == "gone" or works is None or hit.kind == "file" or not snap.files:
+        return fresh
+    done = works.of(hit.id, str(hit.session) if hit.session else None, rec.get("head"))
+    if not done:
+        return fresh
+    wrote = {p for w in done for p in w["files"]} - {p for w in done for p in w["deleted"]}
+    lost = sorted(p for p in wrote if p not in snap.files and not _lives_on(p, done, snap))
+    syms = sorted({f"{p}:{n}" for w in done for key in ("added", "changed")
+                   for p, names in w[key].items() for n in names})
+    most = len(wrote) >= MIN_WORK_FILES and len(lost) >= WORK_GONE_SHARE * len(wrote)
+    every = lost and len(syms) >= MIN_TOUCHED and not any(
+        snap.definitions.get(s.rsplit(":", 1)[1]) for s in syms)
+    if not (most or every):
+        return fresh
+    out = {"files": lost, "of": len(wrote), **({"symbols": syms} if every else {}),
+           "sessions": sorted({s for w in done for s in w["sessions"]}),
+           "commits": [w["head"] for w in done]}
+    return {**fresh, "state": "gone", "gone": sorted({*fresh.get("gone", ()), *lost,
+                                                      *(syms if every else ())}),
+            "work_gone": out}
+
+
+def _lives_on(path: str, works: list[dict], snap: Snapshot) -> bool:
+    """Whether a symbol the works added or changed in ``path`` is defined somewhere now (the
+    file was renamed, or its code moved: not gone)."""
+    return any(snap.definitions.get(n) for w in works for key in ("added", "changed")
+               for n in w[key].get(path, ()))
+
+
 def asked_names(query: str) -> set[str]:
     """The code names a query uses (``anchors.query_symbols``, each also by its last part): the
     candidates of ``asked_gone``."""
@@ -250,8 +297,9 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
         if rec is None:
             out.append(hit)
             continue
-        works = books[where].works if asked and where else None
-        fresh = asked_gone(item_state(rec, snap), rec, asked, snap, hit, works)
+        works = books[where].works if where else None
+        fresh = work_gone(item_state(rec, snap), rec, hit, works, snap)
+        fresh = asked_gone(fresh, rec, asked, snap, hit, works if asked else None)
         out.append(hit.replaced(metadata={**hit.metadata, "freshness": fresh}))
     if GONE_DROP is None:
         live = [h for h in out if _state(h) != "gone"]

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import StorageError, ValidationError
-from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore, step_item, turn_item
+from ..files.episode_items import step_item, turn_item
+from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore
 from ..models import MemoryItem
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 
 from ..errors import StorageError, ValidationError
-from ..files.episodes import (STEPS, TURNS, EpisodeStore, check_session_id, iso, step_item,
-                             summary_item, turn_item)
+from ..files.episode_items import step_item, summary_item, turn_item
+from ..files.episodes import STEPS, TURNS, EpisodeStore, check_session_id, iso
 from ..models import _SURROGATE, MemoryItem, SaveReport, to_time, utcnow
 from ..sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                               validate)

@@ -21,9 +21,7 @@ import logging
 import os
 import re
 import shutil
-import threading
 import warnings
-import weakref
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -31,10 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import NotFoundError, StorageError, ValidationError
-from ..models import MemoryItem, hash_id, parse_iso, stable_id
+from ..models import MemoryItem, parse_iso
+from .append_fds import AppendFds
 from .atomic import atomic_write_json, fsync_dir, repair_tail
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
+from .episode_items import step_item, summary_item, turn_item
 from .salvage import CorruptFileWarning, quarantine, salvage_utf8
 
 if TYPE_CHECKING:
@@ -95,9 +95,7 @@ class EpisodeStore:
         self._tails: dict[Path, _Tail] = {}
         self._meta: dict[str, tuple[int, int, dict]] = {}
         self._path_cache: dict[str, tuple[Path, Path, Path, Path, str]] = {}
-        self._fds: dict[Path, tuple[int, int, int]] = {}  # path -> (fd, inode, pid)
-        self._fd_lock = threading.Lock()
-        weakref.finalize(self, _close_all, self._fds, self._fd_lock)
+        self._fds = AppendFds(self, OPEN_FILES)
 
     # ---- paths and locks ------------------------------------------------------------------
     def _paths(self, sid: str) -> tuple[Path, Path, Path, Path, str]:
@@ -266,7 +264,7 @@ class EpisodeStore:
             start = self._count(path)
         out = [{"index": start + i, **r} for i, r in enumerate(records)]
         data = "".join(_line(r) for r in out).encode("utf-8")
-        fd = self._take_fd(path, st.st_ino) if st is not None else None
+        fd = self._fds.take(path, st.st_ino) if st is not None else None
         fresh = fd is None
         if fresh:
             fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -286,46 +284,12 @@ class EpisodeStore:
         except BaseException:
             os.close(fd)
             raise
-        self._give_fd(path, fd, st.st_ino)
+        self._fds.give(path, fd, st.st_ino)
         if before == 0 and self.fsync:
             fsync_dir(path.parent)
         size = before + len(data)
         self._tails[path] = _Tail(st.st_ino, size, start + len(out))
         return out, size
-
-    # The append descriptors stay open (an open+close per append cost as much as the write):
-    # a few per store, checked out while in use so that evicting one never closes it under a
-    # writer, and used only when the path still names the same file.
-    def _take_fd(self, path: Path, ino: int) -> int | None:
-        with self._fd_lock:
-            got = self._fds.pop(path, None)
-        if got is None:
-            return None
-        if got[1] == ino and got[2] == os.getpid():
-            return got[0]
-        if got[2] == os.getpid():
-            os.close(got[0])
-        return None
-
-    def _give_fd(self, path: Path, fd: int, ino: int) -> None:
-        with self._fd_lock:
-            old = self._fds.pop(path, None)
-            self._fds[path] = (fd, ino, os.getpid())
-            drop = [old] if old else []
-            while len(self._fds) > OPEN_FILES:
-                drop.append(self._fds.pop(next(iter(self._fds))))
-        for f, _, pid in drop:
-            if pid == os.getpid():
-                os.close(f)
-
-    def _close_fds(self, folder: Path | None = None) -> None:
-        """Close cached descriptors (of one session folder, or all)."""
-        with self._fd_lock:
-            keys = [k for k in self._fds if folder is None or k.parent == folder]
-            drop = [self._fds.pop(k) for k in keys]
-        for f, _, pid in drop:
-            if pid == os.getpid():
-                os.close(f)
 
     def _count(self, path: Path) -> int:
         """Lines in ``path``, reading only what was appended since the last count."""
@@ -409,7 +373,7 @@ class EpisodeStore:
             os.replace(folder, trash)
             fsync_dir(self.root)
             shutil.rmtree(trash, ignore_errors=True)
-        self._close_fds(folder)
+        self._fds.close(folder)
         for key in [p for p in self._tails if p.parent == folder]:
             self._tails.pop(key, None)
         self._meta.pop(sid, None)
@@ -436,7 +400,7 @@ class EpisodeStore:
                 yield summary_item(key, spec, meta, rel(self.session_file(sid)))
 
 
-# ---- memory items ---------------------------------------------------------------------------
+# ---- reading damaged files ----------------------------------------------------------------
 _FIELD = re.compile(r'"(workspace|project|spec|model|mode|started_at|summary)"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
@@ -464,75 +428,11 @@ def _session_json(text: str) -> dict:
     return data
 
 
-def _when(rec: dict) -> datetime:
-    return parse_iso(rec.get("at")) or datetime.now(timezone.utc)
-
-
-def turn_item(project: str, spec: str, sid: str, t: dict, source: str | Path) -> MemoryItem:
-    """A conversation turn as a searchable item (kind "turn")."""
-    user = t.get("metadata") if isinstance(t.get("metadata"), dict) else {}
-    meta = {**user, "role": t.get("role"), "speaker": user.get("speaker") or t.get("role"),
-            "turn_index": t.get("index"), "turn_id": t.get("id")}
-    for key in ("model", "tokens"):
-        if t.get(key) is not None:
-            meta[key] = t[key]
-    # Built without re-validation: every field comes from a record validated on its way in.
-    return MemoryItem.model_construct(
-        id=_item_id(project, spec, "turn", sid, str(t.get("id"))), kind="turn",
-        text=str(t.get("content", "")), project=project, spec=spec, session=sid, time=_when(t),
-        metadata=meta, source=str(source))
-
-
-def _item_id(*parts: str) -> str:
-    """Like ``models.stable_id`` without normalising: these parts are ids and paths, not prose."""
-    return hash_id(*parts)
-
-
-def step_text(name: str, status: str, payload: Any) -> str:
-    """How a step reads when searched: ``name: status`` and its payload as compact JSON."""
-    text = f"{name}: {status}"
-    if payload not in (None, {}, []):
-        text += " " + json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return text
-
-
-def step_item(project: str, spec: str, sid: str, s: dict, source: str | Path) -> MemoryItem:
-    """An execution step as a searchable item (kind "step")."""
-    meta = {"step": s.get("name"), "status": s.get("status"), "step_index": s.get("index"),
-            "step_id": s.get("id")}
-    return MemoryItem.model_construct(
-        id=_item_id(project, spec, "step", sid, str(s.get("id"))), kind="step",
-        text=step_text(str(s.get("name")), str(s.get("status")), s.get("payload")),
-        project=project, spec=spec, session=sid, time=_when(s), metadata=meta, source=str(source))
-
-
-def summary_item(project: str, spec: str, meta: dict, source: str | Path) -> MemoryItem:
-    """A session's summary as a searchable fact; one id per session, so a new summary replaces it."""
-    sid = meta["session_id"]
-    when = parse_iso(meta.get("summary_updated_at")) or parse_iso(meta.get("started_at"))
-    return MemoryItem(id=stable_id(project, spec, "session-summary", sid), kind="fact",
-                      text=str(meta["summary"]), project=project, spec=spec, session=sid,
-                      time=when or datetime.now(timezone.utc),
-                      metadata={"field": "session_summary"}, source=str(source))
-
-
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))  # built once, not per line
 
 
 def _line(record: dict) -> str:
     return _ENCODER.encode(record) + "\n"
-
-
-def _close_all(fds: dict, lock: threading.Lock) -> None:
-    with lock:
-        drop = list(fds.values())
-        fds.clear()
-    for f, _, pid in drop:
-        if pid == os.getpid():
-            try:
-                os.close(f)
-            except OSError:
-                pass
 
 
 def _size(path: Path) -> int:

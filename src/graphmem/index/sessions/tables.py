@@ -66,7 +66,7 @@ def open_episode_index(home: Path, busy_timeout: float = 30.0) -> "EpisodeIndex"
 
 
 def _epoch(value: Any) -> float | None:
-    from ...files.episodes import parse_iso
+    from ...models import parse_iso
 
     t = parse_iso(value)
     return t.timestamp() if t else None
