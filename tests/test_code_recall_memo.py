@@ -47,3 +47,17 @@ def test_newest_works_follow_new_lines_and_a_rewritten_file(tmp_path):
     assert works(spec, "src/a.py") == before
     append(spec, [rec("a4", "4", "src/b.py")])
     assert works(spec, "src/b.py") == ["a4", "a2"]
+
+
+def test_query_symbols_are_read_once_per_text_and_each_caller_gets_its_own_list():
+    """A search asks for the query's code names three times (removal, touched, asked_gone);
+    the names come from one scan, and a caller changing its list changes no other's."""
+    from graphmem.code.anchors import _query_symbols, query_symbols
+
+    text = "Why does `refund` call pkg.Client.charge and parse_args()?"
+    first = query_symbols(text)
+    assert first == ["refund", "pkg.Client.charge", "Client.charge", "parse_args"]
+    first.append("changed by the caller")
+    hits = _query_symbols.cache_info().hits
+    assert query_symbols(text) == ["refund", "pkg.Client.charge", "Client.charge", "parse_args"]
+    assert _query_symbols.cache_info().hits == hits + 1

@@ -20,6 +20,7 @@ import json
 import logging
 import re
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
@@ -74,6 +75,11 @@ def find_paths(text: str, snap: Snapshot) -> list[str]:
 def query_symbols(text: str) -> list[str]:
     """The symbol names ``text`` uses (backticked, dotted, snake or camel case, or called), in
     order; a dotted name also as its last two parts (``pkg.Client.charge`` -> ``Client.charge``)."""
+    return list(_query_symbols(text))
+
+
+@lru_cache(maxsize=64)  # a search asks three times (removal, touched, asked_gone): one scan
+def _query_symbols(text: str) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for m in _IDENT.finditer(text):
         name = m.group(0)
@@ -81,7 +87,7 @@ def query_symbols(text: str) -> list[str]:
             out[name] = None
             if name.count(".") > 1:
                 out[".".join(name.split(".")[-2:])] = None
-    return list(out)
+    return tuple(out)
 
 
 def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
