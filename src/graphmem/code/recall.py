@@ -317,27 +317,40 @@ class _NewestWork:
         self.item: dict[tuple[int, object], str] = {}
         for b in books:
             for path in sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]:
-                ids, seen = b.by_path.get(path, ()), 0
-                for item_id in reversed(ids[-SCAN_ITEMS:]):  # newest first
-                    rec = b.records.get(item_id)
-                    if rec is None:
-                        continue
-                    key = _record_work(b, rec)
-                    ranks = self.ranks.setdefault(key, {})
-                    if path in ranks:
-                        continue
-                    ranks[path] = seen
+                for rank, (key, item_id) in enumerate(newest_works(b, path)):
+                    self.ranks.setdefault(key, {})[path] = rank
                     self.found[key] = self.found.get(key, 0.0) + weight[path]
                     self.item.setdefault(key, item_id)  # ties go to the newer memory
-                    seen += 1
-                    if seen >= SCAN:
-                        break
 
     def extras(self, held: set[tuple[int, object]], known: set[str]) -> list[str]:
         """One item of each of the ``EXTRA_ITEMS`` pieces of work most about the predicted files
         (by their summed weight) that no candidate already stands for."""
         keys = [k for k in self.found if k not in held and self.item[k] not in known]
         return [self.item[k] for k in sorted(keys, key=lambda k: -self.found[k])[:EXTRA_ITEMS]]
+
+
+def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str]]:
+    """The newest ``SCAN`` pieces of work anchored to ``path`` in ``b`` (of its newest
+    ``SCAN_ITEMS`` items), newest first: (work, its newest item there). Kept on the book until
+    it reads another line or starts over: a search asks for the same files as the last ones."""
+    memo = b.__dict__.get("_newest_works")
+    if memo is None or memo[0] is not b.records or memo[1] != b.offset:
+        memo = b.__dict__["_newest_works"] = (b.records, b.offset, {})
+    got = memo[2].get(path)
+    if got is None:
+        got, seen = [], set()
+        for item_id in reversed(b.by_path.get(path, ())[-SCAN_ITEMS:]):
+            rec = b.records.get(item_id)
+            if rec is None:
+                continue
+            key = _record_work(b, rec)
+            if key not in seen:
+                seen.add(key)
+                got.append((key, item_id))
+                if len(got) >= SCAN:
+                    break
+        memo[2][path] = got
+    return got
 
 
 _files_memo: dict[int, tuple[dict, list[str]]] = {}
