@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 from ..lru import LRU, nbytes
 from .base import INLINE, InProcessEmbedder, TokenEncoder
 from .local_fuse import fused
-from .onnx_runtime import (SESSION_THREADS, ModelCache, load_session, model_cache, model_dir, run_each,
-                           shared_model, unit_rows)
+from .onnx_runtime import (ModelCache, load_session, model_cache, model_dir, run_each, shared_model,
+                           unit_rows)
 
 NAME = "local/answerai-colbert-small-v1"
 DIM = 384
@@ -48,7 +48,6 @@ class ColbertEncoder(TokenEncoder):
         self.path = model_dir("colbert")  # checks the files now; loads them on first use
         self.cache = cache or model_cache()
         self._loaded: tuple[Any, Any, set] | None = None
-        self._query_session: Any = None
         self._lock = threading.Lock()
         self.recent = LRU(RECENT_QUERY_BYTES, size=nbytes)  # query text -> token matrix
         self.recent_docs = LRU(RECENT_DOC_BYTES, size=nbytes)  # document text -> token matrix
@@ -68,25 +67,10 @@ class ColbertEncoder(TokenEncoder):
                 self._loaded = (session, tok, {i.name for i in session.get_inputs()})
             return self._loaded
 
-    def _query_model(self) -> Any:
-        """The session queries run in: one intra-op thread, loaded on the first query (+34 MB),
-        so a search's Python work runs on the other core meanwhile (``index/late.begin_query``);
-        the pass was as fast as on two threads, with the same vectors (``docs/tuning.md``).
-        With one core, the shared session."""
-        session = self._model()[0]
-        if SESSION_THREADS <= 1:
-            return session
-        with self._lock:
-            if self._query_session is None:
-                self._query_session = load_session(self.path, self.cache.folder, threads=1,
-                                                   prefer=fused(self.path / "model.onnx", self.cache))
-            return self._query_session
-
-    def _run(self, text: str, marker: int, limit: int, skip_punct: bool, session: Any = None) -> Any:
+    def _run(self, text: str, marker: int, limit: int, skip_punct: bool) -> Any:
         import numpy as np
 
-        shared, tokenizer, inputs = self._model()
-        session = session or shared
+        session, tokenizer, inputs = self._model()
         enc = tokenizer.encode(text, add_special_tokens=False)
         ids, toks = enc.ids[:limit], enc.tokens[:limit]
         full = [101, marker, *ids, 102]  # [CLS] marker ... [SEP]
@@ -112,8 +96,7 @@ class ColbertEncoder(TokenEncoder):
         got = self.recent.get(text)
         if got is None:
             got = self.recent.put(text, _shared(self._run(text, Q_MARKER, QUERY_TOKENS,
-                                                          skip_punct=False,
-                                                          session=self._query_model())))
+                                                          skip_punct=False)))
         return got
 
     def recalled_query(self, text: str) -> Any:

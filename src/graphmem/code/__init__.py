@@ -72,17 +72,6 @@ def with_freshness(hits: list[Hit], project_dir: str | Path | None,
         return hits
 
 
-def warm_freshness(hits: list[Hit], snap: Any, spec_dir_of: Callable[[Hit], Path | None]) -> None:
-    """Compute ahead what ``with_freshness`` will ask of ``hits`` against ``snap``
-    (``freshness.warm``); never fails (a search computes it then)."""
-    from .freshness import warm
-
-    try:
-        warm(hits, snap, spec_dir_of)
-    except Exception as exc:  # noqa: BLE001
-        log.debug("freshness not computed ahead: %s", exc)
-
-
 def defined_now(query: str, project_dir: str | Path | None, limit: int = 5) -> list[dict]:
     """The symbols ``query`` names that the project defines, with where they are defined now
     (``{"symbol", "path", "lines"}``; empty on any failure: a context goes on without them)."""

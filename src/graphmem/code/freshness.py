@@ -330,23 +330,3 @@ def anchored_to(spec_dirs: list[str | Path], paths: list[str] | set[str], limit:
                 if len(seen) >= limit * 2:
                     break
     return [i for _, i in sorted(found, reverse=True)[:limit]]
-
-
-def warm(hits: list[Hit], snap: Snapshot, spec_dir_of: Callable[[Hit], Path | None]) -> None:
-    """Compute ahead, on ``snap``'s memos, what ``annotate`` will ask for ``hits``: the blobs
-    ``prepare`` reads (one ``git cat-file``) and each record's ``item_state``. A search runs it
-    while its MaxSim product runs on the other core; the answers are the ones ``annotate`` would
-    compute (the same functions, memoised per snapshot)."""
-    recs = []
-    for hit in hits:
-        where = spec_dir_of(hit)
-        b = book(where) if where is not None else None
-        rec = b.records.get(hit.id) if b is not None else None
-        if rec is None and b is not None and hit.kind in ("turn", "step") and hit.session:
-            rec = b.session_record(hit.session)
-        if rec is not None:
-            recs.append(rec)
-    if recs:
-        prepare(recs, snap)
-        for rec in recs:
-            item_state(rec, snap)

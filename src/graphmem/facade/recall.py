@@ -133,14 +133,13 @@ class Recall:
         project, root = self.scope.project, self.scope.root
         projects = None if scope == "all" else [project.key]
         spec = self.scope.spec_key if scope == "spec" else None
-        self.backends.local.begin_query(query, rerank)  # its model pass runs beside what follows
         await self.episodes.settle()  # session turns queued for the index are in it before we search
         await self.sync.adopt()
         # After a pull from a shared graph the local index holds what the graph has for this
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
-        from ..code import named_files, warm_freshness, with_freshness
+        from ..code import named_files, with_freshness
 
         # In a project with code, a few more candidates than asked, for code recall to re-order
         # (LoCoMo, with no code, keeps its cost: p50 8 ms, not 22).
@@ -151,11 +150,9 @@ class Recall:
 
         # teammates' items taken in from a shared graph rank with the project's own
         mine = None if projects is None else [*projects, team_key(project.key)]
-        # while the late stage's product runs on the other core: the candidates' freshness
-        aside = (lambda pool: warm_freshness(pool, snap, self._spec_dir_of)) if code else None
         local = own_key(await be.search_local(query, projects=mine, spec=spec, kinds=kinds,
                                               catch_up=project if projects else None,
-                                              limit=fetch, rerank=rerank, aside=aside))
+                                              limit=fetch, rerank=rerank))
         graph = None if pulled else await self._search_graph(query, projects, spec, kinds, limit)
         hits = fuse(local, graph, fetch) if graph else local
         specs = {self._spec_dir_of(h) for h in hits} - {None}

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 log = logging.getLogger("graphmem.index")
 
@@ -123,55 +120,11 @@ async def refill(index: Any) -> int:
     return len(tokens)
 
 
-_passes: dict[tuple[int, str], Future] = {}  # (encoder, query) -> its pass under way
-_passes_lock = threading.Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, one worker)
-
-
-def begin_query(enc: Any, query: str) -> bool:
-    """Start the query's token pass on a worker thread (``query_tokens`` takes its result), so
-    it runs while the caller does Python work (onnxruntime releases the GIL) -> whether a
-    pass is under way (not when the encoder remembers the query)."""
-    from ..providers.base import as_token_encoder
-
-    if as_token_encoder(enc).recalled_query(query) is not None:
-        return False
-    key = (id(enc), query)
-    with _passes_lock:
-        if key in _passes:
-            return True
-        fut = _passes[key] = _worker().submit(enc.query_sync, query)
-    fut.add_done_callback(lambda _: _forget_pass(key))
-    return True
-
-
-def _worker() -> ThreadPoolExecutor:
-    """The one thread a search's model passes run on beside its Python work."""
-    global _pool
-    if _pool is None or _pool[0] != os.getpid():  # a forked child has no worker thread
-        _pool = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="graphmem-query"))
-    return _pool[1]
-
-
-def _forget_pass(key: tuple[int, str]) -> None:
-    with _passes_lock:  # done: the encoder's memory of its last queries has the matrix
-        _passes.pop(key, None)
-
-
-def query_pending(enc: Any, query: str) -> bool:
-    """Whether ``begin_query`` started this query's pass and it may still be running."""
-    return (id(enc), query) in _passes
-
-
 async def query_tokens(enc: Any, query: str, inline: bool = False):
-    """The query's token matrix: the pass ``begin_query`` started (waited for in this thread
-    when ``inline``), the encoder's own memory of its last queries, else encoded on a worker
-    thread (onnxruntime releases the GIL), or in this thread when ``inline``."""
+    """The query's token matrix: the encoder's own memory of its last queries, else encoded on a
+    worker thread (onnxruntime releases the GIL), or in this thread when ``inline``."""
     from ..providers.base import as_token_encoder
 
-    fut = _passes.get((id(enc), query))  # looked up first: once done, the memory holds it
-    if fut is not None:
-        return fut.result() if inline else await asyncio.wrap_future(fut)
     got = as_token_encoder(enc).recalled_query(query)
     if got is not None:
         return got
@@ -201,10 +154,9 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
     return out
 
 
-def token_best(qm, docs: Sequence[tuple[Any, Any] | None], aside: Callable[[], None] | None = None):
+def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
     """(query tokens, documents): each query token's best dot product with a document's tokens
-    (``token_rows`` values; NaN for a document without tokens). With ``aside``, the product
-    runs on the worker thread while this thread calls ``aside()`` (both cores busy)."""
+    (``token_rows`` values; NaN for a document without tokens)."""
     import numpy as np
 
     out = np.full((len(qm), len(docs)), np.nan, np.float32)
@@ -220,15 +172,7 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None], aside: Callable[[], N
             distinct.append(docs[i])
     mats = np.concatenate([d[0] for d in distinct])
     scales = np.concatenate([d[1] for d in distinct])
-    if aside is None:
-        sims = _products(mats, scales, qm)  # (tokens, query tokens): one product for the pool
-    else:
-        with _passes_lock:
-            fut = _worker().submit(_products, mats, scales, qm)
-        try:
-            aside()
-        finally:
-            sims = fut.result()
+    sims = _products(mats, scales, qm)  # (tokens, query tokens): one product for the whole pool
     starts = np.cumsum([0, *(len(d[0]) for d in distinct[:-1])])
     best = np.maximum.reduceat(sims, starts, axis=0)  # per distinct matrix, its best per token
     out[:, np.array(where)] = best[[column[id(docs[i])] for i in where]].T

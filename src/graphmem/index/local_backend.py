@@ -147,27 +147,14 @@ class LocalBackend:
 
         return await self.healing(drop)
 
-    def begin_query(self, query: str, rerank: bool = False) -> None:
-        """Start the query's model pass before ``search`` needs it (``local_search.begin_query``);
-        never fails: an index that cannot open is ``search``'s to report."""
-        from .local_search import begin_query
-
-        try:
-            index = self.index
-        except Exception:  # noqa: BLE001
-            return
-        begin_query(index, query, late_stage=True if rerank else None)
-
     async def search(self, query: str, *, projects: list[str] | None, spec: str | None,
-                     kinds: Sequence[str] | None, limit: int, rerank: bool = False,
-                     aside: Callable[[list[Hit]], None] | None = None) -> list[Hit]:
-        """``local_search.search_local`` (``aside``: see there), then the reranker if asked."""
+                     kinds: Sequence[str] | None, limit: int, rerank: bool = False) -> list[Hit]:
         from .local_search import search_local
 
         if not rerank:
             async def plain(index):
                 return await search_local(index, query, projects=projects, spec=spec,
-                                          kinds=kinds, limit=limit, aside=aside)
+                                          kinds=kinds, limit=limit)
 
             return await self.healing(plain)
         from . import rerank as second
@@ -178,7 +165,7 @@ class LocalBackend:
         async def reranked(index):
             hits = await search_local(index, query, projects=projects, spec=spec, kinds=kinds,
                                       limit=max(limit, index.tuning.rerank_pool),
-                                      late_stage=True, aside=aside)
+                                      late_stage=True)
             if self._reranker is not None:
                 hits = await second.rerank(index, self._reranker, query, hits)
             return hits[:limit]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..errors import ProviderError
 from ..lru import LRU
@@ -97,31 +97,14 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
         return qm, exc
 
 
-def begin_query(index: LocalIndex, query: str, late_stage: bool | None = None,
-                tuning: Tuning | None = None) -> None:
-    """Start ``query``'s ColBERT pass on a worker thread when ``search_local`` will want it and a
-    second core can run it (``tuning.early_query``): the caller's work until then (journal
-    replay, code snapshot, word scoring) runs beside it. Never fails: the search encodes then."""
-    p = tuning or index.tuning
-    wanted = index.late_always if late_stage is None else late_stage
-    try:
-        if p.early_query and not p.overlap and wanted and p.late_pool and late.usable(index):
-            late.begin_query(index.late, query)
-    except Exception as exc:  # noqa: BLE001 - a speed-up only; the search reports real failures
-        log.debug("query pass not started early: %s", exc)
-
-
 async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str] | None,
                        spec: str | None = None, kinds: Sequence[str] | None = None,
                        limit: int = 10, tuning: Tuning | None = None,
-                       late_stage: bool | None = None,
-                       aside: Callable[[list[Hit]], None] | None = None) -> list[Hit]:
+                       late_stage: bool | None = None) -> list[Hit]:
     """Rank the index's items for ``query`` within the given projects (None: all) and spec.
 
     ``late_stage``: re-score with ColBERT token vectors; None follows ``index.late_always``.
-    ``tuning``: the index's own unless given. ``aside(hits)``: work of the caller that needs
-    only which items the late stage re-scores (their hits, scoring 0), run while its MaxSim
-    product runs on the worker thread (``tuning.early_query``: with a second core).
+    ``tuning``: the index's own unless given.
     """
     p = tuning or index.tuning
     index.check_embedder()
@@ -144,9 +127,6 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
         await asyncio.sleep(0)  # let the encoders start before the words are scored
         words = ranker.lexical(snap, term_ids, p)
         qm, qvec = await encoding
-    elif late_enc is not None and late.query_pending(late_enc, query):
-        words = ranker.lexical(snap, term_ids, p)  # while the pass ``begin_query`` started runs
-        qm, qvec = await encoding
     else:
         qm, qvec = await encoding
         words = ranker.lexical(snap, term_ids, p)
@@ -156,35 +136,20 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     if isinstance(qm, Exception):  # a model failure leaves the first stage's order
         log.warning("late interaction skipped (%s)", qm)
         qm = None
-    pool: dict[int, Hit] = {}
-
-    def fetch_pool(ranked: list[tuple[int, float]]) -> None:
-        """The pool's hits (scoring 0), read while the product runs, then ``aside`` of them."""
-        rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
-        pool.update((r, hit_of(row, 0.0)) for r, row in rows.items())
-        if aside is not None:
-            aside(list(pool.values()))
-
     with blas.one_thread():
         ranked = ranker.rank(snap, words, qvec, scope, max(limit, p.late_pool if late_enc else 0), p)
         if qm is not None and ranked:
-            ranked = _late_stage(index, snap, qm, ranked, p,
-                                 fetch_pool if p.early_query and not p.overlap else None)
+            ranked = _late_stage(index, snap, qm, ranked, p)
     ranked = ranked[:limit]
-    if pool:  # every hit returned is of the pool: its score is set on the copy read aside
-        return [pool[r].replaced(score=round(score, 6)) for r, score in
-                ((int(snap.rowid[i]), score) for i, score in ranked) if r in pool]
     rows = index.rows([int(snap.rowid[i]) for i, _ in ranked])
     hits = [hit_of(rows[int(snap.rowid[i])], score) for i, score in ranked
             if int(snap.rowid[i]) in rows]
     return hits
 
 
-def _late_stage(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]], p: Tuning,
-                aside: Callable[[list[tuple[int, float]]], None] | None = None
-                ) -> list[tuple[int, float]]:
-    """Re-score the first stage's pool by MaxSim over stored token vectors (``late.py``);
-    ``aside(ranked)`` runs in this thread while the product runs on the worker thread."""
+def _late_stage(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]],
+                p: Tuning) -> list[tuple[int, float]]:
+    """Re-score the first stage's pool by MaxSim over stored token vectors (``late.py``)."""
     import numpy as np
 
     pos = np.array([i for i, _ in ranked], np.int64)
@@ -193,8 +158,7 @@ def _late_stage(index: LocalIndex, snap, qm, ranked: list[tuple[int, float]], p:
     need = np.unique(np.concatenate([pos, around[around >= 0]]))  # sorted positions
     rowids = [int(r) for r in snap.rowid[need]]
     blobs = late.token_rows(index, rowids)
-    best = late.token_best(qm, [blobs.get(r) for r in rowids],
-                           None if aside is None else lambda: aside(ranked))
+    best = late.token_best(qm, [blobs.get(r) for r in rowids])
     own = best[:, np.searchsorted(need, pos)]
     nb = np.full((len(around),) + own.shape, np.nan, np.float32)
     for side in range(len(around)):

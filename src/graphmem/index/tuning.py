@@ -62,9 +62,6 @@ class Tuning:
     embed_batch: int = 64  # texts per embedder call on writes
     # Score words while the query encoder runs only with cores left over (the encoder uses two).
     overlap: bool = field(default_factory=lambda: cores() > 2)
-    # With a second core, the ColBERT query pass starts on a worker thread as a search begins
-    # (``local_search.begin_query``) and runs beside the Python work that comes before ranking.
-    early_query: bool = field(default_factory=lambda: cores() > 1)
 
 
 DEFAULT = Tuning()
