@@ -230,6 +230,16 @@ def test_a_memory_whose_work_wrote_files_that_are_gone_now_is_marked_gone_naming
     lines = shown.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
     assert "2 of the 3 files its work changed are no longer in the tree" in "\n".join(lines[at:at + 3])
+    # about says what search says: the lesson names src/python.py, and its work is gone
+    with Memory(spec, root) as mem:
+        told = {e["text"]: e["freshness"] for e in mem.about("src/python.py")["current"]}
+    assert told[lesson]["state"] == "gone", told[lesson]
+    assert told[lesson]["work_gone"]["files"] == ["src/nose.py", "testing/test_nose.py"]
+    assert told["nose collection in src/python.py is tidy"]["state"] == "current"
+    shown = run_cli("about", "src/python.py", "--spec-dir", str(spec), cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    assert f"[gone (2 of the 3 files its work changed are no longer in the tree)] insight: {lesson}" \
+        in shown.stdout, shown.stdout
 
 
 def test_a_memory_whose_work_wrote_symbols_all_gone_and_a_file_gone_is_marked_gone(tmp_path):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
-from .freshness import item_state
+from .freshness import item_state, work_gone
 from .mention import Mention, matches  # what the graph reads too (graph/code_graph.py)
 from .tree import Snapshot
 
@@ -103,22 +103,26 @@ def _validity(ev: dict | None) -> dict | None:
 
 
 def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, target: str,
-             source: str) -> dict:
+             source: str, works_of: Callable[[Any], Any] | None = None) -> dict:
     """The answer: ``{"target", "source", "current": [...], "history": [...]}``; ``rows`` are
-    the memories as the local index holds them (id -> ``Hit``)."""
+    the memories as the local index holds them (id -> ``Hit``); ``works_of(row)``, the work
+    lines of its spec (``changes.Works``), gives the same ``work_gone`` mark as a search."""
     current, history = [], []
     for m in mentions:
         row = rows.get(m.id)
         if row is None:  # anchored but no longer held by the files (a replaced insight)
             continue
-        fresh = item_state({"anchors": m.anchors, "head": m.head, "at": m.learned_at,
-                            "items": [f"{source}:{m.id}"]}, snap)  # memo key per source
+        rec = {"anchors": m.anchors, "head": m.head, "at": m.learned_at,
+               "items": [f"{source}:{m.id}"]}  # memo key per source
+        fresh = work_gone(item_state(rec, snap), rec, row, works_of(row) if works_of else None,
+                          snap)
         entry = {"id": m.id, "kind": row.kind, "text": row.text, "spec": row.spec,
                  "session": row.session, "valid_at": _iso(row.time),
                  "learned_at": m.learned_at,
                  "anchors": [_short(a) for a in m.matched],
                  "freshness": {k: fresh[k] for k in ("state", "moved", "changed", "gone",
-                                                     "symbols_changed", "commits")},
+                                                     "symbols_changed", "commits", "work_gone")
+                               if k in fresh},
                  "validity": m.validity}
         (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
     current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
@@ -178,6 +182,10 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             extra = " -> " + ", ".join(f"{a} now {b}" for a, b in f["moved"].items())
         elif f["state"] == "changed" and f["changed"]:
             extra = " (" + ", ".join(f["changed"]) + " changed since)"
+        elif f["state"] == "gone" and f.get("work_gone"):
+            w = f["work_gone"]
+            extra = (f" ({len(w['files'])} of the {w['of']} files its work changed are no longer"
+                     " in the tree)")
         v = e["validity"] or {}
         mark = f" [{v['state']} {v.get('invalid_at') or ''}]".rstrip() if v else ""
         return f"  [{f['state']}{extra}]{mark} {e['kind']}: {e['text']}  ({e['id']})"

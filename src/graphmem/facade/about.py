@@ -50,7 +50,7 @@ class About:
         if self.scope.spec_dir is not None:
             mentions = [m for m in mentions if m.id in self._spec_ids()]
         rows = {h.id: h for h in self.hits_by_id([m.id for m in mentions])} if mentions else {}
-        ans = assemble(mentions, rows, snap, target, source)
+        ans = assemble(mentions, rows, snap, target, source, works_of=self._works_of)
         ans["removed"] = removals(self._about_specs(), target, self.hits_by_id)
         return ans
 
@@ -59,6 +59,14 @@ class About:
 
         spec = self.scope.spec_dir
         return [spec] if spec is not None else spec_folders(Path(self.scope.root))
+
+    def _works_of(self, row: Any):
+        """The work lines (``changes.Works``) of the spec folder here that holds ``row``."""
+        from ..code.anchors import book
+
+        if not row.spec or row.project != self.scope.project.key:
+            return None
+        return book(Path(self.scope.root) / row.spec).works
 
     def _spec_ids(self) -> set[str]:
         from ..code.anchors import book
