@@ -247,8 +247,10 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     async def supersede_memory(
             id: Annotated[str, Field(description="the old memory's id, from search_memory")],
             new_text: Annotated[str, Field(description="the memory that replaces it, one line")],
+            reason: Annotated[str, Field(description="why the old one is no longer true")] = "",
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
-        return await use(spec_dir, project_dir, lambda m: m.supersede(id, new_text))
+        return await use(spec_dir, project_dir,
+                         lambda m: m.supersede(id, new_text, reason=reason))
 
     @tool(title="About a file or symbol", annotations=_reads("About a file or symbol"),
           description="Everything known about a file (path relative to the project) or a symbol "

@@ -187,7 +187,9 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             extra = (f" ({len(w['files'])} of the {w['of']} files its work changed are no longer"
                      " in the tree)")
         v = e["validity"] or {}
-        mark = f" [{v['state']} {v.get('invalid_at') or ''}]".rstrip() if v else ""
+        mark = " ".join(str(x) for x in (v.get("state"), v.get("by") and f"by {v['by']}",
+                                          v.get("invalid_at") and f"at {v['invalid_at']}") if x)
+        mark = f" [{mark}{': ' + v['reason'] if v.get('reason') else ''}]" if v else ""
         return f"  [{f['state']}{extra}]{mark} {e['kind']}: {e['text']}  ({e['id']})"
 
     emit(f"About {ans['target']} (from the {ans['source']}):")

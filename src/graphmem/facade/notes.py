@@ -121,7 +121,14 @@ class SpecNotes:
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
                                   field="reason")
-        report = await self.append(row["kind"], new_text, flag_updates=False)
+        self.validity.check_still_valid(id)
+        try:
+            report = await self.append(row["kind"], new_text, flag_updates=False)
+        except ValidationError as exc:  # name the argument the caller gave, not the writer's
+            if (exc.field or "").split(".")[0] != row["kind"]:
+                raise
+            raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
+                                  field="new_text") from None
         clean = self.rules.clean(" ".join(new_text.split()) if isinstance(new_text, str)
                                   else new_text)
         new_id = stable_id(self.scope.project.key, self.scope.spec_key, row["kind"], clean)
