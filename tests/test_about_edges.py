@@ -1,5 +1,6 @@
 """``about`` as a demanding user asks it: a function moved to another file is found by the file
-it lives in now (the hit already says "moved" there), from the files, the CLI and the graph."""
+it lives in now (the hit already says "moved" there), from the files, the CLI and the graph;
+``anchors refresh`` tells a repository with no commit from a folder outside git."""
 
 from __future__ import annotations
 
@@ -53,3 +54,18 @@ def test_the_graph_answers_about_a_moved_function_like_the_files(tmp_path, graph
     assert (from_graph["source"], from_files["source"]) == ("graph", "files")
     assert shape(from_graph) == shape(from_files)
     assert [e["id"] for e in from_graph["current"]] == [ids[REFUND]]
+
+
+def test_anchors_refresh_in_a_repository_with_no_commit_does_not_call_it_a_non_git_tree(tmp_path):
+    from test_code_freshness import git
+
+    root = tmp_path / "fresh"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "pay.py").write_text(PAY)
+    git(root, "init", "-q")
+    git(root, "add", "src/pay.py")  # staged, never committed
+    out = run_cli("anchors", "refresh", "--project-dir", str(root))
+    assert out.returncode == 0, out.stderr
+    assert "no commit yet" in out.stdout and "non-git" not in out.stdout
+    js = run_cli("anchors", "refresh", "--project-dir", str(root), "--json")
+    assert json.loads(js.stdout)["git"] is True and json.loads(js.stdout)["head"] is None
