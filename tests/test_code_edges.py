@@ -136,3 +136,39 @@ def test_a_cli_whose_reader_left_prints_no_traceback(tmp_path):
     proc.stdout.close()  # like `| head -0`: gone before the first line is written
     err = proc.stderr.read().decode()
     assert proc.wait() == 141 and "Traceback" not in err, err
+
+
+def test_about_refuses_a_relative_path_out_of_the_project_and_mcp_takes_what_the_api_takes(
+        tmp_path):
+    import pytest
+
+    from graphmem.errors import ValidationError
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(CHARGE)
+        for bad in ("../x.py", "src/../../x.py"):
+            with pytest.raises(ValidationError) as err:
+                mem.about(bad)
+            assert err.value.field == "path_or_symbol" and "outside the project" in str(err.value)
+        assert [e["text"] for e in mem.about("src\\pay.py")["current"]] == [CHARGE]
+        assert [e["text"] for e in mem.about("src/../src/pay.py")["current"]] == [CHARGE]
+        api_small = mem.context("charge cents", max_tokens=20)
+    cli = run_cli("about", "../x.py", "--project-dir", str(root))
+    assert cli.returncode == 2 and "path_or_symbol: " in cli.stderr
+
+    async def main():
+        async with Client(build_server(spec, root)) as c:
+            out = {}
+            for name, args in (("about", {"path_or_symbol": "../x.py"}),
+                               ("get_context", {"task": "charge cents", "max_tokens": 20}),
+                               ("get_context", {"task": "charge cents", "max_tokens": 150_000}),
+                               ("search_memory", {"query": "charge", "include_history": "yes"})):
+                res = await c.call_tool(name, args)
+                out[name, json.dumps(args)] = (res.is_error, res.content[0].text if res.content
+                                               else "")
+            return list(out.values())
+    about, small, big, loose = anyio.run(main)
+    assert about[0] and "path_or_symbol: " in about[1]
+    assert (small, big[0]) == ((False, api_small), False)  # the API's bounds, 20 to 200,000
+    assert loose[0] and "include_history" in loose[1]  # a JSON boolean, not "yes"

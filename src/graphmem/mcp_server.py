@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from .context import MAX_TOKENS, MIN_TOKENS
 from .errors import GraphmemError, ValidationError, first_problem
 from .identity import resolve_project
 from .memory import AsyncMemory
@@ -287,7 +288,8 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
             limit: Annotated[int, _int("how many hits at most", ge=1, le=100)] = 10,
             include_history: Annotated[bool, Field(
-                description="also return retired and superseded memories, marked")] = False,
+                strict=True, description="also return retired and superseded memories, marked")
+            ] = False,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         notes: list[str] = []
 
@@ -308,7 +310,8 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                       "past-session lessons most relevant to a task, within a token budget.")
     async def get_context(
             task: Annotated[str, Field(description="the task about to be done")],
-            max_tokens: Annotated[int, _int("token budget of the block", ge=50, le=100_000)] = 1500,
+            max_tokens: Annotated[int, _int("token budget of the block", ge=MIN_TOKENS,
+                                            le=MAX_TOKENS)] = 1500,  # as the API and CLI
             files: Annotated[list[str] | None, Field(
                 description="paths (relative to the project) being worked on: memories anchored "
                             "to them come first")] = None,

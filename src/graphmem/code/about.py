@@ -20,6 +20,7 @@ session's memories.
 from __future__ import annotations
 
 import logging
+import posixpath
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -41,6 +42,15 @@ def check_target(target: Any, project_dir: Path | None) -> str:
         raise ValidationError(f"must be a file path (relative to the project) or a symbol name, "
                               f"1-{MAX_TARGET} characters", field="path_or_symbol")
     t = target.strip().removeprefix("./")
+    if "\\" in t and not Path(t).is_absolute():
+        t = t.replace("\\", "/")  # a Windows-style relative path, as context(files=) reads it
+    if "/" in t and not Path(t).is_absolute():
+        from ..models import check_relative_path
+
+        try:
+            t = posixpath.normpath(check_relative_path(t))  # src/../x.py is x.py
+        except ValueError as exc:  # ../x.py: outside, as an absolute path outside is
+            raise ValidationError(str(exc), field="path_or_symbol") from None
     if project_dir is not None and Path(t).is_absolute():
         from ..models import project_relative
 
