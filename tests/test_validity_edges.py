@@ -67,6 +67,7 @@ def test_a_second_retire_or_a_supersede_of_a_replaced_memory_is_refused_and_chan
     assert res.is_error and "already superseded" in res.content[0].text
     assert [e["state"] for e in log_of(spec)] == ["retired", "superseded", "superseded"]
     assert log_of(spec)[0]["reason"] == "the provider deduplicates them"
+    assert log_of(spec)[1]["reason"] == f"replaced by {log_of(spec)[1]['by']}"  # not "superseded"
 
 
 def test_a_possibly_superseded_memory_can_still_be_retired(tmp_path):

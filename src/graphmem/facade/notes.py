@@ -135,7 +135,8 @@ class SpecNotes:
         if new_id == id:
             raise ValidationError("is the same text as the memory it would supersede",
                                   field="new_text")
-        ev = self.validity.log_event(id, "superseded", reason or "superseded", new_id, at)
+        ev = self.validity.log_event(id, "superseded", reason.strip() or f"replaced by {new_id}",
+                                     new_id, at)  # the mark reads "superseded: replaced by ..."
         await self.validity.to_graph([id])
         return {**ev, "new_id": new_id, "path": report.path}
 
