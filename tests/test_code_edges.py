@@ -172,3 +172,17 @@ def test_about_refuses_a_relative_path_out_of_the_project_and_mcp_takes_what_the
     assert about[0] and "path_or_symbol: " in about[1]
     assert (small, big[0]) == ((False, api_small), False)  # the API's bounds, 20 to 200,000
     assert loose[0] and "include_history" in loose[1]  # a JSON boolean, not "yes"
+
+
+def test_a_quoted_path_with_spaces_and_non_ascii_letters_is_anchored(tmp_path):
+    root, spec = project(tmp_path, {"src/my dir/ütil.py": "def helper():\n    return 1\n",
+                                    "src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`src/my dir/ütil.py` must stay free of imports")
+        sid = mem.start_session()
+        mem.record_turn(sid, "user", 'please tidy "src/my dir/ütil.py" and src/pay.py')
+        hits = {h.kind: h for h in mem.search("tidy imports ütil", scope="project", limit=5)}
+        about = mem.about("src/my dir/ütil.py")
+    assert hits["gotcha"].metadata["freshness"]["paths"] == ["src/my dir/ütil.py"]
+    assert set(hits["turn"].metadata["freshness"]["paths"]) == {"src/my dir/ütil.py", "src/pay.py"}
+    assert {e["kind"] for e in about["current"]} == {"gotcha", "turn"}
