@@ -186,3 +186,20 @@ def test_a_quoted_path_with_spaces_and_non_ascii_letters_is_anchored(tmp_path):
     assert hits["gotcha"].metadata["freshness"]["paths"] == ["src/my dir/ütil.py"]
     assert set(hits["turn"].metadata["freshness"]["paths"]) == {"src/my dir/ütil.py", "src/pay.py"}
     assert {e["kind"] for e in about["current"]} == {"gotcha", "turn"}
+
+
+def test_a_fifo_in_a_project_outside_git_does_not_hang_code_memory(tmp_path):
+    import os
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY}, use_git=False)
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(CHARGE)
+    os.mkfifo(root / "src" / "events.pipe")  # reading it would wait for a writer forever
+    (root / "src" / "zero").symlink_to("/dev/zero")  # endless when read
+    proc = subprocess.run([sys.executable, "-m", "graphmem.cli", "about", "src/pay.py",
+                           "--project-dir", str(root), "--json"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [e["text"] for e in json.loads(proc.stdout)["current"]] == [CHARGE]
+    missing = run_cli("about", "x", "--spec-dir", str(tmp_path / "no-such-spec"))
+    assert missing.returncode == 4 and "spec folder not found" in missing.stderr

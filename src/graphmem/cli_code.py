@@ -19,6 +19,9 @@ def _about_args(p: argparse.ArgumentParser) -> None:
 
 
 def _project(args: argparse.Namespace) -> Path | None:
+    from .models import check_folders
+
+    check_folders(spec=getattr(args, "spec_dir", None), project=args.project_dir)
     if args.project_dir is None and getattr(args, "spec_dir", None) is None:
         return Path.cwd()
     return args.project_dir
