@@ -149,3 +149,20 @@ def test_a_damaged_validity_line_hides_nothing_and_is_warned_about(tmp_path, cap
     assert about["current"][0]["validity"] is None
     assert [e["text"] for e in about["history"]] == [PIN7]
     assert "not a validity event" in caplog.text and "not JSON" in caplog.text
+
+
+def test_a_memory_written_again_after_clear_is_not_born_retired(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(HOOKS)
+        mem.retire(ids_of(mem)[HOOKS], "deduplicated upstream")
+    out = run_cli("clear", "--spec-dir", str(spec), "--project-dir", str(root), "--yes")
+    assert out.returncode == 0, out.stderr
+    assert not (spec / "memory" / "validity.jsonl").exists()
+    assert not (spec / "memory" / "anchors.jsonl").exists()
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(HOOKS)  # the same text: the same id as the retired one
+        found = [h.text for h in mem.search("refund webhooks", limit=5)]
+        about = mem.about("src/pay.py")
+    assert found == [HOOKS]
+    assert [e["text"] for e in about["current"]] == [HOOKS] and about["history"] == []
