@@ -166,3 +166,17 @@ def test_a_memory_written_again_after_clear_is_not_born_retired(tmp_path):
         about = mem.about("src/pay.py")
     assert found == [HOOKS]
     assert [e["text"] for e in about["current"]] == [HOOKS] and about["history"] == []
+
+
+def test_a_reason_with_newlines_in_an_older_log_is_still_shown_on_one_line(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(HOOKS)
+        hid = ids_of(mem)[HOOKS]
+    (spec / "memory" / "validity.jsonl").write_text(json.dumps({  # as an older graphmem wrote it
+        "item": hid, "state": "retired", "by": None, "reason": "two\nlines",
+        "invalid_at": "2026-01-01T00:00:00+00:00", "recorded_at": "2026-01-01T00:00:00+00:00"}) + "\n")
+    hist = run_cli("search", "refund webhooks", "--spec-dir", str(spec), "--include-history")
+    about = run_cli("about", "src/pay.py", "--project-dir", str(root))
+    assert "retired: two lines" in hist.stdout
+    assert "at 2026-01-01T00:00:00+00:00: two lines]" in about.stdout

@@ -73,7 +73,8 @@ def validity_note(meta: dict) -> str:
     v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
     if not v.get("state"):
         return ""
-    return f"{v['state']}: {v['reason']}" if v.get("reason") else str(v["state"])
+    reason = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
+    return f"{v['state']}: {reason}" if reason else str(v["state"])
 
 
 def _line(hit: Hit, project_dir: Path | None) -> str:

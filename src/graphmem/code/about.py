@@ -228,7 +228,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
         v = e["validity"] or {}
         mark = " ".join(str(x) for x in (v.get("state"), v.get("by") and f"by {v['by']}",
                                           v.get("invalid_at") and f"at {v['invalid_at']}") if x)
-        mark = f" [{mark}{': ' + v['reason'] if v.get('reason') else ''}]" if v else ""
+        why = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
+        mark = f" [{mark}{': ' + why if why else ''}]" if v else ""
         return f"  [{f['state']}{extra}]{mark} {e['kind']}: {e['text']}  ({e['id']})"
 
     emit(f"About {ans['target']} (from the {ans['source']}):")
