@@ -32,13 +32,19 @@ def ids_of(mem: Memory) -> dict[str, str]:
                                              include_history=True)}
 
 
-def test_a_second_retire_or_a_supersede_of_a_replaced_memory_is_refused_and_changes_nothing(
-        tmp_path):
+def two_notes(tmp_path):
+    """A project with PIN7 and HOOKS written -> (root, spec, ids by text)."""
     root, spec = project(tmp_path, {"src/pay.py": PAY})
     with Memory(spec, root) as mem:
         mem.append_gotcha(PIN7)
         mem.append_gotcha(HOOKS)
-        ids = ids_of(mem)
+        return root, spec, ids_of(mem)
+
+
+def test_a_second_retire_or_a_supersede_of_a_replaced_memory_is_refused_and_changes_nothing(
+        tmp_path):
+    root, spec, ids = two_notes(tmp_path)
+    with Memory(spec, root) as mem:
         first = mem.retire(ids[HOOKS], "the provider deduplicates them")
         new = mem.supersede(ids[PIN7], PIN8)["new_id"]
         before = log_of(spec), (spec / "memory" / "gotchas.md").read_text()
@@ -81,11 +87,8 @@ def test_a_possibly_superseded_memory_can_still_be_retired(tmp_path):
 
 
 def test_a_reason_with_newlines_is_one_line_and_every_edge_shows_it(tmp_path):
-    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    root, spec, ids = two_notes(tmp_path)
     with Memory(spec, root) as mem:
-        mem.append_gotcha(PIN7)
-        mem.append_gotcha(HOOKS)
-        ids = ids_of(mem)
         ev = mem.retire(ids[HOOKS], "deduplicated\nupstream\r\n  since v2")
     assert ev["reason"] == log_of(spec)[0]["reason"] == "deduplicated upstream since v2"
     sup = run_cli("supersede", ids[PIN7], PIN8, "--reason", "stripe 7\nis gone", "--spec-dir",
@@ -133,11 +136,8 @@ def test_supersede_names_new_text_when_the_new_text_is_refused(tmp_path):
 
 
 def test_a_damaged_validity_line_hides_nothing_and_is_warned_about(tmp_path, caplog):
-    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    root, spec, ids = two_notes(tmp_path)
     with Memory(spec, root) as mem:
-        mem.append_gotcha(HOOKS)
-        mem.append_gotcha(PIN7)
-        ids = ids_of(mem)
         mem.retire(ids[PIN7], "gone")
         with (spec / "memory" / "validity.jsonl").open("a") as fh:
             fh.write('{not json\n[1, 2]\n{"item": 5, "state": "retired"}\n')
