@@ -365,7 +365,7 @@ def test_retire_and_supersede_are_logged_hidden_by_default_and_shown_with_histor
             assert err.value.field == field
         with pytest.raises(ValidationError) as err:
             mem.supersede(ev["new_id"], "")
-        assert err.value.field == "gotcha"
+        assert err.value.field == "new_text"
     assert now == ["Pin pytest to 8.2 in the CI image"]
     assert every["Pin pytest to 7.4 in the CI image"]["state"] == "superseded"
     assert every["Pin pytest to 7.4 in the CI image"]["by"] == ev["new_id"]

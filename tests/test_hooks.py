@@ -110,3 +110,19 @@ def test_hooks_refuse_what_they_would_overwrite_and_need_git(tmp_path):
     out = run_cli("anchors", "refresh", "--project-dir", str(plain), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["head"] is None
+
+
+def test_hooks_installed_in_one_work_tree_refresh_the_work_tree_git_commits_in(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    other = tmp_path / "other tree"  # a second work tree of the same repository shares its hooks
+    git(root, "worktree", "add", "-q", "-b", "side", str(other))
+    other_spec = other / "specs" / "001"
+    other_spec.mkdir(parents=True)
+    with Memory(other_spec, other) as mem:
+        mem.append_gotcha("Refunds go through `refund`")
+    out = run_cli("hooks", "install", "--project-dir", str(root))
+    assert out.returncode == 0, out.stderr
+    (other / "src" / "pay.py").write_text(PAY.replace("order.total", "order.total - order.fee"))
+    commit(other, "fee")  # git runs the shared post-commit in the other work tree
+    data = wait_for_head(other_spec, git(other, "rev-parse", "HEAD"))
+    assert {s["state"] for s in data["states"].values()} == {"changed"}

@@ -355,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphmem: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `graphmem about x | head -3`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141  # as a shell reports a writer stopped by SIGPIPE
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ def _about_args(p: argparse.ArgumentParser) -> None:
 
 
 def _project(args: argparse.Namespace) -> Path | None:
+    from .models import check_folders
+
+    check_folders(spec=getattr(args, "spec_dir", None), project=args.project_dir)
     if args.project_dir is None and getattr(args, "spec_dir", None) is None:
         return Path.cwd()
     return args.project_dir
@@ -50,8 +53,10 @@ def _cmd_anchors(args: argparse.Namespace) -> int:
 
     with Memory(None, _project(args)) as m:
         out = m.refresh_anchors()
+    where = out["head"] or ("a repository with no commit yet" if out.get("git") else
+                            "a non-git tree")
     return _emit(args, out, lambda o: print(
-        f"Anchors refreshed at {o['head'] or 'a non-git tree'}: {o['anchored']} new, states "
+        f"Anchors refreshed at {where}: {o['anchored']} new, states "
         + (", ".join(f"{k} {v}" for k, v in sorted(o["states"].items())) or "none")))
 
 

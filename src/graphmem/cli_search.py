@@ -14,7 +14,8 @@ KINDS = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")  # mode
 
 def _where_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec-dir", type=Path, default=None,
-                   help="spec folder (needed for --scope spec)")
+                   help="spec folder (it names the project; search's --scope spec, its "
+                        "default with --spec-dir, searches only this spec)")
     p.add_argument("--project-dir", type=Path, default=None,
                    help="project root (default: the git work tree or .graphmem/project.toml "
                         "folder enclosing the spec, else two levels above it; without "
@@ -50,6 +51,8 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=10, help="how many hits (default 10)")
     p.add_argument("--rerank", action="store_true",
                    help="re-rank the top hits with the cross-encoder (slower, better)")
+    p.add_argument("--include-history", action="store_true",
+                   help="also show retired and superseded memories, marked")
     _where_args(p)
 
 
@@ -117,14 +120,15 @@ def _cmd_search(args: argparse.Namespace) -> int:
     cfg = _server(args)
     answer = _ask_server(cfg, args, {"op": "search", "query": args.query, "scope": scope,
                                      "kinds": args.kind, "limit": args.limit,
-                                     "rerank": args.rerank, "render": _render_remotely(args)})
+                                     "rerank": args.rerank, "render": _render_remotely(args),
+                                     "include_history": args.include_history})
     data = answer.get("hits") if answer else None
     for note in (answer or {}).get("notes") or []:  # the graph did not answer: say so
         print(f"graphmem: warning: {note}", file=sys.stderr)
     if data is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
-                            rerank=args.rerank)
+                            rerank=args.rerank, include_history=args.include_history)
         data = [h.model_dump(mode="json") for h in hits]
     elif isinstance(answer.get("text"), str):
         sys.stdout.write(answer["text"])
@@ -192,12 +196,13 @@ command("retire", "mark a memory as no longer true; searches leave it out")(
 def _supersede_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="the old gotcha's or pattern's id (from `graphmem search --json`)")
     p.add_argument("new_text", help="the memory that replaces it, one line")
+    p.add_argument("--reason", default="", help="why the old one is no longer true")
     _spec_args(p)
 
 
 def _cmd_supersede(args: argparse.Namespace) -> int:
     with _memory(args) as m:
-        ev = m.supersede(args.id, args.new_text)
+        ev = m.supersede(args.id, args.new_text, reason=args.reason)
     return _emit(args, ev, lambda e: print(f"Superseded {e['item']} by {e['new_id']}."))
 
 

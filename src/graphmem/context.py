@@ -73,7 +73,8 @@ def validity_note(meta: dict) -> str:
     v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
     if not v.get("state"):
         return ""
-    return f"{v['state']}: {v['reason']}" if v.get("reason") else str(v["state"])
+    reason = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
+    return f"{v['state']}: {reason}" if reason else str(v["state"])
 
 
 def _line(hit: Hit, project_dir: Path | None) -> str:
@@ -85,7 +86,10 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     for old, new in (fresh.get("moved") or {}).items():
         if old in text:
             text = text.replace(old, new)
-        notes.append(f"{old} is now {new}")
+        if project_dir is not None and (Path(project_dir) / old).is_file():
+            notes.append(f"its code moved from {old} to {new}")  # a function moved, not the file
+        else:
+            notes.append(f"{old} is now {new}")
     changed = fresh.get("changed") or []
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

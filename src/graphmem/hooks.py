@@ -39,10 +39,26 @@ def hooks_dir(project_dir: Path) -> Path:
     return path if path.is_absolute() else (project_dir / path).resolve()
 
 
+HERE = '"$(git rev-parse --show-toplevel)"'  # the work tree git runs the hook for
+
+
+def _toplevel(project_dir: Path) -> Path | None:
+    try:
+        out = subprocess.run(["git", "-C", str(project_dir), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 and out.stdout.strip() \
+        else None
+
+
 def script(project_dir: Path) -> str:
-    """The hook's shell text: the user's hook, then the refresh, detached."""
+    """The hook's shell text: the user's hook, then the refresh, detached. The work trees of one
+    repository share its hooks: installed for a whole work tree, each refreshes the one committed
+    in; installed for a folder inside one (a project of a monorepo), that folder."""
+    where = HERE if _toplevel(project_dir) == project_dir else shlex.quote(str(project_dir))
     cmd = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "graphmem.cli", "anchors",
-                                            "refresh", "--project-dir", str(project_dir)))
+                                            "refresh", "--project-dir")) + " " + where
     return (f"#!/bin/sh\n{MARKER}: refreshes graphmem's anchor states in the background.\n"
             "# `graphmem hooks uninstall` removes it (and restores a hook it chained to).\n"
             "status=0\n"

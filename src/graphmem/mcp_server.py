@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from .context import MAX_TOKENS, MIN_TOKENS
 from .errors import GraphmemError, ValidationError, first_problem
 from .identity import resolve_project
 from .memory import AsyncMemory
@@ -247,8 +248,10 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     async def supersede_memory(
             id: Annotated[str, Field(description="the old memory's id, from search_memory")],
             new_text: Annotated[str, Field(description="the memory that replaces it, one line")],
+            reason: Annotated[str, Field(description="why the old one is no longer true")] = "",
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
-        return await use(spec_dir, project_dir, lambda m: m.supersede(id, new_text))
+        return await use(spec_dir, project_dir,
+                         lambda m: m.supersede(id, new_text, reason=reason))
 
     @tool(title="About a file or symbol", annotations=_reads("About a file or symbol"),
           description="Everything known about a file (path relative to the project) or a symbol "
@@ -285,7 +288,8 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
             limit: Annotated[int, _int("how many hits at most", ge=1, le=100)] = 10,
             include_history: Annotated[bool, Field(
-                description="also return retired and superseded memories, marked")] = False,
+                strict=True, description="also return retired and superseded memories, marked")
+            ] = False,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         notes: list[str] = []
 
@@ -306,7 +310,8 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                       "past-session lessons most relevant to a task, within a token budget.")
     async def get_context(
             task: Annotated[str, Field(description="the task about to be done")],
-            max_tokens: Annotated[int, _int("token budget of the block", ge=50, le=100_000)] = 1500,
+            max_tokens: Annotated[int, _int("token budget of the block", ge=MIN_TOKENS,
+                                            le=MAX_TOKENS)] = 1500,  # as the API and CLI
             files: Annotated[list[str] | None, Field(
                 description="paths (relative to the project) being worked on: memories anchored "
                             "to them come first")] = None,

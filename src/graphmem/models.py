@@ -8,7 +8,7 @@ import os
 import re
 import unicodedata
 from datetime import datetime, timezone
-from pathlib import PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Literal, TypeVar
 
 import pydantic
@@ -104,6 +104,19 @@ def check_relative_path(path: str) -> str:
         elif part not in ("", "."):
             depth += 1
     return path
+
+
+def project_relative(path: str, root: str | Path) -> str:
+    """An absolute ``path`` inside the project ``root``, relative to it. Its folders are resolved
+    (``/tmp`` behind a link, a linked checkout), the file itself is not: a symlinked file stays
+    itself. ValueError when it lies outside."""
+    p, base = Path(os.path.abspath(path)), Path(root).resolve()
+    for cand in (p, p.parent.resolve() / p.name):
+        try:
+            return cand.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    raise ValueError(f"{path} is outside the project {root}")
 
 
 def check_folders(**folders: Any) -> None:

@@ -124,7 +124,8 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
                                                  files=req.get("files"))}
         hits = await mem.search(req.get("query"), scope=req.get("scope", "project"),
                                 kinds=req.get("kinds"), limit=req.get("limit", 10),
-                                rerank=req.get("rerank", False))
+                                rerank=req.get("rerank", False),
+                                include_history=req.get("include_history", False))
         rows = [h.model_dump(mode="json") for h in hits]
         text = _render(rows, req.get("render"))
         out: dict[str, Any] = {"hits": rows} if text is None else {"hits": rows, "text": text}

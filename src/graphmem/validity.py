@@ -23,6 +23,7 @@ its insights, gotchas and patterns when ``S`` was its first subtask, its title, 
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from pathlib import Path
@@ -33,9 +34,11 @@ from .models import Hit
 
 FILE_NAME = "validity.jsonl"
 POSSIBLY = "possibly superseded"
+STATES = ("retired", "superseded", POSSIBLY)
 MAX_REASON = 2_000
 _ID = re.compile(r"[0-9a-f]{24}")
 _lock = threading.Lock()
+log = logging.getLogger("graphmem.validity")
 
 
 def validity_file(spec_dir: str | Path) -> Path:
@@ -50,8 +53,14 @@ class ValidityLog(JsonlTail):
         self.events: dict[str, dict] = {}
 
     def take(self, rec: dict) -> None:
-        if isinstance(rec.get("item"), str):
+        # a damaged or foreign line must not hide a memory: only the states graphmem writes count
+        if isinstance(rec.get("item"), str) and rec.get("state") in STATES:
             self.events[rec["item"]] = rec
+        else:
+            log.warning("%s: skipped a line that is not a validity event: %.80r", self.path, rec)
+
+    def skipped(self, line: bytes) -> None:
+        log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)
 
 
 def validity_log(spec_dir: str | Path) -> ValidityLog:

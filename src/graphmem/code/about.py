@@ -20,6 +20,7 @@ session's memories.
 from __future__ import annotations
 
 import logging
+import posixpath
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -41,12 +42,22 @@ def check_target(target: Any, project_dir: Path | None) -> str:
         raise ValidationError(f"must be a file path (relative to the project) or a symbol name, "
                               f"1-{MAX_TARGET} characters", field="path_or_symbol")
     t = target.strip().removeprefix("./")
-    if project_dir is not None and Path(t).is_absolute():
+    if "\\" in t and not Path(t).is_absolute():
+        t = t.replace("\\", "/")  # a Windows-style relative path, as context(files=) reads it
+    if "/" in t and not Path(t).is_absolute():
+        from ..models import check_relative_path
+
         try:
-            t = Path(t).resolve().relative_to(project_dir).as_posix()
-        except ValueError:
-            raise ValidationError(f"{target} is outside the project {project_dir}",
-                                  field="path_or_symbol") from None
+            t = posixpath.normpath(check_relative_path(t))  # src/../x.py is x.py
+        except ValueError as exc:  # ../x.py: outside, as an absolute path outside is
+            raise ValidationError(str(exc), field="path_or_symbol") from None
+    if project_dir is not None and Path(t).is_absolute():
+        from ..models import project_relative
+
+        try:
+            t = project_relative(t, project_dir)
+        except ValueError as exc:
+            raise ValidationError(str(exc), field="path_or_symbol") from None
     return t
 
 
@@ -65,6 +76,34 @@ def local_mentions(spec_dirs: Iterable[str | Path], target: str, snap: Snapshot)
                 out[item_id] = Mention(item_id, own, hit, rec.get("head"), rec.get("at"),
                                        _validity(events.get(item_id)))
     return list(out.values())
+
+
+def moved_here(spec_dirs: Iterable[str | Path], paths: Iterable[str], snap: Snapshot,
+               limit: int = 20) -> list[str]:
+    """Ids of the items anchored elsewhere whose code now lives at one of ``paths`` (a file
+    renamed there, a symbol moved there), newest first: what ``context(files=[new name])`` pins
+    beside the items anchored there by that name."""
+    from .anchors import book
+
+    wanted = [p for p in paths if p in snap.files]
+    here = {s.name for p in wanted for s in snap.symbols(p)}  # only these can have moved in
+
+    def candidate(a: dict, path: str) -> bool:
+        return isinstance(a, dict) and a.get("path") == path and not a.get("via") and (
+            a.get("symbol") in here if a.get("symbol") else path not in snap.files)
+
+    found: dict[str, str] = {}
+    for spec in spec_dirs if wanted else ():
+        b = book(spec)
+        for old, ids in b.by_path.items():
+            if old in wanted:
+                continue  # anchored there by that name: anchored_to has them
+            for i in ids:
+                rec = b.records.get(i) or {}
+                if i not in found and any(candidate(a, old) and matches(a, p, snap)
+                                          for a in rec.get("anchors") or () for p in wanted):
+                    found[i] = rec.get("at") or ""
+    return sorted(found, key=lambda i: found[i], reverse=True)[:limit]
 
 
 def removals(spec_dirs: Iterable[str | Path], target: str,
@@ -187,7 +226,10 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             extra = (f" ({len(w['files'])} of the {w['of']} files its work changed are no longer"
                      " in the tree)")
         v = e["validity"] or {}
-        mark = f" [{v['state']} {v.get('invalid_at') or ''}]".rstrip() if v else ""
+        mark = " ".join(str(x) for x in (v.get("state"), v.get("by") and f"by {v['by']}",
+                                          v.get("invalid_at") and f"at {v['invalid_at']}") if x)
+        why = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
+        mark = f" [{mark}{': ' + why if why else ''}]" if v else ""
         return f"  [{f['state']}{extra}]{mark} {e['kind']}: {e['text']}  ({e['id']})"
 
     emit(f"About {ans['target']} (from the {ans['source']}):")

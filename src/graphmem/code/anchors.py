@@ -38,6 +38,8 @@ MAX_ANCHORS = 40
 MAX_TOUCHED = 30  # symbols a session added or changed, kept with its files
 EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
+# a quoted or backticked span holding a space: a path with spaces can only be named this way
+_QUOTED = re.compile(r"`([^`\n]+ [^`\n]*)`|\"([^\"\n]+ [^\"\n]*)\"|'([^'\n]+ [^'\n]*)'")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -53,7 +55,8 @@ def _looks_like_symbol(name: str, text: str, start: int) -> bool:
 
 
 def find_paths(text: str, snap: Snapshot) -> list[str]:
-    """Paths of files in the tree that ``text`` names (whole relative paths, or unique file names)."""
+    """Paths of files in the tree that ``text`` names (whole relative paths, or unique file names;
+    a path holding a space when quoted or backticked whole)."""
     out: list[str] = []
     for m in _PATH.finditer(text):
         tok = m.group(0).rstrip(".").removeprefix("./")
@@ -69,6 +72,10 @@ def find_paths(text: str, snap: Snapshot) -> list[str]:
                     if p.endswith("/" + tail)]
             if len(hits) == 1:
                 out.append(hits[0])
+    for m in _QUOTED.finditer(text) if " " in text else ():  # `src/my dir/x.py`: quoted whole
+        tok = next(g for g in m.groups() if g).strip().removeprefix("./")
+        if tok in snap.files:
+            out.append(tok)
     return list(dict.fromkeys(out))
 
 

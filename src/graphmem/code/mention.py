@@ -26,7 +26,8 @@ class Mention:
 
 
 def matches(a: dict, target: str, snap: Snapshot) -> bool:
-    """Does one anchor name ``target`` (its path, its path's new name, or its symbol)?"""
+    """Does one anchor name ``target`` (its path, its path's new name, its symbol, or the file
+    its symbol moved to)?"""
     sym = a.get("symbol")
     if sym:
         if sym == target or sym.endswith("." + target) or f"{a.get('path')}:{sym}" == target:
@@ -34,4 +35,7 @@ def matches(a: dict, target: str, snap: Snapshot) -> bool:
     if a.get("path") == target:
         return True
     now = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap)
-    return now.get("to") == target
+    if now.get("to") == target:
+        return True
+    # a symbol now defined in another file: the hit says "moved" there, so about(there) finds it
+    return bool(sym) and target in snap.files and anchor_state(a, snap).get("to") == target

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import threading
 import time
@@ -220,6 +221,8 @@ def _walk_snapshot(root: Path) -> Snapshot:
                 st = os.stat(p)
             except OSError:
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                continue  # a FIFO, socket or device (or a link to one): reading it may never end
             key = (p, st.st_size, st.st_mtime_ns)
             blob = _blob_by_stat.get(key)
             if blob is None:

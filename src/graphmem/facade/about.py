@@ -120,7 +120,8 @@ class About:
                     graph, _ = await self.derived.get().write_graph(
                         SpecStore(spec, self.scope.project).memory_dir, self.scope.root, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
-                "states": counts, "moved": len(moved), "graph": graph, "renamed": renamed}
+                "git": bool(snap and snap.git), "states": counts, "moved": len(moved),
+                "graph": graph, "renamed": renamed}
 
     async def _send_renames(self, project: Path, specs: list, snap: Snapshot) -> tuple[int, dict]:
         """RENAMED_TO edges for the renames of anchored files git saw since the last refresh

@@ -66,14 +66,15 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
     return query.strip(), kinds
 
 
-def check_files(files: Any) -> list[str]:
-    """Validate ``context(files=...)``: a list of relative paths (at most 50)."""
+def check_files(files: Any, root: Path | None = None) -> list[str]:
+    """Validate ``context(files=...)``: a list of at most 50 paths, relative to the project
+    (an absolute one inside ``root``, as agents' tools give them, is made relative)."""
     if files is None:
         return []
     if isinstance(files, str) or not isinstance(files, (list, tuple)) or len(files) > 50:
         raise ValidationError("must be a list of at most 50 paths relative to the project",
                               field="files")
-    from ..models import check_relative_path
+    from ..models import check_relative_path, project_relative
 
     out = []
     for n, f in enumerate(files):
@@ -81,6 +82,8 @@ def check_files(files: Any) -> list[str]:
             raise ValidationError(f"must be a path string, got {type(f).__name__}",
                                   field=f"files[{n}]")
         try:
+            if root is not None and f and Path(f).is_absolute():
+                f = project_relative(f, root)
             check_relative_path(f)
         except ValueError as exc:
             raise ValidationError(str(exc), field=f"files[{n}]") from None
@@ -253,7 +256,7 @@ class Recall:
 
         check_budget(max_tokens)
         query, _ = check_query(task, "project", None, 1)
-        paths = check_files(files)
+        paths = check_files(files, self.scope.root)
         hits, retired = await self._search(query, "project", None, 40, False)
         pinned = await self._anchored_hits(paths) if paths else []
         if pinned:
@@ -265,12 +268,16 @@ class Recall:
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
         """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
         from ..code import with_freshness
+        from ..code.about import moved_here
         from ..code.freshness import anchored_to
+        from ..code.tree import snapshot
         from ..files.walk import spec_folders
 
         root = self.scope.root
         specs = [self.scope.spec_dir] if self.scope.spec_dir is not None else spec_folders(root)
-        hits = with_freshness(self.hits_by_id(anchored_to(specs, paths)), root,
+        ids = anchored_to(specs, paths)  # by the names the memories used, then by new names
+        ids += [i for i in moved_here(specs, paths, snapshot(root)) if i not in ids]
+        hits = with_freshness(self.hits_by_id(ids), root,
                               spec_dir_of=self._spec_dir_of)
         return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
 

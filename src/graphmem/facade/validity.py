@@ -51,12 +51,26 @@ class Validity:
         when = utcnow() if at is None else parse_iso(at)
         if when is None:
             raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
+        reason = " ".join(reason.split()) or state  # one line in every mark that shows it
         ev = {"item": item_id, "state": state, "by": by, "reason": self.rules.clean(reason),
               "invalid_at": when.isoformat(timespec="seconds"),
               "recorded_at": utcnow().isoformat(timespec="seconds")}
         path = validity_file(self.scope.require_spec())
         append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
         return ev
+
+    def check_still_valid(self, item_id: str) -> None:
+        """Refuse to retire or supersede a memory already retired or superseded: a second event
+        would move the time it stopped being true, or orphan the memory that replaced it."""
+        ev = validity_log(self.scope.require_spec()).events.get(item_id)
+        if not ev or ev.get("state") not in ("retired", "superseded"):
+            return  # "possibly superseded" is only a flag: it may still be retired or replaced
+        since = f" since {ev.get('invalid_at')}" if ev.get("invalid_at") else ""
+        if ev["state"] == "retired":
+            raise ValidationError(f"{item_id} is already retired{since} ({ev.get('reason')})",
+                                  field="id")
+        raise ValidationError(f"{item_id} is already superseded by {ev.get('by')}{since}; "
+                              "retire or supersede that memory instead", field="id")
 
     async def flag_updates(self, kind: str, text: str, new_id: str) -> None:
         """After a new gotcha or pattern: with an LLM, the older ones it replaces are judged by
@@ -170,6 +184,7 @@ class Validity:
                                   field="reason")
         await self.episodes.settle()
         self.own_item(id)
+        self.check_still_valid(id)
         ev = self.log_event(id, "retired", reason.strip(), None, at)
         await self.to_graph([id])  # ABOUT edges take invalid_at
         return ev

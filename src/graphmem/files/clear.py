@@ -1,8 +1,9 @@
 """``graphmem clear``: delete the files graphmem writes in a memory folder, and nothing else.
 
 Only graphmem's own names go: the reference layout (``codebase_map.json``, ``patterns.md``,
-``gotchas.md``, ``session_insights/session_NNN.json``), the episode files, the graph outbox and
-``memory_summary.md``, plus the quarantined (``<name>.corrupt-*``) and temporary
+``gotchas.md``, ``session_insights/session_NNN.json``), the episode files, the graph outbox,
+``memory_summary.md`` and the code-memory logs (``anchors.jsonl``, ``validity.jsonl``,
+``anchor_states.json``), plus the quarantined (``<name>.corrupt-*``) and temporary
 (``.<name>.*.tmp``) copies of those. Files of other names, folders of other names and every link
 are kept (links are named in a warning): nothing is deleted through a link, and a link in place
 of the memory folder itself is refused by the caller before we get here. Lock files stay: another
@@ -21,7 +22,8 @@ from .safe import real_dir
 log = logging.getLogger("graphmem.files")
 
 MEMORY_FILES = re.compile(r"codebase_map\.json|patterns\.md|gotchas\.md|graph_outbox\.jsonl|"
-                          r"memory_summary\.md")
+                          r"memory_summary\.md|anchors\.jsonl|validity\.jsonl|"
+                          r"anchor_states\.json")  # a cleared memory's ids must not come back retired
 INSIGHT_FILES = re.compile(r"session_\d+\.json")
 EPISODE_FILES = re.compile(r"session\.json|turns\.jsonl|steps\.jsonl")
 SESSION_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}|\.deleted-.+")  # see episodes.py

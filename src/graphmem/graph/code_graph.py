@@ -195,8 +195,10 @@ async def about_mentions(store: Any, project: str, target: str, snap: Any) -> li
     res = await store.query(gid, (
         "MATCH (m:Entity)-[e:RELATES_TO]->(c:Entity) WHERE e.name = 'ABOUT' AND (c.gm_path IN "
         "$paths OR c.gm_symbol = $t OR c.gm_symbol ENDS WITH $dot OR c.gm_path + ':' + "
-        f"c.gm_symbol = $t) RETURN m.uuid, {fields}, e.invalid_at, e.expired_at"),
-        {"paths": sorted(paths), "t": target, "dot": "." + target}, ro=True)
+        f"c.gm_symbol = $t OR c.gm_symbol IN $here) RETURN m.uuid, {fields}, e.invalid_at, "
+        "e.expired_at"),
+        {"paths": sorted(paths), "t": target, "dot": "." + target,
+         "here": sorted({s.name for s in snap.symbols(target)})}, ro=True)  # moved in: matches
     found: dict[str, list[dict]] = {}
     for row in res.result_set if res is not None else []:
         a = _anchor(row)
