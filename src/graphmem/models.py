@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import posixpath
 import re
 import unicodedata
 from datetime import datetime, timezone
@@ -117,6 +118,16 @@ def project_relative(path: str, root: str | Path) -> str:
         except ValueError:
             continue
     raise ValueError(f"{path} is outside the project {root}")
+
+
+def project_path(path: str, root: str | Path | None) -> str:
+    """A file path as the project names it: an absolute one inside ``root`` made relative,
+    ``\\`` read as ``/``, ``./`` and ``a/../`` folded (``src/../x.py`` is ``x.py``). ValueError
+    when it is empty, climbs out, or is absolute and outside ``root`` (or there is no root)."""
+    if root is not None and Path(path).is_absolute():
+        path = project_relative(path, root)
+    check_relative_path(path)
+    return posixpath.normpath(path.replace("\\", "/"))
 
 
 def check_folders(**folders: Any) -> None:

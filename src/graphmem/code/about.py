@@ -20,7 +20,6 @@ session's memories.
 from __future__ import annotations
 
 import logging
-import posixpath
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -41,22 +40,13 @@ def check_target(target: Any, project_dir: Path | None) -> str:
             or "\x00" in target or any(0xD800 <= ord(c) <= 0xDFFF for c in target):
         raise ValidationError(f"must be a file path (relative to the project) or a symbol name, "
                               f"1-{MAX_TARGET} characters", field="path_or_symbol")
-    t = target.strip().removeprefix("./")
-    if "\\" in t and not Path(t).is_absolute():
-        t = t.replace("\\", "/")  # a Windows-style relative path, as context(files=) reads it
-    if "/" in t and not Path(t).is_absolute():
-        from ..models import check_relative_path
+    t = target.strip()
+    if "/" in t or "\\" in t:  # a path: as context(files=) reads it (models.project_path)
+        from ..models import project_path
 
         try:
-            t = posixpath.normpath(check_relative_path(t))  # src/../x.py is x.py
-        except ValueError as exc:  # ../x.py: outside, as an absolute path outside is
-            raise ValidationError(str(exc), field="path_or_symbol") from None
-    if project_dir is not None and Path(t).is_absolute():
-        from ..models import project_relative
-
-        try:
-            t = project_relative(t, project_dir)
-        except ValueError as exc:
+            t = project_path(t, project_dir)
+        except ValueError as exc:  # ../x.py, or an absolute path outside the project
             raise ValidationError(str(exc), field="path_or_symbol") from None
     return t
 

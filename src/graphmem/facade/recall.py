@@ -74,7 +74,7 @@ def check_files(files: Any, root: Path | None = None) -> list[str]:
     if isinstance(files, str) or not isinstance(files, (list, tuple)) or len(files) > 50:
         raise ValidationError("must be a list of at most 50 paths relative to the project",
                               field="files")
-    from ..models import check_relative_path, project_relative
+    from ..models import project_path
 
     out = []
     for n, f in enumerate(files):
@@ -82,12 +82,9 @@ def check_files(files: Any, root: Path | None = None) -> list[str]:
             raise ValidationError(f"must be a path string, got {type(f).__name__}",
                                   field=f"files[{n}]")
         try:
-            if root is not None and f and Path(f).is_absolute():
-                f = project_relative(f, root)
-            check_relative_path(f)
+            out.append(project_path(f, root))
         except ValueError as exc:
             raise ValidationError(str(exc), field=f"files[{n}]") from None
-        out.append(f.replace("\\", "/").removeprefix("./"))
     return out
 
 
