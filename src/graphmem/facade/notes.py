@@ -121,22 +121,23 @@ class SpecNotes:
         if not isinstance(reason, str) or len(reason) > MAX_REASON:
             raise ValidationError(f"must be a text of at most {MAX_REASON} characters",
                                   field="reason")
-        self.validity.check_still_valid(id)
-        try:
-            report = await self.append(row["kind"], new_text, flag_updates=False)
-        except ValidationError as exc:  # name the argument the caller gave, not the writer's
-            if (exc.field or "").split(".")[0] != row["kind"]:
-                raise
-            raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
-                                  field="new_text") from None
-        clean = self.rules.clean(" ".join(new_text.split()) if isinstance(new_text, str)
-                                  else new_text)
-        new_id = stable_id(self.scope.project.key, self.scope.spec_key, row["kind"], clean)
-        if new_id == id:
-            raise ValidationError("is the same text as the memory it would supersede",
-                                  field="new_text")
-        ev = self.validity.log_event(id, "superseded", reason.strip() or f"replaced by {new_id}",
-                                     new_id, at)  # the mark reads "superseded: replaced by ..."
+        with self.validity.claim(id):  # the loser of a race writes no new note
+            try:
+                report = await self.append(row["kind"], new_text, flag_updates=False)
+            except ValidationError as exc:  # name the argument the caller gave, not the writer's
+                if (exc.field or "").split(".")[0] != row["kind"]:
+                    raise
+                raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
+                                      field="new_text") from None
+            clean = self.rules.clean(" ".join(new_text.split()) if isinstance(new_text, str)
+                                      else new_text)
+            new_id = stable_id(self.scope.project.key, self.scope.spec_key, row["kind"], clean)
+            if new_id == id:
+                raise ValidationError("is the same text as the memory it would supersede",
+                                      field="new_text")
+            # the mark reads "superseded: replaced by ..."
+            ev = self.validity.log_event(id, "superseded", reason.strip() or
+                                         f"replaced by {new_id}", new_id, at)
         await self.validity.to_graph([id])
         return {**ev, "new_id": new_id, "path": report.path}
 

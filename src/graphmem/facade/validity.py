@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
+from ..files.lock import folder_lock
 from ..models import parse_iso, utcnow
 from ..validity import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
                         subject_key, validity_file, validity_log)
@@ -22,6 +25,9 @@ if TYPE_CHECKING:
     from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.validity")
+LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede of a spec at a time
+_in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
+_in_flight_guard = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -58,6 +64,30 @@ class Validity:
         path = validity_file(self.scope.require_spec())
         append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
         return ev
+
+    @contextmanager
+    def claim(self, item_id: str) -> Iterator[None]:
+        """Check that ``item_id`` is still valid and hold it until its event is appended.
+
+        The check and the append are one step across processes (an exclusive lock beside
+        ``validity.jsonl``) and across calls of one process (a coroutine of the same thread
+        re-enters that lock, so the item is also marked in flight): of two retires or supersedes
+        of one memory at once, exactly one is accepted and the other is refused on ``id``.
+        """
+        memory_dir = validity_file(self.scope.require_spec()).parent
+        key = (str(memory_dir), item_id)
+        with folder_lock(memory_dir, name=LOCK_NAME):
+            with _in_flight_guard:
+                if key in _in_flight:
+                    raise ValidationError(f"{item_id} is being retired or superseded by another "
+                                          "call", field="id")
+                _in_flight.add(key)
+            try:
+                self.check_still_valid(item_id)
+                yield
+            finally:
+                with _in_flight_guard:
+                    _in_flight.discard(key)
 
     def check_still_valid(self, item_id: str) -> None:
         """Refuse to retire or supersede a memory already retired or superseded: a second event
@@ -184,8 +214,8 @@ class Validity:
                                   field="reason")
         await self.episodes.settle()
         self.own_item(id)
-        self.check_still_valid(id)
-        ev = self.log_event(id, "retired", reason.strip(), None, at)
+        with self.claim(id):
+            ev = self.log_event(id, "retired", reason.strip(), None, at)
         await self.to_graph([id])  # ABOUT edges take invalid_at
         return ev
 
