@@ -452,3 +452,33 @@ def test_old_versions_are_read_by_blob_or_by_commit_and_path(tmp_path):
     names = [blob, f"{head}:src/pay.py", f"{head}:src/new.py", "0" * 40, "no such thing"]
     got = cat_file(root, names)
     assert got == {blob: PAY, f"{head}:src/pay.py": PAY, f"{head}:src/new.py": None}
+
+
+def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path, monkeypatch):
+    monkeypatch.setattr("graphmem.context.RELEVANCE_FLOOR", 0.0)
+    files = {f"src/{n}.py": f"def {n}_step():\n    return '{n}'\n" for n in "abcde"}
+    root, spec = project(tmp_path, files)
+    three = "ledger: src/a.py, src/b.py and src/c.py post the ledger together"
+    two = "ledger export: src/d.py hands the ledger to src/e.py"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(three)
+        mem.append_gotcha(two)
+        (root / "src/c.py").unlink()
+        (root / "src/e.py").unlink()
+        commit(root, "drop c and e")
+        got = states(mem, "ledger export post")
+        ctx = mem.context("ledger: post the ledger together, export hands the ledger",
+                          max_tokens=2000)
+        for name in ("a", "b"):
+            (root / f"src/{name}.py").unlink()
+        commit(root, "drop a and b")
+        after = states(mem, "ledger export post")[three]
+    # one of three and one of two gone: the rest is there, so changed, with the reason
+    assert got[three]["state"] == "changed" and got[three]["reason"] == "src/c.py is gone"
+    assert got[two]["state"] == "changed" and got[two]["reason"] == "src/e.py is gone"
+    assert got[three]["gone"] == ["src/c.py"]
+    assert "src/c.py is gone" in ctx and "src/e.py is gone" in ctx
+    cli = run_cli("search", "ledger export post", "--spec-dir", str(spec), "--project-dir",
+                  str(root))
+    assert "src/e.py is gone" in cli.stdout, cli.stdout + cli.stderr
+    assert after["state"] == "gone" and after["gone"] == ["src/a.py", "src/b.py", "src/c.py"]

@@ -96,6 +96,8 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
         n = sum(v for p, v in (fresh.get("commits") or {}).items() if p in changed)
         notes.append(f"{shown} changed since this was learned"
                      + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
+    if fresh.get("reason"):
+        notes.append(str(fresh["reason"]))  # "src/c.py is gone": part of its code is
     why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted by session 12: ..."
     if why:
         notes.append(why)

@@ -209,8 +209,9 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
         extra = ""
         if f["state"] == "moved" and f["moved"]:
             extra = " -> " + ", ".join(f"{a} now {b}" for a, b in f["moved"].items())
-        elif f["state"] == "changed" and f["changed"]:
-            extra = " (" + ", ".join(f["changed"]) + " changed since)"
+        elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
+            why = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
+            extra = " (" + "; ".join([*why, *([f["reason"]] if f.get("reason") else [])]) + ")"
         elif f["state"] == "gone" and f.get("work_gone"):
             w = f["work_gone"]
             extra = (f" ({len(w['files'])} of the {w['of']} files its work changed are no longer"

@@ -16,11 +16,13 @@ Every anchored file whose blob differs also gets the number of commits that touc
 the anchor's HEAD (``commits``: path -> count, ``history.History``).
 
 An item's state comes from its own anchors (the paths and symbols its text names) or, when it
-names none, from its session's files: ``gone`` when at least half of its own anchors are gone
-(for an item naming none: all of its session's files, or every one of the ``MIN_TOUCHED`` or
-more symbols its session added or changed), else ``moved`` when one of them moved,
-else ``changed`` when one of its own anchors changed (for an item naming no code: at least half
-of its session's files), else ``current``. Items without anchors get no state. Results are
+names none, from its session's files: ``gone`` when all of its own anchors are gone (for an
+item naming none: all of its session's files, or every one of the ``MIN_TOUCHED`` or more
+symbols its session added or changed); ``changed`` when some but not all of its own anchors are
+gone, with ``reason`` naming them ("src/c.py is gone": the rest of its code is there, so what it
+says may still half hold); else ``moved`` when one of them moved, else ``changed`` when one of
+its own anchors changed (for an item naming no code: at least half of its session's files),
+else ``current``. Items without anchors get no state. Results are
 memoised per (anchor record, snapshot).
 
 A second mark comes from the work the item was learned from (``work_gone``, the work lines of
@@ -146,9 +148,11 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     work_gone = not own and len(touched) >= MIN_TOUCHED and all(s["state"] == "gone" for s in touched)
     if work_gone:
         states = states + touched  # the symbols its session wrote: all defined nowhere now
-    if basis and (counts["gone"] == len(basis) or (own and counts["gone"] * 2 >= len(own))) \
-            or work_gone:
+    partly_gone = sorted({_named(s) for s in own if s["state"] == "gone"})
+    if basis and counts["gone"] == len(basis) or work_gone:
         state = "gone"
+    elif partly_gone:
+        state = "changed"  # the rest of its code is still there: what it says may half hold
     elif counts["moved"]:
         state = "moved"
     elif own and counts["changed"] or not own and counts["changed"] * 2 >= len(basis):
@@ -164,8 +168,15 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
            "commits": _commits(rec.get("head"), basis, snap),
            "paths": list(dict.fromkeys(
                s.get("to") or s["path"] for s in states if s["state"] != "gone"))}
+    if state == "changed" and partly_gone:
+        out["reason"] = "; ".join(f"{x} is gone" for x in partly_gone)
     memo[key] = out
     return out
+
+
+def _named(s: dict) -> str:
+    """An anchor as a reason names it: its path, or ``symbol in path``."""
+    return f"{s['symbol']} in {s['path']}" if s.get("symbol") else s["path"]
 
 
 def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, int]:
