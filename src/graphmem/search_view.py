@@ -56,7 +56,8 @@ def stale_note(meta: dict) -> str:
         moved = list((f.get("moved") or {}).items())[:3]
         out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
     elif state == "changed":
-        since = ["changed since: " + ", ".join(map(str, f["changed"][:3]))] if f.get("changed") else []
+        changed = f.get("changed") or []
+        since = ["changed since: " + ", ".join(map(str, changed[:3]))] if changed else []
         out.append("; ".join([*since, *([str(f["reason"])] if f.get("reason") else [])])
                    or "changed since")
     return "; ".join(out)
