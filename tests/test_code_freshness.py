@@ -482,3 +482,31 @@ def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path
                   str(root))
     assert "src/e.py is gone" in cli.stdout, cli.stdout + cli.stderr
     assert after["state"] == "gone" and after["gone"] == ["src/a.py", "src/b.py", "src/c.py"]
+
+
+def test_a_file_renamed_and_edited_in_one_commit_is_moved_and_listed_in_moves(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setattr("graphmem.context.RELEVANCE_FLOOR", 0.0)
+    body = "".join(f"def step_{i}(ledger):\n    return ledger + {i}\n\n\n" for i in range(8))
+    root, spec = project(tmp_path, {"src/ledger.py": body, "src/util.py": PAY,
+                                    "src/other.py": "X = 1\n"})
+    note = "ledger posting: src/ledger.py posts every step in order"
+    helper = "refunds: `refund` must round half up"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(note)
+        mem.append_gotcha(helper)
+        git(root, "mv", "src/ledger.py", "src/books.py")
+        (root / "src/books.py").write_text(body + "def step_extra(ledger):\n    return 0\n")
+        (root / "src/util.py").write_text("")
+        (root / "src/other.py").write_text("X = 1\n\n\n" + PAY)
+        commit(root, "rename the ledger and edit it; move refund")
+        got = states(mem, "ledger posting refunds round")
+        ctx = mem.context("ledger posting: posts every step in order", max_tokens=2000)
+    fresh = got[note]
+    assert fresh["state"] == "moved" and fresh["moved"] == {"src/ledger.py": "src/books.py"}
+    assert fresh["moves"] == [{"from": "src/ledger.py", "to": "src/books.py", "what": "file"}]
+    assert fresh["changed"] == [] and fresh["commits"] == {"src/books.py": 1}  # most lines kept
+    assert "src/books.py posts every step" in ctx and "src/ledger.py is now src/books.py" in ctx
+    moves = got[helper]["moves"]
+    assert {"from": "src/util.py", "to": "src/other.py", "what": "symbol",
+            "symbol": "refund"} in moves

@@ -8,8 +8,12 @@ the git index), each anchor is:
   lines the memory saw are still there (``history.kept_shares``);
 - ``changed``: the symbol's own lines changed (the item lists it under ``symbols_changed``),
   or most of the file was rewritten (or, outside git, its content differs);
-- ``moved``: the file is gone but its content is now at another path, or the symbol is now
-  defined (only) in another file; the anchor carries the current ``to`` path;
+- ``moved``: the file is gone but its content is now at another path, or git saw it renamed
+  since (``-M``: renamed and edited in one commit, ``history.History.follow``; its new path is
+  also ``changed`` when most of it was rewritten), or the symbol is now defined (only) in another
+  file; the anchor carries the current ``to`` path. An item lists them in ``moves``
+  (``{"from", "to", "what": "file"|"symbol", "symbol"?}``) and, as before, in ``moved``
+  (old path -> new path);
 - ``gone``: the file or the symbol is defined nowhere.
 
 Every anchored file whose blob differs also gets the number of commits that touched it since
@@ -67,8 +71,9 @@ GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every oth
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
 
-def anchor_state(a: dict, snap: Snapshot) -> dict:
-    """The state of one anchor now: ``{"path", "state", "to"?, "symbol"?, "edited"?}``."""
+def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
+    """The state of one anchor now: ``{"path", "state", "to"?, "symbol"?, "edited"?}``;
+    ``head``: the HEAD it was taken at (a file renamed since is followed by git's renames)."""
     path, sym = a.get("path"), a.get("symbol")
     out: dict[str, Any] = {"path": path}
     if sym:
@@ -103,9 +108,28 @@ def anchor_state(a: dict, snap: Snapshot) -> dict:
     same = snap.by_blob.get(a.get("blob") or "", [])
     if len(same) == 1:
         out["state"], out["to"] = "moved", same[0]
-    else:
+        return out
+    to = _renamed_to(path, head, snap)
+    if to is None:
         out["state"] = "gone"
+        return out
+    # renamed and edited in one commit (git's -M): moved, and changed when most of it is new
+    out["state"], out["to"], out["edited"] = "moved", to, True
+    pair = (a.get("blob") or "", snap.files[to])
+    kept = kept_shares(snap.root, {pair}, {pair[1]: to}).get(pair)
+    if kept is None or kept < KEEP_SHARE:
+        out["rewritten"] = True
     return out
+
+
+def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
+    """The file ``path`` is now by the renames git saw since ``head`` (None: not renamed, or
+    not in the tree now)."""
+    if not (snap.git and snap.head and head and path):
+        return None
+    hist = history(snap.root, snap.head)
+    to = hist.follow(head, path) if hist is not None else None
+    return to if to in snap.files else None
 
 
 def _kept(snap: Snapshot) -> dict:
@@ -139,7 +163,7 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     if got is not None:
         return got
     anchors = [a for a in rec.get("anchors") or [] if isinstance(a, dict)]
-    every = [anchor_state(a, snap) for a in anchors]
+    every = [anchor_state(a, snap, rec.get("head")) for a in anchors]
     own = [s for s, a in zip(every, anchors) if not a.get("via")]
     touched = [s for s, a in zip(every, anchors) if a.get("touched")]
     states = [s for s, a in zip(every, anchors) if not a.get("touched")]
@@ -161,7 +185,11 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
         state = "current"
     out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
            "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
-           "changed": sorted({s["path"] for s in basis if s["state"] == "changed"}),
+           "moves": [{"from": s["path"], "to": s["to"], "what": "symbol", "symbol": s["symbol"]}
+                     if s.get("symbol") else {"from": s["path"], "to": s["to"], "what": "file"}
+                     for s in states if s["state"] == "moved"],
+           "changed": sorted({s["path"] for s in basis if s["state"] == "changed"} |
+                             {s["to"] for s in basis if s.get("rewritten")}),
            "symbols_changed": sorted({s["symbol"] for s in states if s.get("lines_changed")}),
            "gone": sorted({s["path"] if not s.get("symbol") else f"{s['path']}:{s['symbol']}"
                            for s in states if s["state"] == "gone"}),
@@ -181,7 +209,8 @@ def _named(s: dict) -> str:
 
 def _commits(head: str | None, basis: list[dict], snap: Snapshot) -> dict[str, int]:
     """Commits since ``head`` that touched each anchored file whose content differs now."""
-    touched = sorted({s["path"] for s in basis if s.get("edited") or s["state"] == "changed"})
+    touched = sorted({s.get("to") or s["path"] for s in basis
+                      if s.get("edited") or s["state"] == "changed"})
     hist = history(snap.root, snap.head) if touched and snap.git and head else None
     if hist is None:
         return {}

@@ -1,8 +1,10 @@
 """What happened to a file since an anchor was taken: commits that touched it, and lines kept.
 
 ``History`` counts, for a path and the HEAD an anchor recorded, the commits since that HEAD that
-touched the path (``git log --name-only`` read once, then extended by ``old..HEAD`` after each
-commit: one subprocess per new HEAD, never one per hit). History is read as a line,
+touched the path (``git log -M --name-status`` read once, then extended by ``old..HEAD`` after
+each commit: one subprocess per new HEAD, never one per hit). Git's rename detection (``-M``: a
+file renamed and edited in one commit, as long as half of it is kept) gives ``follow``: where a
+path an anchor saw is now. History is read as a line,
 newest ``MAX_COMMITS`` commits, ``--topo-order``: on a merge-heavy history a commit of a merged
 branch counts as "since" when git lists it after the anchor's HEAD, which is the usual reading
 of "since this was learned". An anchor older than the window counts as ``None`` (unknown).
@@ -73,26 +75,32 @@ class History:
         self.head: str | None = None
         self.pos: dict[str, int] = {}          # commit -> its place, growing with time
         self.touched: dict[str, list[int]] = {}  # path -> places of the commits touching it
+        self.renamed: dict[str, list[tuple[int, str]]] = {}  # old path -> (place, new path)
         self.next = 0
 
-    def _take(self, log: bytes) -> list[tuple[str, list[str], list[str]]]:
-        """Parse ``git log`` output (newest first) -> [(commit, parents, paths)], oldest first."""
+    def _take(self, log: bytes) -> list[tuple[str, list[str], list[list[str]]]]:
+        """Parse ``git log --name-status`` output (newest first) -> [(commit, parents, rows)],
+        oldest first; a row is ``[status, path]`` or ``[R<score>, old path, new path]``."""
         commits = []
         for block in log.split(b"\x00\x00")[1:]:
             lines = block.decode("utf-8", "surrogateescape").split("\n")
             ids = lines[0].split()
             if ids:
-                commits.append((ids[0], ids[1:], [x for x in lines[1:] if x]))
+                rows = [x.split("\t") for x in lines[1:] if "\t" in x]
+                commits.append((ids[0], ids[1:], rows))
         commits.reverse()
         return commits
 
-    def _add(self, commits: list[tuple[str, list[str], list[str]]]) -> None:
-        for sha, _, paths in commits:
+    def _add(self, commits: list[tuple[str, list[str], list[list[str]]]]) -> None:
+        for sha, _, rows in commits:
             if sha in self.pos:
                 continue
             self.pos[sha] = self.next
-            for p in paths:
-                self.touched.setdefault(p, []).append(self.next)
+            for row in rows:
+                for p in row[1:]:  # a rename touches its old and its new path
+                    self.touched.setdefault(p, []).append(self.next)
+                if row[0].startswith("R") and len(row) == 3:
+                    self.renamed.setdefault(row[1], []).append((self.next, row[2]))
             self.next += 1
 
     def update(self, head: str) -> None:
@@ -102,7 +110,7 @@ class History:
         commits HEAD no longer has, or order a merged branch unlike a rebuild)."""
         if head == self.head:
             return
-        fmt = ["log", "--no-renames", "--name-only", "--format=%x00%x00%H %P"]
+        fmt = ["log", "-M", "--name-status", "--format=%x00%x00%H %P"]
         if self.head is not None:
             # a chain has one order: without --topo-order git stops at the last HEAD instead
             # of ordering the whole history first (2.5 ms instead of 10-20 on pytest's replay)
@@ -112,7 +120,7 @@ class History:
                 self._add(new)  # commits on top of the last HEAD: the line a rebuild would read
                 self.head = head
                 return
-        self.pos, self.touched, self.next = {}, {}, 0
+        self.pos, self.touched, self.renamed, self.next = {}, {}, {}, 0
         self._add(self._take(_git(self.root, *fmt, "--topo-order", f"--max-count={MAX_COMMITS}",
                                   head) or b""))
         self.head = head
@@ -126,7 +134,21 @@ class History:
         return len(places) - bisect.bisect_right(places, at)
 
 
-def _chain(new: list[tuple[str, list[str], list[str]]], old: str, head: str) -> bool:
+    def follow(self, since: str | None, path: str) -> str | None:
+        """Where ``path`` is now by the renames git saw after ``since`` (a chain of them
+        followed), or None when it was not renamed since (or ``since`` is out of the window)."""
+        at = self.pos.get(since or "")
+        if at is None or at < self.next - MAX_COMMITS:
+            return None
+        now = path
+        while True:  # each step moves forward in time: the walk ends
+            later = [(place, new) for place, new in self.renamed.get(now, ()) if place > at]
+            if not later:
+                return None if now == path else now
+            at, now = min(later)
+
+
+def _chain(new: list[tuple[str, list[str], list[list[str]]]], old: str, head: str) -> bool:
     """Whether ``new`` (oldest first) is a chain of one-parent commits from ``old`` to ``head``."""
     prev = old
     for sha, parents, _ in new:

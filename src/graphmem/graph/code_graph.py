@@ -115,7 +115,8 @@ def build_code_rows(gid: str, items: list[MemoryItem], snap: Any) -> dict[str, A
             edges.append({"source": item.id, "target": target,
                           "props": {k: v for k, v in props.items() if v is not None}})
             if snap is not None and not sym:
-                moved = anchor_state({"path": path, "blob": a.get("blob")}, snap).get("to")
+                moved = anchor_state({"path": path, "blob": a.get("blob")}, snap,
+                                     rec.get("head")).get("to")
                 if moved:
                     edges.append(_edge(gid, f, file_node(moved, None), "RENAMED_TO",
                                        f"{path} was renamed to {moved}", now))
