@@ -510,3 +510,26 @@ def test_a_file_renamed_and_edited_in_one_commit_is_moved_and_listed_in_moves(tm
     moves = got[helper]["moves"]
     assert {"from": "src/util.py", "to": "src/other.py", "what": "symbol",
             "symbol": "refund"} in moves
+
+
+def test_a_new_untracked_file_is_anchored_by_its_content_and_gets_freshness(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setattr("graphmem.code.tree.UNTRACKED_TTL", 0.0, raising=False)  # list each read
+    root, spec = project(tmp_path, {"src/pay.py": PAY, ".gitignore": "*.log\n"})
+    flags = "def parse_flags(argv):\n    return argv[1:]\n"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("payments: src/pay.py is the only caller of the bank")  # warm snapshot
+        (root / "src/cli_flags.py").write_text(flags)  # new, not committed, not ignored
+        (root / "src/debug.log").write_text("noise\n")  # ignored: never anchored
+        mem.append_gotcha("flag parsing: src/cli_flags.py drops the program name")
+        mem.append_gotcha("debug output: src/debug.log fills up during refunds")
+        recs = {a["path"]: a for r in anchors(spec) for a in r["anchors"]}
+        assert "src/debug.log" not in recs
+        assert recs["src/cli_flags.py"]["blob"] == git(root, "hash-object", "src/cli_flags.py")
+        before = states(mem, "flag parsing program name")["flag parsing: src/cli_flags.py "
+                                                          "drops the program name"]
+        (root / "src/cli_flags.py").write_text("def parse_flags(argv):\n    return argv\n")
+        after = states(mem, "flag parsing program name")["flag parsing: src/cli_flags.py "
+                                                         "drops the program name"]
+    assert before["state"] == "current"
+    assert after["state"] == "changed" and after["changed"] == ["src/cli_flags.py"]

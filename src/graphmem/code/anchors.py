@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -185,6 +186,8 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
     if not items or project_dir is None or spec_dir is None:
         return 0
     snap = snapshot(project_dir)
+    if snap.git and _names_new_file(items, snap):
+        snap = snapshot(project_dir, untracked_age=0)  # a file created since the list was read
     if not snap.files:
         return 0
     session_paths: dict[str | None, list[str]] = {}
@@ -215,6 +218,22 @@ def record(project_dir: str | Path | None, spec_dir: str | Path | None,
                                 "session": g["session"], "anchors": g["anchors"]}
                                for g in groups.values())])
     return len(groups)
+
+
+def _names_new_file(items: list[MemoryItem], snap: Snapshot) -> bool:
+    """Whether an item names, by its relative path, a file on disk the snapshot does not hold
+    (new and untracked since its list of untracked files was read): one ``stat`` per such
+    path, nothing for paths it knows."""
+    for it in items:
+        path = it.metadata.get("path") if it.kind == "file" else None
+        tokens = [path] if isinstance(path, str) else []
+        tokens += [m.group(0).rstrip(".").removeprefix("./") for m in _PATH.finditer(it.text)
+                   if "/" in m.group(0)]
+        for tok in tokens:
+            if tok and tok not in snap.files and not tok.startswith("/") \
+                    and os.path.isfile(os.path.join(snap.root, tok)):
+                return True
+    return False
 
 
 _no_work: set[tuple[str, str, str]] = set()  # (spec, base, HEAD) whose commits changed no code

@@ -6,6 +6,12 @@ checkout or ``git add`` (edits not yet added are seen from the next one); outsid
 the folder reused for ``WALK_TTL`` seconds, files re-hashed only when their size or mtime moved. Blob ids are git's
 (``sha1("blob <size>\\0" + bytes)``) everywhere, from ``git ls-files -s`` in a repository and
 computed from the bytes outside one, so an anchor means the same thing in both.
+
+In git, files that are untracked but not ignored (``git ls-files -o --exclude-standard``) are
+part of the snapshot too, hashed from their bytes as outside git: a memory about a new file not
+yet committed is anchored and gets freshness. Their list is read again when it is older than
+``untracked_age`` (``UNTRACKED_TTL`` unless a caller asks for a fresh one: a write naming a path
+that is a file on disk but not in the snapshot does), one ``git ls-files -o`` each time.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".m
              "dist", "build", ".pytest_cache", ".auto-claude"}
 MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
 WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
+UNTRACKED_TTL = 2.0  # seconds a git snapshot's list of untracked files is reused
 MAX_PARSE_BYTES = 1_000_000
 MAX_CACHED_BLOBS = 100_000
 
@@ -74,6 +81,8 @@ class Snapshot:
         self.root, self.head, self.files, self.git = root, head, files, git
         self.made = time.monotonic()
         self.previous: Snapshot | None = None  # the one this replaced: definitions are updated
+        self.untracked: dict[str, str] = {}  # in git: untracked, not ignored files (in ``files``)
+        self.untracked_at = self.made
 
     @cached_property
     def by_blob(self) -> dict[str, list[str]]:
@@ -151,17 +160,29 @@ class Snapshot:
                     out.setdefault(sym.short, []).append((path, sym))
 
 
-def snapshot(root: str | Path, max_age: float = WALK_TTL) -> Snapshot:
+def snapshot(root: str | Path, max_age: float = WALK_TTL,
+             untracked_age: float | None = None) -> Snapshot:
     """The current snapshot of the project at ``root`` (cached against the repository state;
-    outside git, a walk at most ``max_age`` seconds old: reads pass 0, writes reuse one)."""
+    outside git, a walk at most ``max_age`` seconds old: reads pass 0, writes reuse one; in
+    git, untracked files listed at most ``untracked_age`` seconds ago)."""
     root = Path(root)
+    untracked_age = UNTRACKED_TTL if untracked_age is None else untracked_age
     gitdir = git_dir(root)
     key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
     with _lock:
         hit = _snapshots.get(str(root))
-    if hit and hit[0] == key and (gitdir or time.monotonic() - hit[1].made < max_age):
-        return hit[1]
-    snap = _git_snapshot(root, key[2][1]) if gitdir else None
+    if hit and hit[0] == key:
+        if not gitdir and time.monotonic() - hit[1].made < max_age:
+            return hit[1]
+        if gitdir and time.monotonic() - hit[1].untracked_at < untracked_age:
+            return hit[1]
+    snap = None
+    if gitdir and hit and hit[0] == key:  # the same commit and index: only untracked files moved
+        snap = _with_untracked(hit[1], _untracked(root))
+        if snap is hit[1]:
+            return snap
+    elif gitdir:
+        snap = _git_snapshot(root, key[2][1])
     if snap is None:
         snap = _walk_snapshot(root)
     if hit is not None:
@@ -202,7 +223,74 @@ def _git_snapshot(root: Path, commit: str = "") -> Snapshot | None:
         parts = meta.split()
         if len(parts) >= 3 and parts[0] != b"160000":  # not a submodule
             files[path.decode("utf-8", "surrogateescape")] = parts[1].decode()
-    return Snapshot(root, head, files, git=True)
+    snap = Snapshot(root, head, files, git=True)
+    return _with_untracked(snap, _untracked(root))
+
+
+def _untracked(root: Path) -> dict[str, str]:
+    """Files git does not track and does not ignore -> blob ids of their bytes (at most
+    ``MAX_WALK_FILES``; a spec's memory folder left out)."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard",
+                              "-z"], capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    files: dict[str, str] = {}
+    memory_dirs: dict[str, bool] = {}
+    for raw in out.stdout.split(b"\0") if out.returncode == 0 else ():
+        path = raw.decode("utf-8", "surrogateescape")
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        if not path or _in_memory_folder(root, folder, memory_dirs):
+            continue
+        blob = _hash(os.path.join(root, path))
+        if blob is not None:
+            files[path] = blob
+            if len(files) >= MAX_WALK_FILES:
+                break
+    return files
+
+
+def _in_memory_folder(root: Path, folder: str, seen: dict[str, bool]) -> bool:
+    """Whether ``folder`` (relative) is, or lies in, a spec's ``memory/`` folder."""
+    if folder in seen:
+        return seen[folder]
+    parts = folder.split("/") if folder else []
+    inside = any(name == "memory" and _memory_folder(os.path.join(root, *parts[:i + 1]), name)
+                 for i, name in enumerate(parts))
+    seen[folder] = inside
+    return inside
+
+
+def _with_untracked(snap: Snapshot, untracked: dict[str, str]) -> Snapshot:
+    """``snap`` when its untracked files are ``untracked`` (listed now), else a new snapshot of
+    the same commit and index with them."""
+    if untracked == snap.untracked:
+        snap.untracked_at = time.monotonic()
+        return snap
+    tracked = {p: b for p, b in snap.files.items() if p not in snap.untracked}
+    new = Snapshot(snap.root, snap.head, {**untracked, **tracked}, git=True)
+    new.untracked = {p: b for p, b in untracked.items() if p not in tracked}
+    return new
+
+
+def _hash(path: str) -> str | None:
+    """The blob id of a regular file's bytes, kept by (path, size, mtime)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a FIFO, socket or device (or a link to one): reading it may never end
+    key = (path, st.st_size, st.st_mtime_ns)
+    blob = _blob_by_stat.get(key)
+    if blob is None:
+        try:
+            with open(path, "rb") as fh:
+                blob = blob_id(fh.read())
+        except OSError:
+            return None
+        _blob_by_stat[key] = blob
+    return blob
 
 
 def _memory_folder(path: str, name: str) -> bool:
@@ -217,21 +305,9 @@ def _walk_snapshot(root: Path) -> Snapshot:
                    and not _memory_folder(os.path.join(folder, d), d)]
         for name in names:
             p = os.path.join(folder, name)
-            try:
-                st = os.stat(p)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue  # a FIFO, socket or device (or a link to one): reading it may never end
-            key = (p, st.st_size, st.st_mtime_ns)
-            blob = _blob_by_stat.get(key)
+            blob = _hash(p)
             if blob is None:
-                try:
-                    with open(p, "rb") as fh:
-                        blob = blob_id(fh.read())
-                except OSError:
-                    continue
-                _blob_by_stat[key] = blob
+                continue
             files[os.path.relpath(p, root).replace(os.sep, "/")] = blob
             if len(files) >= MAX_WALK_FILES:
                 return Snapshot(root, None, files, git=False)
