@@ -533,3 +533,22 @@ def test_a_new_untracked_file_is_anchored_by_its_content_and_gets_freshness(tmp_
                                                          "drops the program name"]
     assert before["state"] == "current"
     assert after["state"] == "changed" and after["changed"] == ["src/cli_flags.py"]
+
+
+def test_context_files_and_about_find_memories_of_a_file_renamed_and_edited(tmp_path):
+    body = "".join(f"def step_{i}(ledger):\n    return ledger + {i}\n\n\n" for i in range(8))
+    root, spec = project(tmp_path, {"src/ledger.py": body, "src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        for n in range(30):
+            mem.append_gotcha(f"deploys of region {n} need the release checklist step {n}")
+        mem.append_gotcha("src/ledger.py must post every step in order")
+        mem.append_gotcha("src/pay.py: Client.charge retries once on a timeout")
+        git(root, "mv", "src/ledger.py", "src/books.py")
+        (root / "src/books.py").write_text(body + "def step_extra(ledger):\n    return 0\n")
+        commit(root, "rename the ledger and edit it")
+        pulled = mem.context("prepare the release checklist", max_tokens=300,
+                             files=["src/books.py"])
+        about = [e["text"] for e in mem.about("src/books.py")["current"]]
+    assert "src/books.py must post every step in order" in pulled  # its new name, rewritten
+    assert "Client.charge retries" not in pulled
+    assert about == ["src/ledger.py must post every step in order"]

@@ -61,7 +61,7 @@ def local_mentions(spec_dirs: Iterable[str | Path], target: str, snap: Snapshot)
         events = validity_log(spec).events
         for item_id, rec in book(spec).records.items():
             own = [a for a in rec.get("anchors") or [] if isinstance(a, dict) and not a.get("via")]
-            hit = [a for a in own if matches(a, target, snap)]
+            hit = [a for a in own if matches(a, target, snap, rec.get("head"))]
             if hit:
                 out[item_id] = Mention(item_id, own, hit, rec.get("head"), rec.get("at"),
                                        _validity(events.get(item_id)))
@@ -78,22 +78,46 @@ def moved_here(spec_dirs: Iterable[str | Path], paths: Iterable[str], snap: Snap
     wanted = [p for p in paths if p in snap.files]
     here = {s.name for p in wanted for s in snap.symbols(p)}  # only these can have moved in
 
-    def candidate(a: dict, path: str) -> bool:
-        return isinstance(a, dict) and a.get("path") == path and not a.get("via") and (
-            a.get("symbol") in here if a.get("symbol") else path not in snap.files)
+    def candidate(a: dict) -> bool:
+        return isinstance(a, dict) and a.get("path") not in wanted and not a.get("via") and (
+            a.get("symbol") in here if a.get("symbol") else a.get("path") not in snap.files)
 
     found: dict[str, str] = {}
     for spec in spec_dirs if wanted else ():
         b = book(spec)
-        for old, ids in b.by_path.items():
-            if old in wanted:
-                continue  # anchored there by that name: anchored_to has them
-            for i in ids:
-                rec = b.records.get(i) or {}
-                if i not in found and any(candidate(a, old) and matches(a, p, snap)
-                                          for a in rec.get("anchors") or () for p in wanted):
-                    found[i] = rec.get("at") or ""
+        ids = {i: None for name in here for i in b.by_symbol.get(name, ())}
+        for old in _gone_files(b, snap):  # whole-file anchors: only paths no longer in the tree
+            ids.update(b.file_items[old])
+        for i in ids:
+            rec = b.records.get(i) or {}
+            if i not in found and any(candidate(a) and matches(a, p, snap, rec.get("head"))
+                                      for a in rec.get("anchors") or () for p in wanted):
+                found[i] = rec.get("at") or ""
     return sorted(found, key=lambda i: found[i], reverse=True)[:limit]
+
+
+def _gone_files(b: Any, snap: Snapshot) -> list[str]:
+    """The paths ``b`` anchors whole files at that are not in the tree now and may live on
+    elsewhere (an anchored blob is in the tree, or git saw the path renamed): kept per
+    (snapshot, lines the book read), so a call reads an index, not every anchor."""
+    key = (b.ino, b.offset)
+    memo = snap.__dict__.setdefault("_gone_files", {})
+    got = memo.get(id(b))
+    if got is not None and got[0] == key:
+        return got[1]
+    renamed = _renamed_paths(snap)
+    out = [p for p, blobs in b.file_items.items() if p not in snap.files and (
+        p in renamed or any(blob in snap.by_blob for blob in b.file_blobs.get(p, ())))]
+    memo[id(b)] = (key, out)
+    return out
+
+
+def _renamed_paths(snap: Snapshot) -> set[str] | dict:
+    """Paths git saw renamed in the history up to the snapshot's HEAD."""
+    from .history import history
+
+    hist = history(snap.root, snap.head) if snap.git and snap.head else None
+    return hist.renamed if hist is not None else {}
 
 
 def removals(spec_dirs: Iterable[str | Path], target: str,

@@ -147,6 +147,11 @@ class AnchorBook(JsonlTail):
         self.records: dict[str, dict] = {}
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
+        # own anchors (not ``via`` a session) indexed as lines are read, for ``about.moved_here``:
+        # symbol -> items naming it; path -> items anchored to the whole file; its blobs then
+        self.by_symbol: dict[str, dict[str, None]] = {}
+        self.file_items: dict[str, dict[str, None]] = {}
+        self.file_blobs: dict[str, set[str]] = {}
         self.blobs: dict[str, str] = {}  # path -> its blob in the last record naming it
         self.last_head: str | None = None  # HEAD when the last record was written
         self.works = Works()  # what the sessions did to the code (``changes.py``)
@@ -207,6 +212,14 @@ class AnchorBook(JsonlTail):
         for a in got["anchors"]:
             if isinstance(a.get("blob"), str):
                 self.blobs[a["path"]] = a["blob"]
+            if a.get("via"):
+                continue
+            if a.get("symbol"):
+                self.by_symbol.setdefault(a["symbol"], {}).update(dict.fromkeys(got["items"]))
+            else:
+                self.file_items.setdefault(a["path"], {}).update(dict.fromkeys(got["items"]))
+                if isinstance(a.get("blob"), str):
+                    self.file_blobs.setdefault(a["path"], set()).add(a["blob"])
         self.last_head = got.get("head") if isinstance(got.get("head"), str) else self.last_head
         if isinstance(got.get("session"), str):
             self._add_session(got)

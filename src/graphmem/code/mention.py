@@ -25,16 +25,16 @@ class Mention:
     validity: dict | None = None         # {"state", "by", "reason", "invalid_at", "recorded_at"}
 
 
-def matches(a: dict, target: str, snap: Snapshot) -> bool:
+def matches(a: dict, target: str, snap: Snapshot, head: str | None = None) -> bool:
     """Does one anchor name ``target`` (its path, its path's new name, its symbol, or the file
-    its symbol moved to)?"""
+    its symbol moved to)? ``head``: its record's HEAD (a rename git saw since is followed)."""
     sym = a.get("symbol")
     if sym:
         if sym == target or sym.endswith("." + target) or f"{a.get('path')}:{sym}" == target:
             return True
     if a.get("path") == target:
         return True
-    now = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap)
+    now = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap, head)
     if now.get("to") == target:
         return True
     # a symbol now defined in another file: the hit says "moved" there, so about(there) finds it
