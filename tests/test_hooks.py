@@ -126,3 +126,33 @@ def test_hooks_installed_in_one_work_tree_refresh_the_work_tree_git_commits_in(t
     commit(other, "fee")  # git runs the shared post-commit in the other work tree
     data = wait_for_head(other_spec, git(other, "rev-parse", "HEAD"))
     assert {s["state"] for s in data["states"].values()} == {"changed"}
+
+
+def test_a_refresh_that_arrives_after_the_next_commit_marks_its_states_late(tmp_path,
+                                                                           monkeypatch):
+    import graphmem.facade.about as about_facade
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("Refunds go through `refund`")
+        assert mem.refresh_anchors()["late"] is False
+        on_time = json.loads(states_file(spec).read_text())
+        plain, commits = about_facade.item_state, []
+
+        def slow_state(rec, snap):  # another commit lands while the refresh computes
+            if not commits:
+                (root / "src" / "pay.py").write_text(PAY.replace("order.total", "0"))
+                commit(root, "zero refunds")
+                commits.append(git(root, "rev-parse", "HEAD"))
+            return plain(rec, snap)
+
+        monkeypatch.setattr(about_facade, "item_state", slow_state)
+        first = git(root, "rev-parse", "HEAD")
+        got = mem.refresh_anchors()
+        late = json.loads(states_file(spec).read_text())
+        monkeypatch.setattr(about_facade, "item_state", plain)
+        again = mem.refresh_anchors()  # what the newer commit's hook runs
+        newer = json.loads(states_file(spec).read_text())
+    assert "late" not in on_time
+    assert got["late"] is True and late["late"] is True and late["head"] == first
+    assert again["late"] is False and "late" not in newer and newer["head"] == commits[0]

@@ -83,6 +83,13 @@ class Snapshot:
         self.previous: Snapshot | None = None  # the one this replaced: definitions are updated
         self.untracked: dict[str, str] = {}  # in git: untracked, not ignored files (in ``files``)
         self.untracked_at = self.made
+        self.state: tuple | None = None  # in git: the repository state it was read at
+
+    def outdated(self) -> bool:
+        """Whether the repository's HEAD or index moved since this snapshot was read (read
+        from files, no subprocess; always False outside git)."""
+        gitdir = git_dir(self.root) if self.git else None
+        return gitdir is not None and self.state is not None and _git_state(gitdir) != self.state
 
     @cached_property
     def by_blob(self) -> dict[str, list[str]]:
@@ -185,6 +192,8 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
         snap = _git_snapshot(root, key[2][1])
     if snap is None:
         snap = _walk_snapshot(root)
+    if gitdir and snap.git:
+        snap.state = key[2]
     if hit is not None:
         snap.previous = hit[1]
         hit[1].previous = None  # keep one generation only

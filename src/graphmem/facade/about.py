@@ -102,6 +102,7 @@ class About:
         written = backfill(project, items)
         counts: dict[str, int] = {}
         moved: set[str] = set()
+        late = False
         snap = snapshot(project, max_age=0)
         renamed, renames_head = await self._send_renames(project, specs, snap)
         for spec in specs:
@@ -111,7 +112,8 @@ class About:
                 # the snapshot is taken under the lock: of two hooks' refreshes racing, the one
                 # writing last saw the latest HEAD
                 snap = snapshot(project, max_age=0)
-                self._write_states(spec, snap, counts, moved, renames_head.get(str(spec)))
+                late = self._write_states(spec, snap, counts, moved,
+                                          renames_head.get(str(spec))) or late
         graph = "off"
         if moved and self.settings.graph.mode != "off":
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
@@ -121,7 +123,7 @@ class About:
                         SpecStore(spec, self.scope.project).memory_dir, self.scope.root, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
                 "git": bool(snap and snap.git), "states": counts, "moved": len(moved),
-                "graph": graph, "renamed": renamed}
+                "graph": graph, "renamed": renamed, "late": late}
 
     async def _send_renames(self, project: Path, specs: list, snap: Snapshot) -> tuple[int, dict]:
         """RENAMED_TO edges for the renames of anchored files git saw since the last refresh
@@ -150,7 +152,10 @@ class About:
 
     @staticmethod
     def _write_states(spec: Path, snap: Snapshot, counts: dict, moved: set,
-                      renames_head: str | None = None) -> None:
+                      renames_head: str | None = None) -> bool:
+        """Write ``anchor_states.json`` from ``snap`` -> whether it is late: the repository's
+        HEAD or index moved while the states were computed, so the file says ``"late": true``
+        (the refresh the newer commit's hook starts writes it again)."""
         import json
 
         from ..files.atomic import atomic_write_text
@@ -163,6 +168,8 @@ class About:
             counts[st["state"]] = counts.get(st["state"], 0) + 1
             if st["moved"]:
                 moved.add(item_id)
+        late = snap.outdated()
         atomic_write_text(Path(spec) / "memory" / STATES_FILE, json.dumps(
-            {"head": snap.head, "renames_head": renames_head, "states": states}, indent=1,
-            sort_keys=True) + "\n")
+            {"head": snap.head, "renames_head": renames_head, "states": states,
+             **({"late": True} if late else {})}, indent=1, sort_keys=True) + "\n")
+        return late
