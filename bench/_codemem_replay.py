@@ -148,6 +148,19 @@ class Repo:
         self._git("commit", "-q", "--allow-empty", "--no-verify", "-m", message, env=env)
 
 
+def start(root: Path, data: dict,
+          tasks: list[dict]) -> tuple[dict[int, list[dict]], int, Repo, Path]:
+    """A replay's start: the tasks by the session they follow, the last such session, the
+    project's repository at its first tree, and its new spec folder."""
+    by_after: dict[int, list[dict]] = {}
+    for t in tasks:
+        by_after.setdefault(t["after"], []).append(t)
+    repo = Repo(root, data["tree0"], data["symbols0"])
+    spec = root / SPEC
+    spec.mkdir(parents=True)
+    return by_after, (max(by_after) if by_after else -1), repo, spec
+
+
 def write_session(mem, i: int, s: dict) -> str | None:
     """Session ``i`` written through the public API (the protocol's step 2); its episodic
     session id, if it had turns or steps."""

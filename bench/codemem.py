@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import (SPEC, Items, Repo, load_dataset, normalise, plain_context,  # noqa: E402
-                             write_session)
+from _codemem_replay import (Items, Repo, load_dataset, normalise, plain_context,  # noqa: E402
+                             start, write_session)
 from _common import need, pct, table, write_json  # noqa: E402
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
@@ -339,14 +339,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     lo = data["meta"].get("task_window", [0, len(sessions)])[0]
     tasks = spread([t for t in data["tasks"] if t["after"] < len(sessions)
                     and (not args.types or t["type"] in args.types)], args.tasks)
-    by_after: dict[int, list[dict]] = {}
-    for t in tasks:
-        by_after.setdefault(t["after"], []).append(t)
-    last = max(by_after) if by_after else -1
     root = tmp / name / "project"
-    repo = Repo(root, data["tree0"], data["symbols0"])
-    spec = root / SPEC
-    spec.mkdir(parents=True)
+    by_after, last, repo, spec = start(root, data, tasks)
     settings = Settings.load(home=str(tmp / name / "home"))
     budgets = sorted(args.budgets)
     rankers = ("graphmem", "bm25", "recency", "random")

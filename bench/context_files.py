@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import SPEC, Repo, load_dataset, write_session  # noqa: E402
+from _codemem_replay import load_dataset, start, write_session  # noqa: E402
 from _common import pct, table, write_json  # noqa: E402
 from codemem import DATA, spread  # noqa: E402
 
@@ -43,14 +43,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     sessions = data["sessions"]
     tasks = spread([t for t in data["tasks"] if t["after"] < len(sessions) and t["files"]],
                    args.tasks)
-    by_after: dict[int, list[dict]] = {}
-    for t in tasks:
-        by_after.setdefault(t["after"], []).append(t)
-    last = max(by_after) if by_after else -1
-    root = tmp / name / "project"
-    repo = Repo(root, data["tree0"], data["symbols0"])
-    spec = root / SPEC
-    spec.mkdir(parents=True)
+    by_after, last, repo, spec = start(tmp / name / "project", data, tasks)
+    root = repo.root
     times: dict[str, list[float]] = {"first": [], "again": [], "context": []}
     found: list[int] = []
     t_start = time.perf_counter()
