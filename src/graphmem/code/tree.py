@@ -188,8 +188,10 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
         snap = _with_untracked(hit[1], _untracked(root))
         if snap is hit[1]:
             return snap
-    elif gitdir:
-        snap = _git_snapshot(root, key[2][1])
+    elif gitdir:  # a new commit or index: the untracked list is reused while it is young
+        young = hit is not None and hit[1].git and \
+            time.monotonic() - hit[1].untracked_at < untracked_age
+        snap = _git_snapshot(root, key[2][1], hit[1] if young else None)
     if snap is None:
         snap = _walk_snapshot(root)
     if gitdir and snap.git:
@@ -213,7 +215,10 @@ def _warm_history(root: Path, head: str) -> None:
                      name="graphmem-history").start()
 
 
-def _git_snapshot(root: Path, commit: str = "") -> Snapshot | None:
+def _git_snapshot(root: Path, commit: str = "", listed: Snapshot | None = None
+                  ) -> Snapshot | None:
+    """The snapshot of the index at ``commit``, with the untracked files (those ``listed``
+    holds, when given: its list is young enough to reuse)."""
     try:
         head = commit if re.fullmatch(r"[0-9a-f]{40}", commit or "") else subprocess.run(
             ["git", "-C", str(root), "rev-parse", "-q", "--verify", "HEAD"],
@@ -233,7 +238,11 @@ def _git_snapshot(root: Path, commit: str = "") -> Snapshot | None:
         if len(parts) >= 3 and parts[0] != b"160000":  # not a submodule
             files[path.decode("utf-8", "surrogateescape")] = parts[1].decode()
     snap = Snapshot(root, head, files, git=True)
-    return _with_untracked(snap, _untracked(root))
+    if listed is None:
+        return _with_untracked(snap, _untracked(root))
+    out = _with_untracked(snap, {p: b for p, b in listed.untracked.items() if p not in files})
+    out.untracked_at = listed.untracked_at  # as old as the list it took
+    return out
 
 
 def _untracked(root: Path) -> dict[str, str]:
