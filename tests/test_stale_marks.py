@@ -283,3 +283,29 @@ def test_a_memory_whose_work_wrote_symbols_all_gone_and_a_file_gone_is_marked_go
     at = next(i for i, line in enumerate(lines) if line.strip() == lesson)
     assert "the 2 symbols its work wrote are defined nowhere now; 1 of the 5 files its work " \
            "changed are no longer in the tree" in "\n".join(lines[at:at + 3])
+
+
+def test_a_work_whose_files_were_renamed_and_edited_since_is_not_gone(tmp_path):
+    """Session 2's work adds two source files that define no function (so no symbol can say
+    they live on); session 3 renames both and edits them in one commit. Git's rename detection
+    says where they went: session 2's lesson stays current."""
+    from test_code_freshness import commit, states
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    lesson = "payment limits src/pay.py reads are settings, read once at start"
+    settings = "".join(f"LIMIT_{i} = {i * 100}\n" for i in range(12))
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["first look at payments"]})
+        (root / "src/limits.py").write_text(settings)
+        (root / "src/caps.py").write_text(settings.replace("LIMIT", "CAP"))
+        commit(root, "payment limits")
+        mem.save_session_insights(2, {"what_worked": [lesson]})
+        (root / "src/config").mkdir()
+        for old, new in (("src/limits.py", "src/config/limits.py"),
+                         ("src/caps.py", "src/config/caps.py")):
+            (root / new).write_text((root / old).read_text() + "EXTRA = 1\n")
+            (root / old).unlink()
+        commit(root, "move the settings into a package")
+        mem.save_session_insights(3, {"what_worked": ["settings live in src/config now"]})
+        got = states(mem, "payment limits settings read once")
+    assert got[lesson]["state"] == "current", got[lesson]

@@ -34,7 +34,8 @@ A second mark comes from the work the item was learned from (``work_gone``, the 
 session, the work of the HEAD it was written at): ``gone`` when at least ``WORK_GONE_SHARE`` of
 the ``MIN_WORK_FILES`` or more source files that work added or edited (not those it deleted) are
 no longer in the tree, and no symbol it added or changed in them is defined anywhere now (a
-renamed file, or code moved elsewhere, is not gone), or when one of those files is gone and
+renamed file, by git's renames since the work or by its symbols, or code moved elsewhere, is
+not gone), or when one of those files is gone and
 every one of the ``MIN_TOUCHED`` or more symbols the work added or changed is defined nowhere
 (the two signs together: either alone also fits current hits), whatever the item's own anchors
 say; ``work_gone`` names them ("2 of the 3 files its work changed are no longer in the tree").
@@ -232,7 +233,9 @@ def work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> d
     if not done:
         return fresh
     wrote = {p for w in done for p in w["files"]} - {p for w in done for p in w["deleted"]}
-    lost = sorted(p for p in wrote if p not in snap.files and not _lives_on(p, done, snap))
+    heads = {p: w["head"] for w in done for p in w["files"]}  # renamed since: not lost
+    lost = sorted(p for p in wrote if p not in snap.files and not _lives_on(p, done, snap)
+                  and _renamed_to(p, heads.get(p), snap) is None)
     syms = sorted({f"{p}:{n}" for w in done for key in ("added", "changed")
                    for p, names in w[key].items() for n in names})
     most = len(wrote) >= MIN_WORK_FILES and len(lost) >= WORK_GONE_SHARE * len(wrote)
