@@ -147,6 +147,8 @@ class AnchorBook(JsonlTail):
         self.records: dict[str, dict] = {}
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
+        # path -> the items whose latest record names it, the newest last (``anchored_to``)
+        self.now_by_path: dict[str, dict[str, None]] = {}
         # own anchors (not ``via`` a session) indexed as lines are read, for ``about.moved_here``:
         # symbol -> items naming it; path -> items anchored to the whole file; its blobs then
         self.by_symbol: dict[str, dict[str, None]] = {}
@@ -204,11 +206,19 @@ class AnchorBook(JsonlTail):
                         self.path, rec)
             return
         for item_id in got["items"]:
+            old = self.records.get(item_id)
+            if old is not None and old is not got:  # its older record no longer decides
+                for path in {a["path"] for a in old["anchors"]}:
+                    self.now_by_path.get(path, {}).pop(item_id, None)
             self.records[item_id] = got
         if isinstance(got.get("head"), str):
             self.heads.setdefault(got["head"], []).extend(got["items"])
         for path in {a["path"] for a in got["anchors"]}:
             self.by_path.setdefault(path, []).extend(got["items"])
+            now = self.now_by_path.setdefault(path, {})
+            for item_id in got["items"]:  # the newest last
+                now.pop(item_id, None)
+                now[item_id] = None
         for a in got["anchors"]:
             if isinstance(a.get("blob"), str):
                 self.blobs[a["path"]] = a["blob"]

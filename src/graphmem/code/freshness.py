@@ -364,12 +364,11 @@ def anchored_to(spec_dirs: list[str | Path], paths: list[str] | set[str], limit:
         b = book(spec)
         seen: set[str] = set()
         for path in paths:
-            for item_id in reversed(b.by_path.get(path, ())):
-                rec = b.records.get(item_id)
-                if item_id in seen or rec is None or path not in {a.get("path") for a in rec["anchors"]}:
-                    continue  # a newer record of the item no longer names this path
+            for item_id in reversed(b.now_by_path.get(path, {})):  # its latest record names it
+                if item_id in seen:
+                    continue
                 seen.add(item_id)
-                found.append((rec.get("at") or "", item_id))
+                found.append((b.records[item_id].get("at") or "", item_id))
                 if len(seen) >= limit * 2:
                     break
     return [i for _, i in sorted(found, reverse=True)[:limit]]
