@@ -247,7 +247,7 @@ def _git_snapshot(root: Path, commit: str = "", listed: Snapshot | None = None
 
 def _untracked(root: Path) -> dict[str, str]:
     """Files git does not track and does not ignore -> blob ids of their bytes (at most
-    ``MAX_WALK_FILES``; a spec's memory folder left out)."""
+    ``MAX_WALK_FILES``, each at most ``MAX_PARSE_BYTES``; a spec's memory folder left out)."""
     try:
         out = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard",
                               "-z"], capture_output=True, timeout=20)
@@ -260,7 +260,7 @@ def _untracked(root: Path) -> dict[str, str]:
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
         if not path or _in_memory_folder(root, folder, memory_dirs):
             continue
-        blob = _hash(os.path.join(root, path))
+        blob = _hash(os.path.join(root, path), MAX_PARSE_BYTES)  # no big data file read
         if blob is not None:
             files[path] = blob
             if len(files) >= MAX_WALK_FILES:
@@ -291,13 +291,14 @@ def _with_untracked(snap: Snapshot, untracked: dict[str, str]) -> Snapshot:
     return new
 
 
-def _hash(path: str) -> str | None:
-    """The blob id of a regular file's bytes, kept by (path, size, mtime)."""
+def _hash(path: str, max_bytes: int | None = None) -> str | None:
+    """The blob id of a regular file's bytes (None over ``max_bytes``), kept by (path, size,
+    mtime)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) or max_bytes is not None and st.st_size > max_bytes:
         return None  # a FIFO, socket or device (or a link to one): reading it may never end
     key = (path, st.st_size, st.st_mtime_ns)
     blob = _blob_by_stat.get(key)
