@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pct, table, write_json  # noqa: E402
+from codemem_exact import one_product  # noqa: E402
 
 
 def pool(rng, rows: int):
@@ -34,16 +35,6 @@ def pool(rng, rows: int):
         total += n
     qm = rng.standard_normal((24, DIM)).astype(np.float32)
     return mats, qm / np.linalg.norm(qm, axis=1, keepdims=True)
-
-
-def one_product(mats, qm, session):
-    """The product as it ran before chunks: the whole pool's tokens in one run."""
-    import numpy as np
-
-    tokens = np.concatenate([m[0] for m in mats])
-    scales = np.concatenate([m[1] for m in mats])
-    sims = session.run(None, {"tokens": tokens, "scales": scales[:, None], "query": qm.T.copy()})[0]
-    return np.maximum.reduceat(sims, np.cumsum([0, *(len(m[0]) for m in mats[:-1])]), axis=0)
 
 
 def main() -> int:
