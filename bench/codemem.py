@@ -426,9 +426,6 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
                         ctx[b] = mem.context(text, max_tokens=b)
                 if args.leaks is not None:
                     args.leaks.extend(leak_rows(name, task, hits, mapper, spec))
-                if args.hits is not None:
-                    args.hits.append({"dataset": name, "task": task["id"], "contexts": ctx,
-                                      "hits": [[h.id, h.score, h.kind, h.metadata] for h in hits]})
                 rows["graphmem"].append(score(task, [mapper(h) for h in hits],
                                               [marked(h.metadata) for h in hits],
                                               [h.text for h in hits], ctx, repo,
@@ -516,12 +513,8 @@ def main() -> int:
                     help="copy each dataset's anchors.jsonl after the replay into this folder")
     ap.add_argument("--leaks", default=None,
                     help="write every mapped top-10 hit, labelled and marked or not, to this JSONL file")
-    ap.add_argument("--hits", default=None,
-                    help="write every task's search hits (id, score, metadata) and contexts to this "
-                         "JSONL file: diff two runs to check a change leaves results identical")
     args = ap.parse_args()
     leaks_path, args.leaks = args.leaks, [] if args.leaks else None
-    hits_path, args.hits = args.hits, [] if args.hits else None
     import graphmem.code.freshness as fresh
     import graphmem.code.recall as recall
 
@@ -555,11 +548,6 @@ def main() -> int:
         import json
 
         Path(leaks_path).write_text("".join(json.dumps(r, default=str) + "\n" for r in args.leaks))
-    if hits_path:
-        import json
-
-        Path(hits_path).write_text("".join(json.dumps(r, default=str, sort_keys=True) + "\n"
-                                           for r in args.hits))
     return 0
 
 
