@@ -69,6 +69,23 @@ def test_chunked_maxsim_of_no_rows_and_of_rows_without_tokens():
     assert np.array_equal(got[:, [1, 2, 4, 5]], want[:, [0, 1, 2, 0]])
 
 
+def test_chunked_maxsim_on_several_threads_at_once():
+    """Each thread keeps its own chunk buffers and binding: searches on several threads at once
+    (the search server's worker, the event loop) still get the one product's values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    session = maxsim.maxsim_session()
+    pools = [(_pool(10 + i, SIZES[i:] + SIZES[:i]), _query(20 + i, q=5 + i)) for i in range(4)]
+    want = [one_product(m, q, session) for m, q in pools]
+
+    def run(i: int) -> bool:
+        return all(np.array_equal(maxsim.best_matches(*pools[i], chunk_rows=300), want[i])
+                   for _ in range(15))
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(run, range(4)))
+
+
 def test_chunked_maxsim_in_numpy_when_onnxruntime_is_unusable(monkeypatch):
     """Without the onnxruntime session numpy computes the chunks: the same values as numpy's
     one product, to float32 rounding (a BLAS may sum a small chunk in another order)."""
