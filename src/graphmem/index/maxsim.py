@@ -28,8 +28,8 @@ _maxsim: list[Any] = []  # the session, once made (None: numpy does the products
 # p50 3.54 / 3.43 / 3.90 ms with one thread against 3.77 / 4.03 / 4.66 with two, mean 4.54 /
 # 4.80 / 6.54 against 5.19 / 5.27 / 7.71 (docs/tuning.md, "Threads and query encoding").
 PRODUCT_THREADS = 1
-# Token rows per product: a chunk's float32 tokens (1.5 MB) and products stay in the cache. Pools
-# on the codemem replays hold 2k-15k rows (docs/tuning.md, "Exact speed-ups").
+# Token rows per product: a chunk's float32 tokens (1.5 MB) instead of the pool's (entire-cli's
+# pools average 5,900 rows: 9 MB). Measured in docs/tuning.md, "Issue 17 (h32)".
 CHUNK_ROWS = 1024
 _buffers = threading.local()  # per thread: int8 tokens, scales and products of one chunk
 
