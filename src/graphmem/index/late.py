@@ -170,28 +170,11 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
     for i in where:
         if column.setdefault(id(docs[i]), len(distinct)) == len(distinct):
             distinct.append(docs[i])
-    mats = np.concatenate([d[0] for d in distinct])
-    scales = np.concatenate([d[1] for d in distinct])
-    sims = _products(mats, scales, qm)  # (tokens, query tokens): one product for the whole pool
-    starts = np.cumsum([0, *(len(d[0]) for d in distinct[:-1])])
-    best = np.maximum.reduceat(sims, starts, axis=0)  # per distinct matrix, its best per token
+    from .maxsim import best_matches
+
+    best = best_matches(distinct, qm)  # per distinct matrix, its best per query token
     out[:, np.array(where)] = best[[column[id(docs[i])] for i in where]].T
     return out
-
-
-def _products(mats, scales, qm):
-    """int8 token rows times their scales times the query's tokens, as float32."""
-    from .maxsim import maxsim_failed, maxsim_session
-
-    session = maxsim_session()
-    if session is not None and mats.shape[1] == qm.shape[1]:
-        try:
-            return session.run(None, {"tokens": mats, "scales": scales[:, None],
-                                      "query": qm.T.copy()})[0]
-        except Exception as exc:  # noqa: BLE001 - numpy below computes the same thing
-            log.warning("late interaction product fell back to numpy: %s", exc)
-            maxsim_failed()
-    return (mats.astype("float32") @ qm.T) * scales[:, None]
 
 
 def context_rows(snap: Any, pos) -> Any:

@@ -29,25 +29,11 @@ def lexical(view: View, term_ids: list[int], t: Tuning) -> tuple[np.ndarray, np.
     average length holding every query term once would get. Work after the postings is done on
     those positions only, so a query costs little more at 100k rows than at 1k.
     """
-    scores = np.zeros(view.n, np.float32)
-    s_scores = np.zeros(view.n_sessions, np.float32)
-    full = 0.0
-    found = []
-    for term in set(term_ids):
-        d, f, part = view.postings(term, t)
-        if not len(d):
-            continue
-        idf = math.log(1.0 + (view.n_live - len(d) + 0.5) / (len(d) + 0.5))
-        full += idf
-        scores[d] += idf * part
-        found.append(d)
-        if t.session_weight and view.n_sessions:
-            s_scores += session_bm25(view, term, t)
+    scores, s_scores, hit, full = term_scores(view, list(set(term_ids)), t)
     if not full:
         return scores, np.zeros(0, np.int64), 0.0
     # Positions may repeat from here on (a row holding two query terms): a fancy ``+=`` with
     # repeated positions and equal values acts once, and ``rank`` drops repeats.
-    hit = np.concatenate(found)
     if len(hit) > t.lex_cand:  # common words: carry on with the best rows only
         hit = hit[np.argpartition(-scores[hit], t.lex_cand - 1)[:t.lex_cand]]
     vals = scores[hit]
@@ -79,28 +65,29 @@ def lexical(view: View, term_ids: list[int], t: Tuning) -> tuple[np.ndarray, np.
     return scores, hit, full
 
 
-def session_bm25(view: View, term: int, t: Tuning) -> np.ndarray:
-    """Term ``term``'s BM25 over sessions (a session's text: all its rows), one per session."""
-    out = np.zeros(view.n_sessions, np.float32)
-    ss, fs = [], []
-    for ptr, doc, tf in view.s_segments:
-        if term + 1 < len(ptr) and ptr[term + 1] > ptr[term]:
-            ss.append(doc[ptr[term]:ptr[term + 1]])
-            fs.append(tf[ptr[term]:ptr[term + 1]])
-    if not ss:
-        return out
-    if len(ss) == 1:
-        sess, stf = ss[0], fs[0]
-    else:  # a session in both segments: add its counts
-        tmp = np.zeros(view.n_sessions, np.float32)
-        for x, f in zip(ss, fs):
-            tmp[x] += f
-        sess = np.unique(np.concatenate(ss))
-        stf = tmp[sess]
-    sidf = math.log(1.0 + (view.n_sess_live - len(sess) + 0.5) / (len(sess) + 0.5))
-    snorm = t.k1 * (1.0 - t.b + t.b * view.s_length[sess] / view.s_avg)
-    out[sess] = sidf * stf * (t.k1 + 1.0) / (stf + snorm)
-    return out
+def term_scores(view: View, terms: list[int],
+                t: Tuning) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """(BM25 of every row, BM25 of every session, the rows holding a term, the sum of the idfs
+    of the terms some row holds) for distinct ``terms``. Their postings are read in one call
+    (``View.postings_of``); each term's scores are then added in turn (``np.add.at`` adds
+    repeated positions in order), so a row's sum is the float32 sum one ``+=`` per term made."""
+    scores = np.zeros(view.n, np.float32)
+    d, part, counts = view.postings_of(terms, t)
+    idf = [math.log(1.0 + (view.n_live - int(n) + 0.5) / (int(n) + 0.5)) if n else 0.0
+           for n in counts]
+    full = sum(x for x, n in zip(idf, counts) if n)  # in term order, as it always was
+    np.add.at(scores, d, np.repeat(np.array(idf, np.float32), counts) * part)
+    s_scores = np.zeros(view.n_sessions, np.float32)
+    if t.session_weight and view.n_sessions:
+        which, sess, stf = view.session_postings_of(terms)
+        keep = (counts > 0)[which]  # terms no live row holds add nothing
+        which, sess, stf = which[keep], sess[keep], stf[keep]
+        n = np.bincount(which, minlength=len(terms))
+        sidf = np.array([math.log(1.0 + (view.n_sess_live - int(k) + 0.5) / (int(k) + 0.5))
+                         for k in n], np.float32)[which]
+        snorm = t.k1 * (1.0 - t.b + t.b * view.s_length[sess] / view.s_avg)
+        np.add.at(s_scores, sess, sidf * stf * (t.k1 + 1.0) / (stf + snorm))
+    return scores, s_scores, d, float(full)
 
 
 def rank(view: View, words, qvec: np.ndarray | None, scope, limit: int,

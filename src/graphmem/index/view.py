@@ -8,7 +8,7 @@ derives (scope masks, BM25 tf parts, a vector sample, rowid positions) is cached
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -120,6 +120,55 @@ class View:
         keep = self.live[d]
         return d[keep], f[keep], w[keep]
 
+    def postings_of(self, terms: Sequence[int],
+                    p: Tuning) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``postings`` of every term in ``terms`` read at once: (positions, BM25 tf parts, how
+        many of them each term holds), term after term in the given order, each term's as
+        ``postings`` gives them (base rows, then delta rows)."""
+        terms = np.asarray(terms, np.int64)
+        pos, parts, lens = [], [], []
+        for i, (ptr, doc, _tf, off) in enumerate(self.segments):
+            lo, n = _term_ranges(ptr, terms)
+            slots = _ranges(lo, n)
+            pos.append(doc[slots] + off if off else doc[slots])
+            parts.append(self._tf_parts(i, p)[slots])
+            lens.append(n)
+        if len(pos[1]):  # delta postings: put each term's after its base ones
+            n = np.stack(lens, axis=1).ravel()  # (term, segment), term-major
+            start = np.stack([np.cumsum(lens[0]) - lens[0],
+                              len(pos[0]) + np.cumsum(lens[1]) - lens[1]], axis=1).ravel()
+            order = _ranges(start, n)
+            d, w = np.concatenate(pos)[order], np.concatenate(parts)[order]
+        else:
+            d, w = pos[0], parts[0]
+        counts = lens[0] + lens[1]
+        if self.n_live != self.n:
+            keep = self.live[d]
+            d, w = d[keep], w[keep]
+            counts = np.bincount(np.repeat(np.arange(len(terms)), counts)[keep],
+                                 minlength=len(terms))
+        return d, w, counts
+
+    def session_postings_of(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(index in ``terms``, session, term count) of every session holding one of ``terms``
+        (a session's text: all its rows), by term then session; a session in both base and
+        delta has its counts added."""
+        terms = np.asarray(terms, np.int64)
+        keys, counts = [], []
+        for ptr, doc, tf in self.s_segments:
+            lo, n = _term_ranges(ptr, terms)
+            slots = _ranges(lo, n)
+            keys.append(np.repeat(np.arange(len(terms), dtype=np.int64), n) * self.n_sessions
+                        + doc[slots])
+            counts.append(tf[slots])
+        if len(keys[0]) and len(keys[1]):
+            key, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+            count = np.zeros(len(key), np.float32)
+            np.add.at(count, inverse, np.concatenate(counts))
+        else:
+            key, count = (keys[0], counts[0]) if len(keys[0]) else (keys[1], counts[1])
+        return key // max(self.n_sessions, 1), key % max(self.n_sessions, 1), count
+
     def _tf_parts(self, seg: int, p: Tuning) -> np.ndarray:
         """``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))`` for every posting of a segment,
         computed once per view: a query then only scales slices of it by each term's idf."""
@@ -185,6 +234,24 @@ class View:
         if self._positions is None:
             self._positions = {int(r): i for i, r in enumerate(self.rowid)}
         return self._positions
+
+
+def _term_ranges(ptr: np.ndarray, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each term's postings in a segment whose term offsets are ``ptr`` (a
+    term the segment has never seen: none)."""
+    known = terms + 1 < len(ptr)
+    t = np.where(known, terms, 0)
+    lo = ptr[t] if len(ptr) else np.zeros(len(terms), np.int64)
+    n = np.where(known, ptr[t + 1] - lo, 0) if len(ptr) > 1 else np.zeros(len(terms), np.int64)
+    return lo, n
+
+
+def _ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The positions ``start[i] .. start[i] + length[i] - 1`` of every i, one range after another."""
+    total = int(length.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    return np.repeat(start - np.cumsum(length) + length, length) + np.arange(total)
 
 
 def _neighbours(session, kind, times, rowid, seq_kinds) -> list[tuple[np.ndarray, np.ndarray]]:
