@@ -161,19 +161,40 @@ class Recall:
         elif self.scope.spec_dir is not None:
             specs.add(Path(self.scope.spec_dir))
 
+        asked = []
         if code:  # re-ranked by the files the best candidates are about (code/recall.py)
             from ..code.recall import code_recall
+            from ..code.whereabouts import asked_homes, mark_moved
 
             hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
-                               fetch=lambda ids, known: [
-                                   h for h in self.hits_by_id(ids, known, localise=False)
-                                   if kinds is None or h.kind in kinds],
-                               keep=limit + CODE_SLACK, query=query, snap=snap)
+                               fetch=self._fetcher(kinds), keep=limit + CODE_SLACK, query=query,
+                               snap=snap)
+            asked = asked_homes(query, snap)  # "where is X now": its file's map entry first
+            hits = self._promote_homes(hits, asked, spec, kinds) if asked else hits
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap, query=query)
+        if asked:  # a map entry listing X for a file that no longer defines it: moved
+            hits = mark_moved(hits, asked, project.key)
         from ..validity import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
         return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
+
+    def _promote_homes(self, hits: list[Hit], asked: list, spec: str | None,
+                       kinds: tuple[str, ...] | None) -> list[Hit]:
+        """``hits`` with the map entries of the files defining the asked names now among the
+        first (``code/whereabouts.py``), from this project's specs (``spec`` alone if given)."""
+        from ..code.whereabouts import promote
+
+        key = self.scope.project.key
+        specs = [spec] if spec is not None else [self.scope.spec_key,
+                                                 *(h.spec for h in hits if h.project == key)]
+        return promote(hits, asked, [(key, s) for s in specs if s], fetch=self._fetcher(kinds))
+
+    def _fetcher(self, kinds: tuple[str, ...] | None):
+        """``fetch(ids, known)`` for code recall: the index rows of ``ids`` that ``known`` lacks,
+        as hits of ``kinds``."""
+        return lambda ids, known: [h for h in self.hits_by_id(ids, known, localise=False)
+                                   if kinds is None or h.kind in kinds]
 
     def _spec_dir_of(self, hit: Hit) -> Path | None:
         """The spec folder on this machine that holds a hit of this project (None otherwise)."""
