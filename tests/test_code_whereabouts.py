@@ -37,13 +37,17 @@ def moved_history(tmp_path):
     return root, spec, mem
 
 
-def test_a_moved_function_ranks_its_new_file_first_and_marks_the_old_entry_moved(tmp_path):
+def test_a_moved_function_ranks_its_new_file_high_and_marks_the_old_entry_moved(tmp_path):
     root, spec, mem = moved_history(tmp_path)
     with mem:
         hits = mem.search(ASK, scope="project", limit=10)
         plain = mem.search("how do refunds work", scope="project", limit=10)
-    assert (hits[0].kind, hits[0].metadata.get("path")) == ("file", "src/ledger.py"), \
-        [(h.kind, h.text) for h in hits]
+    at = next(n for n, h in enumerate(hits) if h.kind == "file"
+              and h.metadata.get("path") == "src/ledger.py")
+    assert at <= whereabouts.PROMOTE_AT, [(h.kind, h.text) for h in hits]
+    # above every hit that still points to the old file unmarked
+    assert all(at < n for n, h in enumerate(hits) if "src/pay.py" in h.text
+               and h.metadata.get("freshness", {}).get("state") not in ("moved", "gone"))
     old = next(h for h in hits if h.kind == "file" and h.metadata.get("path") == "src/pay.py")
     fresh = old.metadata["freshness"]
     assert fresh["state"] == "moved"
@@ -95,3 +99,34 @@ def test_the_asked_names_come_from_the_symbol_table_with_their_files(tmp_path):
                                                  ("stripe_refund", ("src/pay.py",))]
     # three defined names: a task, not a question about where one thing is
     assert whereabouts.asked_homes("`Book.close`, `stripe_refund` and `post_entry`", snap) == []
+
+
+def test_the_new_home_rises_above_the_first_unmarked_hit_naming_an_old_one():
+    """Placed at ``PROMOTE_AT`` at the lowest, higher when a hit above points to a file the name
+    has left; an entry already higher keeps its place."""
+    from graphmem.models import Hit
+
+    def hit(i, text, kind="insight", path=None, state="current", paths=()):
+        meta = {"freshness": {"state": state, "paths": list(paths)}}
+        if path:
+            meta["path"] = path
+        return Hit(id=i, kind=kind, text=text, score=1 - int(i[1:]) / 10, project="p", spec="s",
+                   metadata=meta)
+
+    asked = [whereabouts.Asked("refund", frozenset({"refund"}), ("src/b.py",))]
+    home = hit("h9", "src/b.py: payments", kind="file", path="src/b.py")
+    plain = [hit("h0", "retries"), hit("h1", "timeouts"), hit("h2", "ids"), hit("h3", "logs"), home]
+    got = whereabouts.promote(plain, asked, [("p", "s")], former={"src/a.py"})
+    rest = ["h0", "h1", "h2", "h3"]
+    assert [h.id for h in got] == [*rest[:whereabouts.PROMOTE_AT], "h9",
+                                   *rest[whereabouts.PROMOTE_AT:]]
+    assert got[whereabouts.PROMOTE_AT].score > got[whereabouts.PROMOTE_AT + 1].score
+    misleading = [hit("h0", "retries in src/a.py"), *plain[1:]]
+    assert whereabouts.promote(misleading, asked, [("p", "s")], former={"src/a.py"})[0].id == "h9"
+    by_files = [hit("h0", "retries", paths=["src/a.py"]), *plain[1:]]
+    assert whereabouts.promote(by_files, asked, [("p", "s")], former={"src/a.py"})[0].id == "h9"
+    marked = [hit("h0", "retries in src/a.py", state="moved"), *plain[1:]]
+    assert [h.id for h in whereabouts.promote(marked, asked, [("p", "s")], former={"src/a.py"})
+            ].index("h9") == whereabouts.PROMOTE_AT
+    high = [home, *plain[:4]]
+    assert whereabouts.promote(high, asked, [("p", "s")], former={"src/a.py"}) == high

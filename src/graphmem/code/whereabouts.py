@@ -33,7 +33,7 @@ from .tree import Snapshot
 MAX_NAMES = 2  # defined names a query may use and still ask where one thing is
 MAX_HOMES = MAX_SYMBOL_FILES  # files defining a name, at most, for it to have a home
 MAX_PROMOTED = 2  # map entries of those files put among the first hits
-PROMOTE_AT = 0  # the place of the first of them (0: first)
+PROMOTE_AT = 2  # the lowest place of the first of them (0: first)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _MEMO_SIZE = 64
 
@@ -66,8 +66,8 @@ def _resolve(query: str, snap: Snapshot) -> list[Asked]:
     defs = snap.definitions
     found: dict[tuple, Asked] = {}
     for name in query_symbols(query):
-        parts = name.split(".")
-        for cand in dict.fromkeys((name, ".".join(parts[-2:]), parts[-1])):
+        # ``pkg.Client.charge`` is ``Client.charge``; a last part alone (``charge``) is not asked
+        for cand in dict.fromkeys((name, ".".join(name.split(".")[-2:]))):
             rows = defs.get(cand)
             if not rows:
                 continue
@@ -81,11 +81,30 @@ def _resolve(query: str, snap: Snapshot) -> list[Asked]:
     return [a for a in found.values() if len(a.homes) <= MAX_HOMES]
 
 
+def former_homes(asked: list[Asked], works: Iterable) -> set[str]:
+    """The files the asked names were added to, changed or moved from by a recorded work
+    (``changes.Works``) that define them no more."""
+    out: set[str] = set()
+    for a in asked:
+        for w_all in works:
+            for name in a.words:
+                for head in w_all.touched_by.get(name, ()):
+                    w = w_all.by_head.get(head) or {}
+                    out.update(p for key in ("added", "changed") for p, names in
+                               (w.get(key) or {}).items() if name in names)
+                    out.update(p for p, m in (w.get("moved") or {}).items() if name in m)
+        out.difference_update(a.homes)
+    return out
+
+
 def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str]],
-            fetch: Callable[[list[str], set[str]], list[Hit]] | None = None) -> list[Hit]:
+            fetch: Callable[[list[str], set[str]], list[Hit]] | None = None,
+            former: set[str] | frozenset[str] = frozenset()) -> list[Hit]:
     """``hits`` with the map entries of the files defining the asked names now at place
-    ``PROMOTE_AT`` (see the module docstring); ``scopes`` are the (project, spec) keys whose
-    map entries count, ``fetch(ids, known)`` reads the missing ones from the index."""
+    ``PROMOTE_AT`` at the lowest, and above the first unmarked hit that points to one of the
+    ``former`` files (its text or its files name it); an entry already higher keeps its place.
+    ``scopes`` are the (project, spec) keys whose map entries count, ``fetch(ids, known)``
+    reads the missing ones from the index."""
     homes = list(dict.fromkeys(p for a in asked for p in a.homes))
     if not homes:
         return hits
@@ -101,13 +120,30 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
     chosen = list({h.id: h for h in have}.values())[:MAX_PROMOTED]
     if not chosen:
         return hits
+    was = {h.id: n for n, h in enumerate(hits)}
     ids = {h.id for h in chosen}
     rest = [h for h in hits if h.id not in ids]
-    at = min(PROMOTE_AT, len(rest))
-    above = rest[at - 1].score if at else max((h.score for h in rest), default=0.0) + 0.01
-    chosen = [h.replaced(score=round(max(h.score, above - (n + 1) * 1e-4), 6))
-              for n, h in enumerate(chosen)]  # scored where they stand: context keeps them
-    return rest[:at] + chosen + rest[at:]
+    first = next((n for n, h in enumerate(rest) if "removed" not in h.metadata), len(rest))
+    at = first + PROMOTE_AT  # after the works that removed a name it asks
+    if former:
+        at = min(at, next((n for n, h in enumerate(rest) if n >= first and _points_to(h, former)),
+                          at))
+    out = rest
+    for n, h in enumerate(sorted(chosen, key=lambda h: was.get(h.id, len(hits)))):
+        place = min(was.get(h.id, len(hits)), at + n, len(out))
+        if place != was.get(h.id):  # moved up: scored where it stands (context keeps it)
+            above = out[place - 1].score if place else max((x.score for x in out), default=0.0) + 0.01
+            h = h.replaced(score=round(max(h.score, above - 1e-4), 6))
+        out = out[:place] + [h] + out[place:]
+    return out
+
+
+def _points_to(hit: Hit, files: set[str] | frozenset[str]) -> bool:
+    """Whether an unmarked hit names one of ``files`` in its text or among its files."""
+    fresh = hit.metadata.get("freshness") if isinstance(hit.metadata.get("freshness"), dict) else {}
+    if fresh.get("state") in ("moved", "gone") or hit.metadata.get("validity"):
+        return False
+    return any(f in hit.text for f in files) or any(p in files for p in fresh.get("paths") or ())
 
 
 def mark_moved(hits: list[Hit], asked: list[Asked], project: str) -> list[Hit]:
