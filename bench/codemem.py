@@ -392,7 +392,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     code_recall_mod.code_recall = timed_recall
     import graphmem.code.whereabouts as where_mod
 
-    plain_where = {f: getattr(where_mod, f) for f in ("asked_homes", "promote", "mark_moved")}
+    plain_where = {f: getattr(where_mod, f) for f in ("asked_homes", "mark_moved", "former_homes",
+                                                   "promote")}
     where_ms: list[float] = []
 
     def timed_where(f):  # "where is X now" (code/whereabouts.py): its steps summed per search

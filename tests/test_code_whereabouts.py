@@ -128,5 +128,8 @@ def test_the_new_home_rises_above_the_first_unmarked_hit_naming_an_old_one():
     marked = [hit("h0", "retries in src/a.py", state="moved"), *plain[1:]]
     assert [h.id for h in whereabouts.promote(marked, asked, [("p", "s")], former={"src/a.py"})
             ].index("h9") == whereabouts.PROMOTE_AT
+    twice = [*plain[:4], hit("h8", "src/b.py: older words", kind="file", path="src/b.py"), home]
+    assert [h.id for h in whereabouts.promote(twice, asked, [("p", "s")])].count("h8") == 1
+    assert [h.id for h in whereabouts.promote(twice, asked, [("p", "s")])].index("h9") == 5
     high = [home, *plain[:4]]
     assert whereabouts.promote(high, asked, [("p", "s")], former={"src/a.py"}) == high

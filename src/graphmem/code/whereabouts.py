@@ -117,7 +117,10 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
         ids = [stable_id(project, spec, "file", p) for project, spec in scopes for p in homes]
         have += [h for h in fetch([i for i in ids if i not in known], known)
                  if h.kind == "file" and h.metadata.get("path") in homes]
-    chosen = list({h.id: h for h in have}.values())[:MAX_PROMOTED]
+    one = {}  # one entry per file (the best placed): a second one for the same file adds nothing
+    for h in have:
+        one.setdefault(h.metadata["path"], h)
+    chosen = list(one.values())[:MAX_PROMOTED]
     if not chosen:
         return hits
     was = {h.id: n for n, h in enumerate(hits)}
