@@ -6,17 +6,22 @@ ones are often the best word matches: the sessions that worked on it while it li
 So when a query names one or two code names (``anchors.query_symbols``: functions, classes,
 methods such as ``Session.commit``) that the project defines now in at most ``MAX_HOMES`` files:
 
-- ``promote``: the codebase-map entries (kind ``file``) of the files that define them now come
-  at place ``PROMOTE_AT`` of the hits, at most ``MAX_PROMOTED`` of them, fetched from the index
-  when they were not among the candidates (an entry's id is its path's, ``insight_items``);
+- ``promote``: the codebase-map entry (kind ``file``) of each file that defines them now, at
+  most ``MAX_PROMOTED``, fetched from the index when it was not among the candidates (an entry's
+  id is its path's, ``insight_items``), goes no lower than place ``PROMOTE_AT``, and above the
+  first unmarked hit that names a file the name has left (``former_homes``: the files recorded
+  works added it to, changed it in or moved it from, ``changes.py``), so an agent reading from the
+  top meets the current home before a superseded one; an entry already higher keeps its place.
+  Not first by default: the best match is usually the work that wrote the code (locate nDCG);
 - ``mark_moved``: a codebase-map entry listing an asked name for a file that no longer defines it
   is marked ``moved`` (its freshness), with ``asked_moved: {"X": ["b.py"]}``; search and context
   show "`X` is now in b.py".
 
 A name defined in more files says too little to answer (``MAX_HOMES``), and a query naming more
 than ``MAX_NAMES`` defined names is a task, not a question about where one thing is. Both steps
-read the snapshot's symbol table that code recall already built (``Snapshot.definitions``); the
-names asked are kept per query on the snapshot, so a search pays a few dict look-ups.
+read the snapshot's symbol table that code recall already built (``Snapshot.definitions``) and
+the anchor book's work index; the names asked are kept per query on the snapshot, so a search
+pays a few dict look-ups (and one index read when an entry was not a candidate).
 Measured on ``bench/codemem.py``: docs/tuning.md, "Where is it now".
 """
 
