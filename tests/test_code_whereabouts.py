@@ -21,6 +21,7 @@ def moved_history(tmp_path):
     src/pay.py, written again after the move, still lists it there."""
     root, spec = project(tmp_path, {"src/pay.py": PAY, "src/ledger.py": LEDGER})
     mem = Memory(spec, root)
+    mem.append_gotcha("Where stripe refunds are implemented matters: src/pay.py retries them twice")
     mem.update_codebase_map({"src/pay.py": "payments: stripe_refund and stripe_charge",
                              "src/ledger.py": "the ledger: post_entry"})
     mem.save_session_insights(1, {"what_worked": [
@@ -45,9 +46,10 @@ def test_a_moved_function_ranks_its_new_file_high_and_marks_the_old_entry_moved(
     at = next(n for n, h in enumerate(hits) if h.kind == "file"
               and h.metadata.get("path") == "src/ledger.py")
     assert at <= whereabouts.PROMOTE_AT, [(h.kind, h.text) for h in hits]
-    # above every hit that still points to the old file unmarked
-    assert all(at < n for n, h in enumerate(hits) if "src/pay.py" in h.text
-               and h.metadata.get("freshness", {}).get("state") not in ("moved", "gone"))
+    # above every hit that still points to the old file unmarked (the gotcha)
+    pointing = [n for n, h in enumerate(hits) if "src/pay.py" in h.text
+                and h.metadata.get("freshness", {}).get("state") not in ("moved", "gone")]
+    assert pointing and all(at < n for n in pointing), [(h.kind, h.text) for h in hits]
     old = next(h for h in hits if h.kind == "file" and h.metadata.get("path") == "src/pay.py")
     fresh = old.metadata["freshness"]
     assert fresh["state"] == "moved"
@@ -131,5 +133,9 @@ def test_the_new_home_rises_above_the_first_unmarked_hit_naming_an_old_one():
     twice = [*plain[:4], hit("h8", "src/b.py: older words", kind="file", path="src/b.py"), home]
     assert [h.id for h in whereabouts.promote(twice, asked, [("p", "s")])].count("h8") == 1
     assert [h.id for h in whereabouts.promote(twice, asked, [("p", "s")])].index("h9") == 5
+    named = [hit("h0", "retries", paths=["src/b.py"]), *plain[1:]]  # met first already
+    assert whereabouts.promote(named, asked, [("p", "s")], former={"src/a.py"}) == named
+    both = [hit("h0", "renames src/a.py to src/b.py"), *plain[1:]]  # not before the old one
+    assert whereabouts.promote(both, asked, [("p", "s")], former={"src/a.py"})[0].id == "h9"
     high = [home, *plain[:4]]
     assert whereabouts.promote(high, asked, [("p", "s")], former={"src/a.py"}) == high

@@ -113,6 +113,11 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
     homes = list(dict.fromkeys(p for a in asked for p in a.homes))
     if not homes:
         return hits
+    first = next((n for n, h in enumerate(hits) if "removed" not in h.metadata), len(hits))
+    wrong = next((n for n, h in enumerate(hits) if n >= first and _points_to(h, former)), None)
+    right = next((n for n, h in enumerate(hits) if _names_home(h, homes)), None)
+    if right is not None and right <= first + PROMOTE_AT and (wrong is None or right < wrong):
+        return hits  # the current home is met first already: nothing to move
     scopes = list(dict.fromkeys(scopes))
     mine = set(scopes)
     have = [h for h in hits if h.kind == "file" and (h.project, h.spec) in mine
@@ -133,9 +138,7 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
     rest = [h for h in hits if h.id not in ids]
     first = next((n for n, h in enumerate(rest) if "removed" not in h.metadata), len(rest))
     at = first + PROMOTE_AT  # after the works that removed a name it asks
-    if former:
-        at = min(at, next((n for n, h in enumerate(rest) if n >= first and _points_to(h, former)),
-                          at))
+    at = min(at, next((n for n, h in enumerate(rest) if n >= first and _points_to(h, former)), at))
     out = rest
     for n, h in enumerate(sorted(chosen, key=lambda h: was.get(h.id, len(hits)))):
         place = min(was.get(h.id, len(hits)), at + n, len(out))
@@ -149,9 +152,17 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
 def _points_to(hit: Hit, files: set[str] | frozenset[str]) -> bool:
     """Whether an unmarked hit names one of ``files`` in its text or among its files."""
     fresh = hit.metadata.get("freshness") if isinstance(hit.metadata.get("freshness"), dict) else {}
-    if fresh.get("state") in ("moved", "gone") or hit.metadata.get("validity"):
+    if not files or fresh.get("state") in ("moved", "gone") or hit.metadata.get("validity"):
         return False
     return any(f in hit.text for f in files) or any(p in files for p in fresh.get("paths") or ())
+
+
+def _names_home(hit: Hit, homes: list[str]) -> bool:
+    """Whether a hit names one of ``homes`` as an agent reads it: in its text, among its files,
+    or as the new name of a moved one."""
+    fresh = hit.metadata.get("freshness") if isinstance(hit.metadata.get("freshness"), dict) else {}
+    shown = {*(fresh.get("paths") or ()), *(fresh.get("moved") or {}).values()}
+    return any(h in hit.text or h in shown for h in homes)
 
 
 def mark_moved(hits: list[Hit], asked: list[Asked], project: str) -> list[Hit]:
