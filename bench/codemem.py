@@ -384,6 +384,27 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             recall_ms.append((time.perf_counter() - t) * 1000)
 
     code_recall_mod.code_recall = timed_recall
+    import graphmem.code.whereabouts as where_mod
+
+    plain_where = {f: getattr(where_mod, f) for f in ("asked_homes", "mark_moved", "former_homes",
+                                                   "promote")}
+    where_ms: list[float] = []
+
+    def timed_where(f):  # "where is X now" (code/whereabouts.py): its steps summed per search
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return plain_where[f](*a, **kw)
+            finally:
+                ms = (time.perf_counter() - t) * 1000
+                if f == "asked_homes" or not where_ms:  # asked once per search with code
+                    where_ms.append(ms)
+                else:
+                    where_ms[-1] += ms
+        return timed
+
+    for f in plain_where:
+        setattr(where_mod, f, timed_where(f))
     prof = Profiled(args.profile)
     t_start = time.perf_counter()
     with Memory(spec, root, settings=settings) as mem:
@@ -437,7 +458,10 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     graphmem.code.with_freshness = plain_fresh
     graphmem.code.record_anchors = plain_anchor
     code_recall_mod.code_recall = plain_recall
+    for f, fn in plain_where.items():
+        setattr(where_mod, f, fn)
     lat["freshness"], lat["anchors"], lat["recall"] = fresh_ms, anchor_ms, recall_ms
+    lat["whereabouts"] = where_ms
     anchors = spec / "memory" / "anchors.jsonl"
     from graphmem.code.anchor_file import needed
 
@@ -474,7 +498,8 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['context']['p95']:.1f} ms, write {lat['write']['p50']:.1f}/"
           f"{lat['write']['p95']:.1f} ms (freshness in each search {lat['freshness']['p50']:.1f}/"
           f"{lat['freshness']['p95']:.1f} ms; code recall {lat['recall']['p50']:.1f}/"
-          f"{lat['recall']['p95']:.1f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
+          f"{lat['recall']['p95']:.1f} ms; where-is-it-now {lat['whereabouts']['p50']:.3f}/"
+          f"{lat['whereabouts']['p95']:.3f} ms; anchors in each write call {lat['anchors']['p50']:.1f}/"
           f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
           f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
           ["ranker", "type", "n", *cols], trows)

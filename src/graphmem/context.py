@@ -90,6 +90,10 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
             notes.append(f"its code moved from {old} to {new}")  # a function moved, not the file
         else:
             notes.append(f"{old} is now {new}")
+    if fresh.get("asked_moved"):  # a map entry listing `X` for a file that no longer defines it
+        from .code.whereabouts import moved_note
+
+        notes.extend(moved_note(fresh))  # "`X` is now in b.py"
     changed = fresh.get("changed") or []
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

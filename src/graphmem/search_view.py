@@ -53,8 +53,13 @@ def stale_note(meta: dict) -> str:
         out.extend(f"{name} was removed in session {', '.join(map(str, who))}"
                    for name, who in list(removed.items())[:3] if isinstance(who, list) and who)
     elif state == "moved":
+        from .code.whereabouts import moved_note
+
         moved = list((f.get("moved") or {}).items())[:3]
-        out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
+        if moved:
+            out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
+        out.extend(moved_note(f))  # "`X` is now in b.py"
+
     elif state == "changed":
         changed = f.get("changed") or []
         since = ["changed since: " + ", ".join(map(str, changed[:3]))] if changed else []
