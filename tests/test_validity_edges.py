@@ -180,3 +180,18 @@ def test_a_reason_with_newlines_in_an_older_log_is_still_shown_on_one_line(tmp_p
     about = run_cli("about", "src/pay.py", "--project-dir", str(root))
     assert "retired: two lines" in hist.stdout
     assert "at 2026-01-01T00:00:00+00:00: two lines]" in about.stdout
+
+
+def test_a_retired_memory_stays_hidden_when_a_newer_note_seems_to_update_it(tmp_path):
+    # the no-LLM rule flags an older note with the same words and other numbers "possibly
+    # superseded": logged after the retire, that flag was the latest event and showed it again
+    root, spec, ids = two_notes(tmp_path)
+    with Memory(spec, root) as mem:
+        mem.retire(ids[PIN7], "stripe is no longer pinned")
+        mem.append_gotcha(PIN8)
+        shown = [h.text for h in mem.search("stripe pin", limit=10)]
+        assert PIN8 in shown and PIN7 not in shown
+        old = [h for h in mem.search("stripe pin", limit=10, include_history=True)
+               if h.text == PIN7]
+        assert old[0].metadata["validity"]["state"] == "retired"
+    assert [e["state"] for e in log_of(spec) if e["item"] == ids[PIN7]] == ["retired"]

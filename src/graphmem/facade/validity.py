@@ -53,7 +53,8 @@ class Validity:
         return rows[0]
 
     def log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
-        """Append one validity event to this spec's ``validity.jsonl`` -> the event."""
+        """Append one validity event to this spec's ``validity.jsonl`` -> the event (callers hold
+        ``LOCK_NAME``: ``claim`` or ``log_while_valid``)."""
         when = utcnow() if at is None else parse_iso(at)
         if when is None:
             raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
@@ -64,6 +65,30 @@ class Validity:
         path = validity_file(self.scope.require_spec())
         append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
         return ev
+
+    def log_while_valid(self, item_ids: list[str], state: str, reason: str,
+                        by: str | None) -> list[str]:
+        """Log ``state`` for each of ``item_ids`` still valid -> the ids logged.
+
+        The writers that are not a user's retire or supersede (the LLM's judgement, the no-LLM
+        rule, reverts) take the lock ``claim`` takes: a memory already retired or superseded, or
+        being retired or superseded by a call in flight, keeps its event (a later flag logged
+        after it would be its latest event, and bring a retired memory back into searches).
+        """
+        spec_dir = self.scope.require_spec()
+        memory_dir = validity_file(spec_dir).parent
+        logged: list[str] = []
+        with folder_lock(memory_dir, name=LOCK_NAME):
+            events = validity_log(spec_dir).events
+            for item_id in dict.fromkeys(item_ids):
+                with _in_flight_guard:
+                    busy = (str(memory_dir), item_id) in _in_flight
+                closed = (events.get(item_id) or {}).get("state") in ("retired", "superseded")
+                if busy or closed:
+                    continue
+                self.log_event(item_id, state, reason, by, None)
+                logged.append(item_id)
+        return logged
 
     @contextmanager
     def claim(self, item_id: str) -> Iterator[None]:
@@ -120,17 +145,15 @@ class Validity:
             await self._judged_updates(llm, kind, text, new_id, bullets, rule_ids)
         if judged is not None:
             ids, reason = judged
-            for old_id in ids:
-                self.log_event(old_id, "superseded", reason or "replaced by a newer note",
-                               new_id, None)
+            ids = self.log_while_valid(ids, "superseded", reason or "replaced by a newer note",
+                                       new_id)
             if ids:
                 await self.to_graph(ids)
             return
-        for old_id in rule_ids:
-            if old_id != new_id:
-                self.log_event(old_id, POSSIBLY, "a newer note says the same with other numbers",
-                               new_id, None)
-                await self.to_graph([old_id])
+        flagged = self.log_while_valid([i for i in rule_ids if i != new_id], POSSIBLY,
+                                       "a newer note says the same with other numbers", new_id)
+        if flagged:
+            await self.to_graph(flagged)
 
     async def flag_reverts(self, session_num: int, lines: list[str], items: list[Any]) -> None:
         """After session ``session_num`` completed ``lines``: for each ``Revert "S"``, the
@@ -163,9 +186,8 @@ class Validity:
                     if it.kind == "file" or it.session != str(n) or it.id in known or \
                             it.id == by or not (whole or subject_key(it.text) == key):
                         continue  # said again by a later session, or already judged
-                    self.log_event(it.id, POSSIBLY, f"reverted by session {session_num}: "
-                                   f"{line.strip()}", by, None)
-                    flagged.append(it.id)
+                    flagged += self.log_while_valid([it.id], POSSIBLY, f"reverted by session "
+                                                    f"{session_num}: {line.strip()}", by)
                 break
         if flagged:
             await self.to_graph(flagged)
