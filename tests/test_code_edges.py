@@ -93,7 +93,7 @@ def test_context_files_pins_memories_by_the_new_name_and_takes_absolute_paths(tm
                              files=[str(root / "src" / "refunds.py")])
     assert REFUND not in plain  # only the file it lives in now pulls it
     line = next(x for x in by_new.splitlines() if REFUND in x)
-    assert "its code moved from src/pay.py to src/refunds.py" in line  # pay.py is still there
+    assert "`refund` moved from src/pay.py to src/refunds.py" in line  # pay.py is still there
     assert "src/pay.py is now" not in by_new
     assert by_new == by_abs
     cli = run_cli("context", "prepare the release checklist", "--max-tokens", "300", "--spec-dir", str(spec),
@@ -203,3 +203,34 @@ def test_a_fifo_in_a_project_outside_git_does_not_hang_code_memory(tmp_path):
     assert [e["text"] for e in json.loads(proc.stdout)["current"]] == [CHARGE]
     missing = run_cli("about", "x", "--spec-dir", str(tmp_path / "no-such-spec"))
     assert missing.returncode == 4 and "spec folder not found" in missing.stderr
+
+
+BOTH = "In src/pay.py, `refund` rounds down and `charge` retries twice"
+
+
+def test_a_moved_function_is_a_note_and_the_path_of_a_file_still_there_stays(tmp_path):
+    # refund left src/pay.py, charge stayed: "In src/refunds.py, ... `charge`" would be false
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(BOTH)
+        mem.update_codebase_map({"src/pay.py": "`refund` and `charge`"})
+    (root / "src" / "pay.py").write_text("def charge(n):\n    return n\n")
+    (root / "src" / "refunds.py").write_text("def refund(order):\n    return order.total\n")
+    commit(root, "move refund to its own module")
+    with Memory(spec, root) as mem:
+        ctx = mem.context("refund rounding and charge retries", max_tokens=800)
+    line = next(x for x in ctx.splitlines() if "rounds down" in x)
+    assert line.startswith("- " + BOTH) and "`refund` moved from src/pay.py to src/refunds.py" in line
+    entry = next(x for x in ctx.splitlines() if "`refund` and `charge`" in x)
+    assert entry.startswith("- src/pay.py: ") and "src/refunds.py:" not in ctx
+    # the file split in two (src/pay.py gone): no single new name to write, a note per function
+    (root / "src" / "pay.py").unlink()
+    (root / "src" / "charges.py").write_text("def charge(n):\n    return n\n")
+    commit(root, "split pay.py")
+    cli = run_cli("context", "refund rounding and charge retries", "--max-tokens", "800",
+                  "--spec-dir", str(spec), "--project-dir", str(root))
+    assert cli.returncode == 0, cli.stderr
+    line = next(x for x in cli.stdout.splitlines() if "rounds down" in x)
+    assert line.startswith("- " + BOTH), line
+    assert "`refund` moved from src/pay.py to src/refunds.py" in line
+    assert "`charge` moved from src/pay.py to src/charges.py" in line

@@ -80,16 +80,8 @@ def validity_note(meta: dict) -> str:
 def _line(hit: Hit, project_dir: Path | None) -> str:
     """One bullet: moved paths rewritten to their current names, changed code marked, a turn
     quoted with its session, and where the memory applies (its anchored files, current names)."""
-    text = " ".join(hit.text.split())
     fresh = _freshness(hit)
-    notes = []
-    for old, new in (fresh.get("moved") or {}).items():
-        if old in text:
-            text = text.replace(old, new)
-        if project_dir is not None and (Path(project_dir) / old).is_file():
-            notes.append(f"its code moved from {old} to {new}")  # a function moved, not the file
-        else:
-            notes.append(f"{old} is now {new}")
+    text, notes = _moved(" ".join(hit.text.split()), fresh, project_dir)
     if fresh.get("asked_moved"):  # a map entry listing `X` for a file that no longer defines it
         from .code.whereabouts import moved_note
 
@@ -114,7 +106,38 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     files = [p for p in fresh.get("paths") or [] if p not in text][:FILES_PER_LINE]
     if files and hit.kind != "file":
         notes.insert(0, "files: " + ", ".join(files))
+    notes = list(dict.fromkeys(notes))  # a moved name can also be the one the query asked
     return f"- {body}" + (f" [{'; '.join(notes)}]" if notes else "") + "\n"
+
+
+def _moved(text: str, fresh: dict, project_dir: Path | None) -> tuple[str, list[str]]:
+    """The text with moved paths rewritten to their new names, and the notes saying what moved.
+    A path is rewritten only when all the memory's code there went to one new path (the file was
+    renamed, or every function it names there moved to one file); when some of its code is still
+    there, or went to several files, the text keeps the path (the other names it lists there are
+    still in it). The note is "a.py is now b.py" when a.py left the tree for one file, else one
+    per moved symbol ("`refund` moved from a.py to b.py")."""
+    moves = fresh.get("moves")
+    if not isinstance(moves, list):  # a hit from before moves were listed
+        moves = [{"from": a, "to": b, "what": "file"} for a, b in (fresh.get("moved") or {}).items()]
+    homes: dict[str, set[str]] = {}
+    for m in moves:
+        if isinstance(m, dict) and isinstance(m.get("from"), str) and isinstance(m.get("to"), str):
+            homes.setdefault(m["from"], set()).add(m["to"])
+    notes = []
+    anchored_now = set(fresh.get("paths") or ())  # where its code is now, moved or not
+    for old, new in homes.items():
+        if old not in anchored_now and len(new) == 1:
+            text = text.replace(old, next(iter(new)))
+        left = project_dir is None or not (Path(project_dir) / old).is_file()
+        if left and len(new) == 1:
+            notes.append(f"{old} is now {next(iter(new))}")  # the file was renamed
+            continue
+        for m in moves:
+            if isinstance(m, dict) and m.get("from") == old:
+                what = f"`{m['symbol']}`" if m.get("symbol") else "its code"
+                notes.append(f"{what} moved from {old} to {m['to']}")
+    return text, notes
 
 
 def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
