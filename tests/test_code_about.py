@@ -180,3 +180,40 @@ def test_about_in_a_project_that_is_not_a_git_repository(tmp_path):
     assert [e["id"] for e in ans["current"]] == [rid]
     assert ans["current"][0]["freshness"]["state"] == "changed"
     assert ans["current"][0]["freshness"]["symbols_changed"] == ["refund"]
+
+
+def test_about_carries_the_reason_and_the_moves_a_search_hit_has(tmp_path):
+    # one memory names `refund` (moves to its own file, src/pay.py stays) and `cee` in src/c.py
+    # (deleted): search says "changed" because src/c.py is gone; about said only "[changed]"
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/c.py": "def cee():\n    return 1\n"})
+    text = "Checkout: `refund` in src/pay.py calls `cee` in src/c.py"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(text)
+        mem.update_codebase_map({"src/pay.py": "`refund` and the `Client` class"})
+    (root / "src" / "c.py").unlink()
+    (root / "src" / "pay.py").write_text("class Client:\n    def charge(self, n):\n        return n\n")
+    (root / "src" / "refunds.py").write_text("def refund(order):\n    return order.total\n")
+    commit(root, "move refund, drop c.py")
+    with Memory(spec, root) as mem:
+        hit = next(h for h in mem.search("checkout refund cee", limit=5) if h.text == text)
+    want = {k: hit.metadata["freshness"][k] for k in ("state", "reason", "moves")}
+    assert want["reason"] == "cee in src/c.py is gone"
+    assert want["moves"] == [{"from": "src/pay.py", "to": "src/refunds.py", "what": "symbol",
+                              "symbol": "refund", "left": False}]
+    js = run_cli("about", "src/c.py", "--spec-dir", str(spec), "--json")
+    assert js.returncode == 0, js.stderr
+    entry = json.loads(js.stdout)["current"][0]
+    assert {k: entry["freshness"].get(k) for k in want} == want
+
+    async def main():
+        async with Client(build_server(spec, root)) as c:
+            res = await c.call_tool("about", {"path_or_symbol": "src/c.py"})
+            assert not res.is_error, res.content
+            return res.structured_content
+    got = anyio.run(main)["current"][0]["freshness"]
+    assert {k: got.get(k) for k in want} == want
+    human = run_cli("about", "src/c.py", "--spec-dir", str(spec)).stdout
+    assert "[changed (cee in src/c.py is gone)]" in human, human
+    human = run_cli("about", "refund", "--spec-dir", str(spec)).stdout
+    entry = next(x for x in human.splitlines() if "the `Client` class" in x)
+    assert "[moved -> `refund` now in src/refunds.py]" in entry, human  # not "src/pay.py now ..."

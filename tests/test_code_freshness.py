@@ -509,7 +509,7 @@ def test_a_file_renamed_and_edited_in_one_commit_is_moved_and_listed_in_moves(tm
     assert "src/books.py posts every step" in ctx and "src/ledger.py is now src/books.py" in ctx
     moves = got[helper]["moves"]
     assert {"from": "src/util.py", "to": "src/other.py", "what": "symbol",
-            "symbol": "refund"} in moves
+            "symbol": "refund", "left": False} in moves  # src/util.py stays (emptied)
 
 
 def test_a_new_untracked_file_is_anchored_by_its_content_and_gets_freshness(tmp_path,

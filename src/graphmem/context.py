@@ -81,7 +81,7 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     """One bullet: moved paths rewritten to their current names, changed code marked, a turn
     quoted with its session, and where the memory applies (its anchored files, current names)."""
     fresh = _freshness(hit)
-    text, notes = _moved(" ".join(hit.text.split()), fresh, project_dir)
+    text, notes = _moved(" ".join(hit.text.split()), fresh)
     if fresh.get("asked_moved"):  # a map entry listing `X` for a file that no longer defines it
         from .code.whereabouts import moved_note
 
@@ -110,7 +110,7 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     return f"- {body}" + (f" [{'; '.join(notes)}]" if notes else "") + "\n"
 
 
-def _moved(text: str, fresh: dict, project_dir: Path | None) -> tuple[str, list[str]]:
+def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     """The text with moved paths rewritten to their new names, and the notes saying what moved.
     A path is rewritten only when all the memory's code there went to one new path (the file was
     renamed, or every function it names there moved to one file); when some of its code is still
@@ -129,7 +129,8 @@ def _moved(text: str, fresh: dict, project_dir: Path | None) -> tuple[str, list[
     for old, new in homes.items():
         if old not in anchored_now and len(new) == 1:
             text = text.replace(old, next(iter(new)))
-        left = project_dir is None or not (Path(project_dir) / old).is_file()
+        left = all(m.get("what") == "file" or m.get("left") for m in moves
+                   if isinstance(m, dict) and m.get("from") == old)  # no file at the old path
         if left and len(new) == 1:
             notes.append(f"{old} is now {next(iter(new))}")  # the file was renamed
             continue

@@ -173,9 +173,10 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                  "session": row.session, "valid_at": _iso(row.time),
                  "learned_at": m.learned_at,
                  "anchors": [_short(a) for a in m.matched],
-                 "freshness": {k: fresh[k] for k in ("state", "moved", "changed", "gone",
-                                                     "symbols_changed", "commits", "work_gone")
-                               if k in fresh},
+                 "freshness": {k: fresh[k] for k in ("state", "reason", "moved", "moves",
+                                                     "changed", "gone", "symbols_changed",
+                                                     "commits", "work_gone")
+                               if k in fresh},  # the keys a search hit's freshness has
                  "validity": m.validity}
         (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
     current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
@@ -231,8 +232,11 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
     def line(e: dict) -> str:
         f = e["freshness"]
         extra = ""
-        if f["state"] == "moved" and f["moved"]:
-            extra = " -> " + ", ".join(f"{a} now {b}" for a, b in f["moved"].items())
+        if f["state"] == "moved" and (f.get("moves") or f["moved"]):
+            moves = f.get("moves") or [{"from": a, "to": b} for a, b in f["moved"].items()]
+            extra = " -> " + ", ".join(dict.fromkeys(  # a function moved out of a file that stays
+                f"`{m['symbol']}` now in {m['to']}" if m.get("symbol") and not m.get("left") else
+                f"{m['from']} now {m['to']}" for m in moves))
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
             why = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
             extra = " (" + "; ".join([*why, *([f["reason"]] if f.get("reason") else [])]) + ")"

@@ -12,8 +12,8 @@ the git index), each anchor is:
   since (``-M``: renamed and edited in one commit, ``history.History.follow``; its new path is
   also ``changed`` when most of it was rewritten), or the symbol is now defined (only) in another
   file; the anchor carries the current ``to`` path. An item lists them in ``moves``
-  (``{"from", "to", "what": "file"|"symbol", "symbol"?}``) and, as before, in ``moved``
-  (old path -> new path);
+  (``{"from", "to", "what": "file"|"symbol", "symbol"?, "left"?}``; ``left``: a symbol's old
+  file is no longer in the tree) and, as before, in ``moved`` (old path -> new path);
 - ``gone``: the file or the symbol is defined nowhere.
 
 Every anchored file whose blob differs also gets the number of commits that touched it since
@@ -89,6 +89,7 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
                 out["state"], out["lines_changed"] = "changed", True
         elif found and len({p for p, _ in found}) == 1:
             out["state"], out["to"] = "moved", found[0][0]
+            out["left"] = path not in snap.files  # its file went too (a rename), or it stays
         elif found:
             out["state"] = "changed"  # now defined in several other files: no single new home
         else:
@@ -186,7 +187,8 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
         state = "current"
     out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
            "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
-           "moves": [{"from": s["path"], "to": s["to"], "what": "symbol", "symbol": s["symbol"]}
+           "moves": [{"from": s["path"], "to": s["to"], "what": "symbol", "symbol": s["symbol"],
+                      "left": bool(s.get("left"))}
                      if s.get("symbol") else {"from": s["path"], "to": s["to"], "what": "file"}
                      for s in states if s["state"] == "moved"],
            "changed": sorted({s["path"] for s in basis if s["state"] == "changed"} |
