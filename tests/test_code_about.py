@@ -182,7 +182,7 @@ def test_about_in_a_project_that_is_not_a_git_repository(tmp_path):
     assert ans["current"][0]["freshness"]["symbols_changed"] == ["refund"]
 
 
-def test_about_carries_the_reason_and_the_moves_a_search_hit_has(tmp_path):
+def test_about_and_the_cli_search_carry_the_reason_and_the_moves_a_search_hit_has(tmp_path):
     # one memory names `refund` (moves to its own file, src/pay.py stays) and `cee` in src/c.py
     # (deleted): search says "changed" because src/c.py is gone; about said only "[changed]"
     root, spec = project(tmp_path, {"src/pay.py": PAY, "src/c.py": "def cee():\n    return 1\n"})
@@ -217,3 +217,6 @@ def test_about_carries_the_reason_and_the_moves_a_search_hit_has(tmp_path):
     human = run_cli("about", "refund", "--spec-dir", str(spec)).stdout
     entry = next(x for x in human.splitlines() if "the `Client` class" in x)
     assert "[moved -> `refund` now in src/refunds.py]" in entry, human  # not "src/pay.py now ..."
+    shown = run_cli("search", "checkout refund cee", "--spec-dir", str(spec)).stdout
+    at = shown.index(text)  # search shows both marks, as context does
+    assert "cee in src/c.py is gone; moved: src/pay.py -> src/refunds.py" in shown[at:at + 300]

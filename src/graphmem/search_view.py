@@ -65,4 +65,7 @@ def stale_note(meta: dict) -> str:
         since = ["changed since: " + ", ".join(map(str, changed[:3]))] if changed else []
         out.append("; ".join([*since, *([str(f["reason"])] if f.get("reason") else [])])
                    or "changed since")
+        moved = list((f.get("moved") or {}).items())[:3]  # the rest of its code may have moved
+        if moved:
+            out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
     return "; ".join(out)
