@@ -220,3 +220,23 @@ def test_about_and_the_cli_search_carry_the_reason_and_the_moves_a_search_hit_ha
     shown = run_cli("search", "checkout refund cee", "--spec-dir", str(spec)).stdout
     at = shown.index(text)  # search shows both marks, as context does
     assert "cee in src/c.py is gone; moved: src/pay.py -> src/refunds.py" in shown[at:at + 300]
+
+
+def test_a_file_renamed_and_mostly_rewritten_reads_moved_and_changed_in_about_and_search(tmp_path):
+    # git -M still sees the rename (the long lines stay), but most lines changed: context said
+    # "src/books.py changed since", the CLI's search and about only "moved"
+    body = "".join(f"def step_{i}(ledger, journal_entries_of_the_day, currency_of_the_book, "
+                   f"rounding_mode):\n    return {i}\n\n\n" for i in range(8))
+    root, spec = project(tmp_path, {"src/ledger.py": body})
+    note = "ledger posting: src/ledger.py posts every step in order"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(note)
+    git(root, "mv", "src/ledger.py", "src/books.py")
+    (root / "src/books.py").write_text(body.replace("return ", "return 1 + ")
+                                       .replace("def step_0(", "def step_zero("))
+    commit(root, "rename the ledger and rewrite it")
+    about = run_cli("about", "src/books.py", "--spec-dir", str(spec))
+    assert "[moved -> src/ledger.py now src/books.py; src/books.py changed since]" in about.stdout
+    shown = run_cli("search", "ledger posting", "--spec-dir", str(spec)).stdout
+    at = shown.index(note)
+    assert "moved: src/ledger.py -> src/books.py; changed since: src/books.py" in shown[at:at + 300]

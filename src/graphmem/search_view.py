@@ -59,6 +59,8 @@ def stale_note(meta: dict) -> str:
         if moved:
             out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
         out.extend(moved_note(f))  # "`X` is now in b.py"
+        if f.get("changed"):  # renamed and mostly rewritten in one commit
+            out.append("changed since: " + ", ".join(map(str, f["changed"][:3])))
 
     elif state == "changed":
         changed = f.get("changed") or []

@@ -237,6 +237,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             extra = " -> " + ", ".join(dict.fromkeys(  # a function moved out of a file that stays
                 f"`{m['symbol']}` now in {m['to']}" if m.get("symbol") and not m.get("left") else
                 f"{m['from']} now {m['to']}" for m in moves))
+            if f["changed"]:  # renamed and mostly rewritten in one commit
+                extra += "; " + ", ".join(f["changed"]) + " changed since"
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
             why = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
             extra = " (" + "; ".join([*why, *([f["reason"]] if f.get("reason") else [])]) + ")"
