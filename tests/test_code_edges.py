@@ -223,6 +223,10 @@ def test_a_moved_function_is_a_note_and_the_path_of_a_file_still_there_stays(tmp
     assert line.startswith("- " + BOTH) and "`refund` moved from src/pay.py to src/refunds.py" in line
     entry = next(x for x in ctx.splitlines() if "`refund` and `charge`" in x)
     assert entry.startswith("- src/pay.py: ") and "src/refunds.py:" not in ctx
+    with Memory(spec, root) as mem:  # a query asking where refund is: said once, not twice
+        asked = mem.context("Where is `refund` now?", max_tokens=800)
+    entry = next(x for x in asked.splitlines() if "`refund` and `charge`" in x)
+    assert entry.endswith("[`refund` moved from src/pay.py to src/refunds.py]"), entry
     # the file split in two (src/pay.py gone): no single new name to write, a note per function
     (root / "src" / "pay.py").unlink()
     (root / "src" / "charges.py").write_text("def charge(n):\n    return n\n")

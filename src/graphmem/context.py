@@ -85,7 +85,10 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     if fresh.get("asked_moved"):  # a map entry listing `X` for a file that no longer defines it
         from .code.whereabouts import moved_note
 
-        notes.extend(moved_note(fresh))  # "`X` is now in b.py"
+        said = " ".join(notes)  # "`X` moved from a.py to b.py" already says it
+        asked = fresh["asked_moved"] if isinstance(fresh["asked_moved"], dict) else {}
+        notes.extend(moved_note({"asked_moved": {k: v for k, v in asked.items()
+                                                 if f"`{k}` moved from" not in said}}))
     changed = fresh.get("changed") or []
     if changed:
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
