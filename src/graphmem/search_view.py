@@ -55,10 +55,12 @@ def stale_note(meta: dict) -> str:
     elif state == "moved":
         from .code.whereabouts import moved_note
 
-        moved = list((f.get("moved") or {}).items())[:3]
+        moved = _moves_shown(f)
         if moved:
-            out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
-        out.extend(moved_note(f))  # "`X` is now in b.py"
+            out.append("moved: " + moved)
+        said = {m.get("symbol") for m in f.get("moves") or () if isinstance(m, dict)}
+        out.extend(moved_note({"asked_moved": {k: v for k, v in (f.get("asked_moved") or {}).items()
+                                               if k not in said}}))  # "`X` is now in b.py"
         if f.get("changed"):  # renamed and mostly rewritten in one commit
             out.append("changed since: " + ", ".join(map(str, f["changed"][:3])))
 
@@ -67,7 +69,17 @@ def stale_note(meta: dict) -> str:
         since = ["changed since: " + ", ".join(map(str, changed[:3]))] if changed else []
         out.append("; ".join([*since, *([str(f["reason"])] if f.get("reason") else [])])
                    or "changed since")
-        moved = list((f.get("moved") or {}).items())[:3]  # the rest of its code may have moved
+        moved = _moves_shown(f)  # the rest of its code may have moved
         if moved:
-            out.append("moved: " + ", ".join(f"{a} -> {b}" for a, b in moved))
+            out.append("moved: " + moved)
     return "; ".join(out)
+
+
+def _moves_shown(f: dict) -> str:
+    """Up to three moves, "a.py -> b.py" for a file that went, "`refund` a.py -> b.py" for a
+    function that left a file still there (the file itself did not move)."""
+    moves = f.get("moves") if isinstance(f.get("moves"), list) else \
+        [{"from": a, "to": b} for a, b in (f.get("moved") or {}).items()]
+    shown = [(f"`{m['symbol']}` " if m.get("symbol") and not m.get("left") else "") +
+             f"{m.get('from')} -> {m.get('to')}" for m in moves if isinstance(m, dict)]
+    return ", ".join(list(dict.fromkeys(shown))[:3])
