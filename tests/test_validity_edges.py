@@ -195,3 +195,22 @@ def test_a_retired_memory_stays_hidden_when_a_newer_note_seems_to_update_it(tmp_
                if h.text == PIN7]
         assert old[0].metadata["validity"]["state"] == "retired"
     assert [e["state"] for e in log_of(spec) if e["item"] == ids[PIN7]] == ["retired"]
+
+
+def test_context_files_leaves_retired_and_superseded_memories_out(tmp_path):
+    # files= pins the memories anchored to a file whatever their score: the retired and the
+    # superseded ones came back, unmarked, under a line saying they were left out
+    root, spec, ids = two_notes(tmp_path)
+    with Memory(spec, root) as mem:
+        mem.retire(ids[HOOKS], "the provider deduplicates them")
+        mem.supersede(ids[PIN7], PIN8)
+        ctx = mem.context("deploy checklist", max_tokens=500, files=["src/pay.py"])
+    assert PIN8 in ctx and PIN7 not in ctx and HOOKS not in ctx, ctx
+
+    async def main():
+        async with Client(build_server(spec, root)) as c:
+            res = await c.call_tool("get_context", {"task": "deploy checklist", "max_tokens": 500,
+                                                    "files": ["src/pay.py"]})
+            assert not res.is_error, res.content
+            return res.content[0].text
+    assert anyio.run(main) == ctx

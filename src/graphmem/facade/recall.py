@@ -293,19 +293,21 @@ class Recall:
                              pinned={h.id for h in pinned}, retired=retired)
 
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
-        """The memories anchored to ``paths`` (newest first), with their freshness; gone ones out."""
+        """The memories anchored to ``paths`` (newest first), with their freshness and validity
+        marks; gone, retired and superseded ones out (as a search leaves them out)."""
         from ..code import with_freshness
         from ..code.about import moved_here
         from ..code.freshness import anchored_to
         from ..code.tree import snapshot
         from ..files.walk import spec_folders
+        from ..validity import apply_validity
 
         root = self.scope.root
         specs = [self.scope.spec_dir] if self.scope.spec_dir is not None else spec_folders(root)
         ids = anchored_to(specs, paths)  # by the names the memories used, then by new names
         ids += [i for i in moved_here(specs, paths, snapshot(root)) if i not in ids]
-        hits = with_freshness(self.hits_by_id(ids), root,
-                              spec_dir_of=self._spec_dir_of)
+        hits, _ = apply_validity(self.hits_by_id(ids), False, self._spec_dir_of)
+        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of)
         return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
 
 
