@@ -220,6 +220,9 @@ def test_about_and_the_cli_search_carry_the_reason_and_the_moves_a_search_hit_ha
     shown = run_cli("search", "checkout refund cee", "--spec-dir", str(spec)).stdout
     at = shown.index(text)  # search shows both marks, as context does
     assert "cee in src/c.py is gone; moved: `refund` src/pay.py -> src/refunds.py" in shown[at:at + 300]
+    shown = run_cli("search", "where is `refund` now?", "--spec-dir", str(spec)).stdout.splitlines()
+    at = next(i for i, x in enumerate(shown) if x.strip() == "src/pay.py: `refund` and the `Client` class")
+    assert shown[at + 2].strip() == "moved: `refund` src/pay.py -> src/refunds.py", shown  # once
 
 
 def test_a_file_renamed_and_mostly_rewritten_reads_moved_and_changed_in_about_and_search(tmp_path):
@@ -240,6 +243,3 @@ def test_a_file_renamed_and_mostly_rewritten_reads_moved_and_changed_in_about_an
     shown = run_cli("search", "ledger posting", "--spec-dir", str(spec)).stdout
     at = shown.index(note)
     assert "moved: src/ledger.py -> src/books.py; changed since: src/books.py" in shown[at:at + 300]
-    shown = run_cli("search", "where is `refund` now?", "--spec-dir", str(spec)).stdout.splitlines()
-    at = next(i for i, x in enumerate(shown) if x.strip() == "src/pay.py: `refund` and the `Client` class")
-    assert shown[at + 2].strip() == "moved: `refund` src/pay.py -> src/refunds.py", shown  # once
