@@ -90,3 +90,22 @@ def check_code_stages(checked, timed, base: str = BASE) -> None:
 
     recall.code_recall = wrap("code recall")
     freshness.annotate = wrap("freshness")
+    check_rows_by_id(checked, timed)
+
+
+def check_rows_by_id(checked, timed) -> None:
+    """``IndexStore.rows_by_id`` (one read by id) against a read of the rowids, then the rows."""
+    from graphmem.index.storage import IndexStore
+
+    fast = IndexStore.rows_by_id
+    checked.ms.setdefault("index rows by id", {"fast": [], "plain": []})
+
+    def rows_by_id(self, ids):
+        got, want = timed("index rows by id", lambda: fast(self, ids),
+                          lambda: list(self.rows(list(self.rowids_by_id(ids).values())).values()))
+        if sorted(map(tuple, got)) != sorted(map(tuple, want)):
+            raise AssertionError(f"rows by id differ for {len(ids)} ids")
+        checked.code_hits["index rows by id"] = checked.code_hits.get("index rows by id", 0) + len(got)
+        return got
+
+    IndexStore.rows_by_id = rows_by_id

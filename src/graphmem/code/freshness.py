@@ -68,7 +68,7 @@ MIN_TOUCHED = 2  # an item naming no code is gone when every one of at least thi
 WORK_GONE_SHARE = 0.5  # as the GONE label: at least half of the files a work wrote are gone
 MIN_WORK_FILES = 2  # one file alone says too little about a work
 KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
-MEMO_SIZE = 100_000  # answers a per-snapshot memo keeps (anchor states, ``work_gone``)
+MEMO_SIZE = 100_000  # answers a per-snapshot memo keeps (``work_gone``, ``prepare``)
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
@@ -182,7 +182,7 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     if got is not None:
         return got
     anchors = [a for a in rec.get("anchors") or [] if isinstance(a, dict)]
-    every = _anchor_states(anchors, snap, rec.get("head"))
+    every = [anchor_state(a, snap, rec.get("head")) for a in anchors]
     own = [s for s, a in zip(every, anchors) if not a.get("via")]
     touched = [s for s, a in zip(every, anchors) if a.get("touched")]
     states = [s for s, a in zip(every, anchors) if not a.get("touched")]
@@ -218,19 +218,6 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     if state == "changed" and partly_gone:
         out["reason"] = "; ".join(f"{x} is gone" for x in partly_gone)
     memo[key] = out
-    return out
-
-
-def _anchor_states(anchors: list[dict], snap: Snapshot, head: str | None) -> list[dict]:
-    """``anchor_state`` of each anchor, kept per snapshot by anchor: the records of one session
-    share its files' anchors, and records naming one set share that set's."""
-    memo = _memo(snap, "_anchor_states")  # (id(anchor), head) -> (anchor, its state)
-    out = []
-    for a in anchors:
-        got = memo.get((id(a), head))
-        if got is None or got[0] is not a:
-            got = memo[(id(a), head)] = (a, anchor_state(a, snap, head))
-        out.append(got[1])
     return out
 
 

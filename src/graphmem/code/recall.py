@@ -317,12 +317,15 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
             files += [_files(r) for r, _ in more]
             scores += [0.0] * len(extra)
     positions, latest = [], []
+    hists: dict[int, _History] = {}  # per book
     for h, (rec, b) in zip(hits, recs):
         if rec is None or b is None:
             positions.append(None)
             latest.append({})
             continue
-        hist = _history.setdefault(str(b.path), _History())
+        hist = hists.get(id(b))
+        if hist is None:
+            hist = hists[id(b)] = _history.setdefault(str(b.path), _History())
         positions.append(hist.position(b, rec.get("at")))
         latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
