@@ -8,19 +8,23 @@ compared bit for bit:
 - the late stage's MaxSim product (``maxsim.best_matches``, in chunks) against one product of
   the whole pool (``one_product``);
 - the word stage's BM25 of rows and sessions (``ranker.term_scores``, all postings in one read)
-  against one read and one sum per term (``term_scores_per_term``).
+  against one read and one sum per term (``term_scores_per_term``);
+- code recall (``code/recall.py``'s ``code_recall``) and freshness (``code/freshness.py``'s
+  ``annotate``) against those modules as they were at ``--base`` (``_exact_code.py``): every
+  hit's fields, in order, scores and freshness included.
 
 A search's hits follow from these values, so equal values give equal hits. The first
-mismatch fails the run. Each call times both ways, in alternating order, on the same inputs:
+mismatch fails the run. Each call times both ways, in random order, on the same inputs:
 the table gives the stage's milliseconds per search the faster path saves, on real pools.
 
-    .venv/bin/python bench/codemem_exact.py [--datasets pytest,entire-cli] [--tasks N]
+    .venv/bin/python bench/codemem_exact.py [--datasets pytest,entire-cli] [--tasks N] [--base REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import random
 import sys
 import time
 from pathlib import Path
@@ -100,17 +104,21 @@ def paired(fast, plain, first: bool) -> tuple[object, object, float, float]:
 class Checked:
     """Wraps the sped-up stages: each call also runs the plain way and must match bit for bit."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: str | None = None) -> None:
         from graphmem.index import maxsim, ranker
 
         self.ms: dict[str, dict[str, list[float]]] = {
             "MaxSim product": {"fast": [], "plain": []}, "word BM25": {"fast": [], "plain": []}}
         self.rows = 0
+        self.code_hits: dict[str, int] = {}  # hits compared per code stage
         fast_best, fast_terms = maxsim.best_matches, ranker.term_scores
+
+        order = random.Random(0)  # which way runs first: a search's calls come in fours (a
+        # cold warm-up, then three), so alternating by count would always run one way cold
 
         def timed(stage: str, fast, plain):
             times = self.ms[stage]
-            got, want, f, p = paired(fast, plain, len(times["fast"]) % 2 == 0)
+            got, want, f, p = paired(fast, plain, order.random() < 0.5)
             times["fast"].append(f)
             times["plain"].append(p)
             return got, want
@@ -138,12 +146,17 @@ class Checked:
             return got
 
         maxsim.best_matches, ranker.term_scores = best_matches, term_scores
+        if base is not None:
+            from _exact_code import check_code_stages
+
+            check_code_stages(self, timed, base)
 
     def report(self) -> None:
         n = {k: len(v["fast"]) for k, v in self.ms.items()}
         print(f"\nidentical, bit for bit: {n['MaxSim product']} MaxSim products ({self.rows} token "
-              f"rows), {n['word BM25']} word stages")
-        table("each stage per search, ms, both ways on the same inputs (alternating order)",
+              f"rows), {n['word BM25']} word stages"
+              + "".join(f", {n[k]} calls of {k} ({v} hits)" for k, v in self.code_hits.items()))
+        table("each stage per search, ms, both ways on the same inputs (in random order)",
               ["stage", "way", "calls", "p50", "p95", "mean"],
               [[stage, way, len(v), pct(v, 50), pct(v, 95), sum(v) / max(1, len(v))]
                for stage, ways in self.ms.items() for way, v in ways.items()])
@@ -153,8 +166,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="pytest,entire-cli")
     ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
+    ap.add_argument("--base", default="e326048",
+                    help="the commit whose code/recall.py and code/freshness.py are the plain way "
+                         "('' skips those stages)")
     args = ap.parse_args()
-    checked = Checked()
+    checked = Checked(args.base or None)
     import codemem
 
     sys.argv = [sys.argv[0], "--datasets", args.datasets, "--out", "codemem_exact",

@@ -162,3 +162,24 @@ def test_history_extended_after_commits_equals_one_read_from_scratch(tmp_path):
     scratch = History(root)
     scratch.update(head)
     assert hist.pos == scratch.pos and hist.touched == scratch.touched
+
+
+def test_a_work_line_another_writer_appends_is_read_by_the_next_search_without_a_commit(tmp_path):
+    """Two agents share a spec folder. One searches (each hit's work mark is kept for this
+    snapshot); the other records what the work at this HEAD wrote, files now gone. The next
+    search, with no commit between, marks the memory gone, as a search from scratch does."""
+    from graphmem.code.anchor_file import append
+
+    root, spec = make(tmp_path)
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("refund rounding: `refund` in src/pay.py must round half up")
+        assert state_of(same_as_from_scratch(mem), "refund")["state"] == "current"
+        assert state_of(answer(mem), "refund")["state"] == "current"  # kept, same snapshot
+        append(spec, [{"work": git(root, "rev-parse", "HEAD"), "base": None,
+                       "at": "2026-12-01T10:00:00+00:00", "sessions": [], "items": [],
+                       "files": ["src/old_a.py", "src/old_b.py"], "deleted": [], "added": {},
+                       "changed": {}, "removed": {}, "moved": {}}])
+        got = state_of(answer(mem), "refund")
+        assert got["state"] == "gone" and got["work_gone"]["files"] == ["src/old_a.py",
+                                                                       "src/old_b.py"]
+        assert state_of(same_as_from_scratch(mem), "refund") == got

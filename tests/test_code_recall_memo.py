@@ -7,8 +7,10 @@ A real ``anchors.jsonl`` written through ``anchor_file.append`` and read through
 
 from __future__ import annotations
 
+import bisect
+
 from graphmem.code.anchor_file import append, book, compact
-from graphmem.code.recall import _NewestWork, newest_works
+from graphmem.code.recall import _History, _NewestWork, newest_works
 
 
 def rec(item: str, session: str, *paths: str) -> dict:
@@ -47,6 +49,53 @@ def test_newest_works_follow_new_lines_and_a_rewritten_file(tmp_path):
     assert works(spec, "src/a.py") == before
     append(spec, [rec("a4", "4", "src/b.py")])
     assert works(spec, "src/b.py") == ["a4", "a2"]
+
+
+def test_newest_works_follow_an_item_recorded_again_about_another_file(tmp_path):
+    """A newer record of an item names only another file: the file's list of items is as it
+    was, but that item is now another piece of work there (session 2's, twice: once)."""
+    spec = tmp_path / "spec"
+    append(spec, [rec("a1", "1", "src/a.py"), rec("a2", "2", "src/a.py"), rec("c", "3", "src/c.py")])
+    assert works(spec, "src/a.py") == ["a2", "a1"] and works(spec, "src/c.py") == ["c"]
+    kept = newest_works(book(spec), "src/c.py")
+    append(spec, [rec("a1", "2", "src/b.py")])
+    assert works(spec, "src/a.py") == ["a2"]
+    assert newest_works(book(spec), "src/c.py") is kept  # nothing it met changed: not walked again
+    assert works(spec, "src/b.py") == ["a1"]
+
+
+def at(n: int) -> str:
+    return f"2026-12-01T10:{n // 60:02d}:{n % 60:02d}+00:00"
+
+
+def timed(item: str, session: str, n: int) -> dict:
+    return {**rec(item, session, "src/a.py"), "at": at(n)}
+
+
+def from_scratch_position(spec, when: str) -> float:
+    times = sorted(r.get("at") or "" for r in book(spec).records.values())
+    return bisect.bisect_right(times, when) / len(times)
+
+
+def test_write_positions_follow_every_record_the_book_reads(tmp_path):
+    """An item's place in the write history (1 = newest) is kept between searches; after each
+    write it is what sorting every record's time gives: new items push older ones down, an
+    item recorded again moves to its new time, and a rewritten file starts over."""
+    spec = tmp_path / "spec"
+    append(spec, [timed(f"i{n}", "s", 10 * n) for n in range(1, 21)])  # times 10 .. 200
+    h = _History()
+    assert h.position(book(spec), at(200)) == 1.0 and h.position(book(spec), at(100)) == 0.5
+    append(spec, [timed("i21", "s", 210)])
+    assert h.position(book(spec), at(200)) == 20 / 21 == from_scratch_position(spec, at(200))
+    append(spec, [timed("i1", "s", 220)])  # i1 (time 10) recorded again, newest now
+    for n in (5, 10, 100, 200, 220):
+        assert h.position(book(spec), at(n)) == from_scratch_position(spec, at(n)), n
+    assert h.position(book(spec), at(10)) == 0.0
+    before = book(spec).records
+    compact(spec, live={f"i{n}" for n in range(2, 22)})  # i1 left out
+    assert book(spec).records is not before  # a new file: the book starts over
+    for n in (10, 20, 200, 220):
+        assert h.position(book(spec), at(n)) == from_scratch_position(spec, at(n)), n
 
 
 def test_query_symbols_are_read_once_per_text_and_each_caller_gets_its_own_list():

@@ -145,6 +145,9 @@ class AnchorBook(JsonlTail):
         self.lines = 0  # lines read; against the distinct records, it says when to compact
         self.resolver = _Resolver()
         self.records: dict[str, dict] = {}
+        # item ids in the order their records were read (again when a newer record names one):
+        # what changed since a reader last looked (``recall.write_position``)
+        self.recorded: list[str] = []
         self.sessions: dict[str, dict] = {}  # episodic session -> the files its turns/steps name
         self.by_path: dict[str, list[str]] = {}  # path -> ids of the items anchored there, in order
         # path -> the items whose latest record names it, the newest last (``anchored_to``)
@@ -211,6 +214,7 @@ class AnchorBook(JsonlTail):
                 for path in {a["path"] for a in old["anchors"]}:
                     self.now_by_path.get(path, {}).pop(item_id, None)
             self.records[item_id] = got
+        self.recorded.extend(got["items"])
         if isinstance(got.get("head"), str):
             self.heads.setdefault(got["head"], []).extend(got["items"])
         for path in {a["path"] for a in got["anchors"]}:

@@ -185,11 +185,13 @@ class Works:
         self.methods: dict[str, set[str]] = {}  # a removed method's own name -> its names T.m
         self.by_item: dict[str, list[str]] = {}  # memory id -> HEADs of the works naming it
         self.by_session: dict[str, list[str]] = {}  # session -> HEADs of the works naming it
+        self.version = 0  # grows with every change: readers key their memos on it
 
     def take(self, rec: dict) -> bool:
         """Add one work line (False when it is not in the shape above)."""
         if not valid(rec):
             return False
+        self.version += 1
         head = rec["work"]
         w = self.by_head.get(head)
         if w is None:
@@ -222,6 +224,7 @@ class Works:
         if w is not None and session in w["sessions"]:
             items = [i for i in items if i not in w["items"]]
             w["items"].extend(items)
+            self.version += 1
             self._name(head, items, ())
 
     def _name(self, head: str, items: Iterable[str], sessions: Iterable[str]) -> None:

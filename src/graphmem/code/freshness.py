@@ -68,6 +68,7 @@ MIN_TOUCHED = 2  # an item naming no code is gone when every one of at least thi
 WORK_GONE_SHARE = 0.5  # as the GONE label: at least half of the files a work wrote are gone
 MIN_WORK_FILES = 2  # one file alone says too little about a work
 KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
+MEMO_SIZE = 100_000  # answers a per-snapshot memo keeps (``work_gone``, ``prepare``)
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
@@ -134,18 +135,35 @@ def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
     return to if to in snap.files else None
 
 
+def _memo(snap: Snapshot, name: str) -> dict:
+    """A memo kept on the snapshot (it lasts until the next commit), emptied when it holds
+    ``MEMO_SIZE`` answers (many writes and no commit: the works' older versions)."""
+    memo = snap.__dict__.setdefault(name, {})
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    return memo
+
+
 def _kept(snap: Snapshot) -> dict:
     return snap.__dict__.setdefault("_kept", {})
 
 
 def prepare(recs: list[dict], snap: Snapshot) -> None:
-    """Read at once what the whole-file anchors of ``recs`` need (one ``git cat-file``)."""
+    """Read at once what the whole-file anchors of ``recs`` need (one ``git cat-file``); a
+    record already prepared on this snapshot is skipped (its pairs are all known since)."""
     if not snap.git:
         return
     known = _kept(snap)
+    # id(record) -> (record, its anchors then): a session's record gains anchors as lines are read
+    done = _memo(snap, "_prepared")
     pairs = set()
     where = {}  # a current blob is read from its file in the work tree
     for rec in recs:
+        size = len(rec.get("anchors") or ())
+        seen = done.get(id(rec))
+        if seen is not None and seen[0] is rec and seen[1] == size:
+            continue
+        done[id(rec)] = (rec, size)
         for a in rec.get("anchors") or ():
             if isinstance(a, dict) and not a.get("symbol"):
                 now = snap.files.get(a.get("path"))
@@ -231,6 +249,18 @@ def work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> d
     "symbols"?: the ones it wrote, all defined nowhere now, "sessions", "commits"}``."""
     if fresh["state"] == "gone" or works is None or hit.kind == "file" or not snap.files:
         return fresh
+    # the same answer while the snapshot, the item's state and the works stay as they are
+    memo = _memo(snap, "_work_gone")
+    key = (id(fresh), id(works), works.version, hit.id, hit.session, rec.get("head"))
+    got = memo.get(key)
+    if got is not None and got[0] is fresh and got[1] is works:
+        return got[2]
+    out = _work_gone(fresh, rec, hit, works, snap)
+    memo[key] = (fresh, works, out)
+    return out
+
+
+def _work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> dict:
     done = works.of(hit.id, str(hit.session) if hit.session else None, rec.get("head"))
     if not done:
         return fresh

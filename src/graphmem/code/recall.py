@@ -32,6 +32,7 @@ books and the index.
 from __future__ import annotations
 
 import bisect
+from itertools import repeat
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -93,7 +94,7 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
     """
     weight = predict_files(scores, files, named)
     recent = newest_work_gain(weight, latest) if latest is not None else [0.0] * len(scores)
-    about = [sum(weight.get(f, 0.0) for f in fs) for fs in files]
+    about = _file_sums(weight, files)
     top = max(about, default=0.0) or 1.0
     new = []
     for s, fs, a, pos, r in zip(scores, files, about, positions, recent):
@@ -113,6 +114,19 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
     return first + later, new
 
 
+def _file_sums(weight: dict[str, float], files: Sequence[Sequence[str]]) -> list[float]:
+    """Each candidate's summed file weight, added in its files' order (candidates of one
+    record share its list of files: summed once)."""
+    get, done = weight.get, {}
+    out = []
+    for fs in files:
+        got = done.get(id(fs))
+        if got is None:
+            got = done[id(fs)] = sum(map(get, fs, repeat(0.0)))
+        out.append(got)
+    return out
+
+
 def newest_work_gain(weight: dict[str, float], latest: Sequence[dict[str, int]]) -> list[float]:
     """Each candidate's gain as recent work about the predicted files: the sum over its files of
     ``FILE_RECENCY * FILE_RECENCY_DECAY ** rank``, each scaled by the file's weight against the
@@ -123,20 +137,42 @@ def newest_work_gain(weight: dict[str, float], latest: Sequence[dict[str, int]])
 
 
 class _History:
-    """Write times of a book's records, sorted, to place an item in the project's history."""
+    """Write times of a book's records, sorted, to place an item in the project's history.
+
+    Kept up to date from the items the book read since (``AnchorBook.recorded``): each moves
+    its time in the sorted list, so a search after a write does not sort every record again."""
+
+    REBUILD_SHARE = 8  # more new items than 1/8 of those known: sorted again from scratch
 
     def __init__(self) -> None:
-        self.key: tuple[int, int] | None = None
+        self.records: dict | None = None  # the book's records this follows (a new dict: over)
+        self.seen = 0  # entries of ``recorded`` taken
+        self.at: dict[str, str] = {}  # item id -> its record's time, as in ``times``
         self.times: list[str] = []
 
     def position(self, b: AnchorBook, at: str | None) -> float | None:
-        key = (id(b), b.offset)
-        if key != self.key:
-            self.times = sorted(r.get("at") or "" for r in b.records.values())
-            self.key = key
+        if b.records is not self.records or self.seen > len(b.recorded):
+            self.records, self.seen, self.at, self.times = b.records, 0, {}, []
+        if self.seen < len(b.recorded):
+            self._catch_up(b)
         if not at or not self.times:
             return None
         return bisect.bisect_right(self.times, at) / len(self.times)
+
+    def _catch_up(self, b: AnchorBook) -> None:
+        new = dict.fromkeys(b.recorded[self.seen:])
+        self.seen = len(b.recorded)
+        if len(new) * self.REBUILD_SHARE > len(self.at):
+            self.at = {i: r.get("at") or "" for i, r in b.records.items()}
+            self.times = sorted(self.at.values())
+            return
+        for item_id in new:
+            t = b.records[item_id].get("at") or ""
+            old = self.at.get(item_id)
+            if old is not None:
+                del self.times[bisect.bisect_left(self.times, old)]
+            bisect.insort(self.times, t)
+            self.at[item_id] = t
 
 
 _history: dict[str, _History] = {}
@@ -281,12 +317,15 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
             files += [_files(r) for r, _ in more]
             scores += [0.0] * len(extra)
     positions, latest = [], []
+    hists: dict[int, _History] = {}  # per book
     for h, (rec, b) in zip(hits, recs):
         if rec is None or b is None:
             positions.append(None)
             latest.append({})
             continue
-        hist = _history.setdefault(str(b.path), _History())
+        hist = hists.get(id(b))
+        if hist is None:
+            hist = hists[id(b)] = _history.setdefault(str(b.path), _History())
         positions.append(hist.position(b, rec.get("at")))
         latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
@@ -315,8 +354,9 @@ class _NewestWork:
         self.ranks: dict[tuple[int, object], dict[str, int]] = {}
         self.found: dict[tuple[int, object], float] = {}
         self.item: dict[tuple[int, object], str] = {}
+        best = sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]
         for b in books:
-            for path in sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]:
+            for path in best:
                 for rank, (key, item_id) in enumerate(newest_works(b, path)):
                     self.ranks.setdefault(key, {})[path] = rank
                     self.found[key] = self.found.get(key, 0.0) + weight[path]
@@ -331,26 +371,58 @@ class _NewestWork:
 
 def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str]]:
     """The newest ``SCAN`` pieces of work anchored to ``path`` in ``b`` (of its newest
-    ``SCAN_ITEMS`` items), newest first: (work, its newest item there). Kept on the book until
-    it reads another line or starts over: a search asks for the same files as the last ones."""
+    ``SCAN_ITEMS`` items), newest first: (work, its newest item there). Kept on the book: a
+    search asks for the same files as the last ones, and a file's list is walked again only
+    when the book has read a record naming it or one of the items its walk met (a newer record
+    of an item may be another piece of work), or started over."""
     memo = b.__dict__.get("_newest_works")
-    if memo is None or memo[0] is not b.records or memo[1] != b.offset:
-        memo = b.__dict__["_newest_works"] = (b.records, b.offset, {})
-    got = memo[2].get(path)
-    if got is None:
-        got, seen = [], set()
-        for item_id in reversed(b.by_path.get(path, ())[-SCAN_ITEMS:]):
-            rec = b.records.get(item_id)
-            if rec is None:
-                continue
-            key = _record_work(b, rec)
-            if key not in seen:
-                seen.add(key)
-                got.append((key, item_id))
-                if len(got) >= SCAN:
-                    break
-        memo[2][path] = got
-    return got
+    if memo is None or memo.records is not b.records or memo.seen > len(b.recorded):
+        memo = b.__dict__["_newest_works"] = _WorksMemo(b.records)
+    if memo.seen < len(b.recorded):
+        memo.forget_changed(b)
+    got = memo.paths.get(path)
+    if got is not None:
+        return got[2]
+    listed = b.by_path.get(path, ())
+    out: list[tuple[tuple[int, object], str]] = []
+    seen: set = set()
+    walked = listed[-SCAN_ITEMS:]
+    for n, item_id in enumerate(reversed(walked)):
+        rec = b.records.get(item_id)
+        if rec is None:
+            continue
+        key = _record_work(b, rec)
+        if key not in seen:
+            seen.add(key)
+            out.append((key, item_id))
+            if len(out) >= SCAN:
+                walked = walked[len(walked) - n - 1:]
+                break
+    if len(memo.paths) >= _WorksMemo.MAX_PATHS:
+        memo.paths.clear()
+    memo.paths[path] = (len(listed), set(walked), out)
+    return out
+
+
+class _WorksMemo:
+    """``newest_works`` of one book state per file: (how many items the file listed, the items
+    its walk met, the answer)."""
+
+    MAX_PATHS = 4096
+
+    def __init__(self, records: dict) -> None:
+        self.records = records  # the book's: a new dict means it started over
+        self.seen = 0  # entries of ``AnchorBook.recorded`` accounted for
+        self.paths: dict[str, tuple[int, set[str], list]] = {}
+
+    def forget_changed(self, b: AnchorBook) -> None:
+        """Drop the files whose answer the records read since may change: a file listing more
+        items, or whose walk met an item recorded again."""
+        new = set(b.recorded[self.seen:])
+        self.seen = len(b.recorded)
+        for path, (listed, walked, _) in list(self.paths.items()):
+            if len(b.by_path.get(path, ())) != listed or not walked.isdisjoint(new):
+                del self.paths[path]
 
 
 _files_memo: dict[int, tuple[dict, list[str]]] = {}

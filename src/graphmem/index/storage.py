@@ -77,6 +77,8 @@ ITEM_IDS_VERSION = 2
 
 Cursor = tuple[int, str]  # (server ms, uuid) of the last change-feed row taken in
 
+_FULL_ROWS = ("SELECT i.rowid AS rowid, i.id, i.kind, i.text, p.path AS project, i.spec, i.session, "
+              "i.time, i.metadata, i.source FROM search_items i JOIN projects p ON p.id=i.project_id")
 _ROW_COLUMNS = ("SELECT i.rowid, i.kind, i.project_id, i.spec, i.session, i.time, i.terms, "
                 "i.fields, i.length, v.vec FROM search_items i "
                 "LEFT JOIN search_vectors v ON v.hash=i.hash")
@@ -417,14 +419,12 @@ class IndexStore:
         """Full rows (with project key) for the given rowids."""
         if not rowids:
             return {}
-        q = ("SELECT i.rowid AS rowid, i.id, i.kind, i.text, p.path AS project, i.spec, i.session, "
-             "i.time, i.metadata, i.source FROM search_items i JOIN projects p ON p.id=i.project_id "
-             f"WHERE i.rowid IN ({','.join('?' * len(rowids))})")
+        q = f"{_FULL_ROWS} WHERE i.rowid IN ({','.join('?' * len(rowids))})"
         return {r["rowid"]: r for r in self.conn.execute(q, list(rowids))}
 
     def rows_by_id(self, ids: Sequence[str]) -> list[sqlite3.Row]:
-        """Full rows of the given item ids (those the index holds)."""
-        return list(self.rows(list(self.rowids_by_id(ids).values())).values())
+        """Full rows of the given item ids (those the index holds), in one read by id."""
+        return db.select_in(self.conn, f"{_FULL_ROWS} WHERE i.id IN ({{}})", list(dict.fromkeys(ids)))
 
     # ---- the snapshot's reads (inside ``read_snapshot``) -------------------------------------
     def ranking_rows(self, since: int | None = None, by_project: bool = False) -> list[tuple]:
