@@ -238,3 +238,35 @@ def test_a_moved_function_is_a_note_and_the_path_of_a_file_still_there_stays(tmp
     assert line.startswith("- " + BOTH), line
     assert "`refund` moved from src/pay.py to src/refunds.py" in line
     assert "`charge` moved from src/pay.py to src/charges.py" in line
+
+
+def test_the_three_views_read_old_and_malformed_move_marks_alike():
+    """context, graphmem search and graphmem about read a freshness mark's moves one way
+    (code.freshness.moves_of): a mark from before moves were listed (only ``moved``) reads as a
+    file move, and a malformed move (no from/to, not a dict) is left out, never shown as None."""
+    from datetime import datetime, timezone
+
+    from graphmem.code.about import format_about
+    from graphmem.context import _line
+    from graphmem.models import Hit
+    from graphmem.search_view import stale_note
+
+    old = {"state": "moved", "moved": {"src/pay.py": "src/refunds.py"}, "changed": [],
+           "paths": ["src/refunds.py"]}
+    bad = {**old, "moves": [{"from": "src/pay.py", "to": "src/refunds.py", "what": "file"},
+                            {"what": "file"}, "src/x.py", {"from": 3, "to": None}]}
+    for fresh in (old, bad):
+        hit = Hit(id="g1", kind="gotcha", text="Refunds go through src/pay.py", score=1.0,
+                  project="p", metadata={"freshness": fresh})
+        line = _line(hit, None)
+        assert "src/refunds.py" in line and "src/pay.py is now src/refunds.py" in line, line
+        note = stale_note(hit.metadata)
+        assert note == "moved: src/pay.py -> src/refunds.py", note
+        shown: list[str] = []
+        format_about({"target": "src/refunds.py", "source": "local index", "history": [],
+                      "current": [{"id": "g1", "kind": "gotcha", "text": hit.text,
+                                   "freshness": fresh, "validity": None,
+                                   "valid_at": datetime.now(timezone.utc).isoformat()}]},
+                     shown.append)
+        assert any("[moved -> src/pay.py now src/refunds.py]" in s for s in shown), shown
+        assert not any("None" in s for s in [line, note, *shown])

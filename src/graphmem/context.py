@@ -120,25 +120,24 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     there, or went to several files, the text keeps the path (the other names it lists there are
     still in it). The note is "a.py is now b.py" when a.py left the tree for one file, else one
     per moved symbol ("`refund` moved from a.py to b.py")."""
-    moves = fresh.get("moves")
-    if not isinstance(moves, list):  # a hit from before moves were listed
-        moves = [{"from": a, "to": b, "what": "file"} for a, b in (fresh.get("moved") or {}).items()]
+    from .code.freshness import moves_of
+
+    moves = moves_of(fresh)
     homes: dict[str, set[str]] = {}
     for m in moves:
-        if isinstance(m, dict) and isinstance(m.get("from"), str) and isinstance(m.get("to"), str):
-            homes.setdefault(m["from"], set()).add(m["to"])
+        homes.setdefault(m["from"], set()).add(m["to"])
     notes = []
     anchored_now = set(fresh.get("paths") or ())  # where its code is now, moved or not
     for old, new in homes.items():
         if old not in anchored_now and len(new) == 1:
             text = text.replace(old, next(iter(new)))
         left = all(m.get("what") == "file" or m.get("left") for m in moves
-                   if isinstance(m, dict) and m.get("from") == old)  # no file at the old path
+                   if m["from"] == old)  # no file at the old path
         if left and len(new) == 1:
             notes.append(f"{old} is now {next(iter(new))}")  # the file was renamed
             continue
         for m in moves:
-            if isinstance(m, dict) and m.get("from") == old:
+            if m["from"] == old:
                 what = f"`{m['symbol']}`" if m.get("symbol") else "its code"
                 notes.append(f"{what} moved from {old} to {m['to']}")
     return text, notes

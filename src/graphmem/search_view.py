@@ -53,12 +53,13 @@ def stale_note(meta: dict) -> str:
         out.extend(f"{name} was removed in session {', '.join(map(str, who))}"
                    for name, who in list(removed.items())[:3] if isinstance(who, list) and who)
     elif state == "moved":
+        from .code.freshness import moves_of
         from .code.whereabouts import moved_note
 
         moved = _moves_shown(f)
         if moved:
             out.append("moved: " + moved)
-        said = {m.get("symbol") for m in f.get("moves") or () if isinstance(m, dict)}
+        said = {m.get("symbol") for m in moves_of(f)}
         out.extend(moved_note({"asked_moved": {k: v for k, v in (f.get("asked_moved") or {}).items()
                                                if k not in said}}))  # "`X` is now in b.py"
         if f.get("changed"):  # renamed and mostly rewritten in one commit
@@ -78,8 +79,8 @@ def stale_note(meta: dict) -> str:
 def _moves_shown(f: dict) -> str:
     """Up to three moves, "a.py -> b.py" for a file that went, "`refund` a.py -> b.py" for a
     function that left a file still there (the file itself did not move)."""
-    moves = f.get("moves") if isinstance(f.get("moves"), list) else \
-        [{"from": a, "to": b} for a, b in (f.get("moved") or {}).items()]
+    from .code.freshness import moves_of
+
     shown = [(f"`{m['symbol']}` " if m.get("symbol") and not m.get("left") else "") +
-             f"{m.get('from')} -> {m.get('to')}" for m in moves if isinstance(m, dict)]
+             f"{m['from']} -> {m['to']}" for m in moves_of(f)]
     return ", ".join(list(dict.fromkeys(shown))[:3])

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
-from .freshness import item_state, work_gone
+from .freshness import item_state, moves_of, work_gone
 from .mention import Mention, matches  # what the graph reads too (graph/code_graph.py)
 from .tree import Snapshot
 
@@ -232,8 +232,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
     def line(e: dict) -> str:
         f = e["freshness"]
         extra = ""
-        if f["state"] == "moved" and (f.get("moves") or f["moved"]):
-            moves = f.get("moves") or [{"from": a, "to": b} for a, b in f["moved"].items()]
+        moves = moves_of(f)
+        if f["state"] == "moved" and moves:
             extra = " -> " + ", ".join(dict.fromkeys(  # a function moved out of a file that stays
                 f"`{m['symbol']}` now in {m['to']}" if m.get("symbol") and not m.get("left") else
                 f"{m['from']} now {m['to']}" for m in moves))

@@ -223,6 +223,18 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     return out
 
 
+def moves_of(fresh: dict) -> list[dict]:
+    """The moves of a freshness mark, as ``{"from", "to", ...}`` dicts: its ``moves``, or, for a
+    mark made before moves were listed, one file move per ``moved`` entry; malformed ones out."""
+    moves = fresh.get("moves")
+    if not isinstance(moves, list):
+        moved = fresh.get("moved")
+        moves = [{"from": a, "to": b, "what": "file"}
+                 for a, b in (moved.items() if isinstance(moved, dict) else ())]
+    return [m for m in moves if isinstance(m, dict) and isinstance(m.get("from"), str)
+            and isinstance(m.get("to"), str)]
+
+
 def _named(s: dict) -> str:
     """An anchor as a reason names it: its path, or ``symbol in path``."""
     return f"{s['symbol']} in {s['path']}" if s.get("symbol") else s["path"]
