@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import os
+import stat
 import subprocess
 import threading
 import zlib
@@ -42,6 +44,34 @@ _lines = LRU(LINE_BLOBS)  # blob id -> Counter of its stripped lines
 def blob_id(data: bytes) -> str:
     """Git's blob id of ``data``."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular(path: str | Path, limit: int | None = None
+                 ) -> tuple[bytes, os.stat_result] | None:
+    """The bytes of a regular file and its ``fstat``; None when it is anything else (a FIFO,
+    socket or device, or a link to one), unreadable, or over ``limit`` bytes. Opened without
+    blocking and checked on the open descriptor: a FIFO swapped in after an earlier ``stat``
+    is never read (reading it waits for a writer that may never come)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or limit is not None and st.st_size > limit:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read() if limit is None else fh.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if limit is not None and len(data) > limit:  # grew since the fstat
+        return None
+    return data, st
 
 
 def git_dir(root: Path) -> Path | None:
@@ -234,16 +264,10 @@ def blob_texts(root: str | Path, blobs: set[str], where: dict[str, str] | None =
 
 def _worktree(root: Path, path: str | None, blob: str, limit: int) -> str | None:
     """The text of ``root / path`` when its bytes are ``blob`` (None otherwise)."""
-    if not path:
+    got = read_regular(root / path, limit) if path else None  # a FIFO there is not read
+    if got is None or blob_id(got[0]) != blob:
         return None
-    try:
-        with open(root / path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError:
-        return None
-    if len(data) > limit or blob_id(data) != blob:
-        return None
-    return data.decode("utf-8", "replace")
+    return got[0].decode("utf-8", "replace")
 
 
 _objects: dict[str, Path | None] = {}

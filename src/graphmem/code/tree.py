@@ -25,7 +25,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from .history import blob_id, blob_texts, git_dir
+from .history import blob_id, blob_texts, git_dir, read_regular
 from .symbols import Symbol, language_of, parse_symbols
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
@@ -126,12 +126,8 @@ class Snapshot:
         if self.git:
             text = blob_texts(self.root, {blob}, {blob: path}, MAX_PARSE_BYTES).get(blob, "")
         else:
-            try:
-                p = self.root / path
-                big = p.stat().st_size > MAX_PARSE_BYTES
-                text = "" if big else p.read_bytes().decode("utf-8", "replace")
-            except OSError:
-                text = ""
+            got = read_regular(self.root / path, MAX_PARSE_BYTES)
+            text = got[0].decode("utf-8", "replace") if got is not None else ""
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
     @cached_property
@@ -300,15 +296,13 @@ def _hash(path: str, max_bytes: int | None = None) -> str | None:
         return None
     if not stat.S_ISREG(st.st_mode) or max_bytes is not None and st.st_size > max_bytes:
         return None  # a FIFO, socket or device (or a link to one): reading it may never end
-    key = (path, st.st_size, st.st_mtime_ns)
-    blob = _blob_by_stat.get(key)
+    blob = _blob_by_stat.get((path, st.st_size, st.st_mtime_ns))
     if blob is None:
-        try:
-            with open(path, "rb") as fh:
-                blob = blob_id(fh.read())
-        except OSError:
+        got = read_regular(path, max_bytes)  # a FIFO swapped in since the stat is not read
+        if got is None:
             return None
-        _blob_by_stat[key] = blob
+        data, st = got  # kept under the stat of the bytes read
+        blob = _blob_by_stat[(path, st.st_size, st.st_mtime_ns)] = blob_id(data)
     return blob
 
 
