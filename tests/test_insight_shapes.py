@@ -128,14 +128,14 @@ def test_reference_module_reads_what_graphmem_writes_in_todays_shape(tmp_path):
 
 @pytest.mark.parametrize("bad, field", [
     ({"discoveries": {"file_insights": [{"file_path": "/etc/passwd", "purpose": "x"}]}},
-     "insights.discoveries.file_insights.0.file_path"),
+     "insights.discoveries.file_insights[0].file_path"),
     ({"discoveries": {"file_insights": [{"purpose": "no path"}]}},
-     "insights.discoveries.file_insights.0.file_path"),
-    ({"discoveries": {"file_insights": ["src/a.py"]}}, "insights.discoveries.file_insights.0"),
+     "insights.discoveries.file_insights[0].file_path"),
+    ({"discoveries": {"file_insights": ["src/a.py"]}}, "insights.discoveries.file_insights[0]"),
     ({"discoveries": {"gotchas_discovered": [{"gotcha": 5}]}},
-     "insights.discoveries.gotchas_discovered.0"),
+     "insights.discoveries.gotchas_discovered[0]"),
     ({"discoveries": {"patterns_discovered": [{"pattern": "a\x00b"}]}},
-     "insights.discoveries.patterns_discovered.0"),
+     "insights.discoveries.patterns_discovered[0]"),
     ({"discoveries": {"approach_outcome": ["done"]}}, "insights.discoveries.approach_outcome"),
     ({"success": "yes"}, "insights.success"),
 ])

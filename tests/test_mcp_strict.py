@@ -135,3 +135,28 @@ def test_end_session_ends_what_record_turn_started(spec_dir: Path):
     _session(build_server(spec_dir), steps)
     meta = json.loads(next((spec_dir / "memory").rglob("session.json")).read_text())
     assert meta["status"] == "ended" and meta["total_tokens"] == 12
+
+
+def test_a_list_item_is_named_as_graphmem_names_it_everywhere(spec_dir: Path):
+    # files[1], as the API and the CLI say it for a path they refuse, not pydantic's files.1
+    from graphmem import Memory
+    from graphmem.errors import ValidationError
+
+    bad = [("get_context", {"task": "x", "files": ["src/a.py", 2]}, "files[1]: "),
+           ("get_context", {"task": "x", "files": ["../a.py"]}, "files[0]: "),
+           ("search_memory", {"query": "x", "kinds": ["gotcha", "nope"]}, "kinds[1]: "),
+           ("save_session_insights", {"session_num": 1, "insights": {"what_failed": ["ok", 1]}},
+            "insights.what_failed[1]: ")]
+
+    async def steps(c):
+        for name, args, field in bad:
+            text = _text(await c.call_tool(name, args))
+            assert text.startswith(f"graphmem: error: {field}"), (name, text)
+    _session(build_server(spec_dir), steps)
+    with Memory(spec_dir) as mem:  # the Python API names the same field the same way
+        try:
+            mem.save_session_insights(1, {"what_failed": ["ok", 1]})
+        except ValidationError as exc:
+            assert exc.field == "insights.what_failed[1]"
+        else:
+            raise AssertionError("a number among what_failed's texts was accepted")

@@ -13,7 +13,7 @@
 
 The CLI turns any of these into one line on stderr and a non-zero exit; the MCP server turns
 them into tool errors. Foreign exceptions are translated once, at the boundary that meets them;
-``first_problem`` words a pydantic error for all of them.
+``first_problem`` words a pydantic error for all of them, ``field_name`` names its field.
 """
 
 from __future__ import annotations
@@ -80,12 +80,23 @@ class NotFoundError(GraphmemError, LookupError):
 
 def first_problem(exc: Any, skip: int = 0) -> tuple[tuple[str, ...], str]:
     """The first problem of a pydantic ``ValidationError``, worded as graphmem words errors:
-    its location as names (the first ``skip`` dropped, ``__root__`` left out) and its message
-    without pydantic's "Value error, " prefix, saying how many more problems there were."""
+    its location as names (the first ``skip`` dropped, ``__root__`` left out, a list position
+    as ``[n]``: join them with ``field_name``) and its message without pydantic's "Value
+    error, " prefix, saying how many more problems there were."""
     errors = exc.errors()
     err = errors[0] if errors else {}
-    loc = tuple(str(p) for p in list(err.get("loc", ()))[skip:] if p != "__root__")
+    loc = tuple(f"[{p}]" if isinstance(p, int) else str(p)
+                for p in list(err.get("loc", ()))[skip:] if p != "__root__")
     msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
     if len(errors) > 1:
         msg += f" (and {len(errors) - 1} more problem(s))"
     return loc, msg
+
+
+def field_name(*parts: str) -> str:
+    """A field's name as every graphmem error gives it: ``insights.what_failed[0]``,
+    ``files[1]`` (names joined by dots, a list position in brackets)."""
+    out = ""
+    for part in parts:
+        out += part if not out or part.startswith("[") else "." + part
+    return out

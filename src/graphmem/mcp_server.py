@@ -20,7 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from .context import MAX_TOKENS, MIN_TOKENS
-from .errors import GraphmemError, ValidationError, first_problem
+from .errors import GraphmemError, ValidationError, field_name, first_problem
 from .identity import resolve_project
 from .memory import AsyncMemory
 from .models import Kind, SessionInsights, check_folders
@@ -142,9 +142,9 @@ def _fail(exc: GraphmemError) -> ToolError:
 
 
 def _arguments_message(exc: pydantic.ValidationError) -> str:
-    """The first schema problem, worded like ``models.parse``: ``field: problem``."""
+    """The first schema problem, worded like graphmem's own checks: ``files[0]: problem``."""
     loc, msg = first_problem(exc)
-    return f"graphmem: error: {'.'.join(loc) or 'arguments'}: {msg}"
+    return f"graphmem: error: {field_name(*loc) or 'arguments'}: {msg}"
 
 
 class GraphmemMCPServer(MCPServer):

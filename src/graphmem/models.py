@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import NotFoundError, ValidationError, first_problem
+from .errors import NotFoundError, ValidationError, field_name, first_problem
 
 Kind = Literal["insight", "file", "pattern", "gotcha", "turn", "step", "fact"]
 KINDS: tuple[str, ...] = ("insight", "file", "pattern", "gotcha", "turn", "step", "fact")
@@ -319,7 +319,7 @@ def parse(model: type[M], data: Any, what: str, wrapped: bool = False) -> M:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         loc, msg = first_problem(exc, skip=1 if wrapped else 0)
-        raise ValidationError(msg, field=".".join((what, *loc))) from None
+        raise ValidationError(msg, field=field_name(what, *loc)) from None
 
 
 def normalise(text: str) -> str:

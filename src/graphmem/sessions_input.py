@@ -7,7 +7,7 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import ValidationError, first_problem
+from .errors import ValidationError, field_name, first_problem
 from .models import check_json, no_nul
 
 
@@ -72,7 +72,7 @@ def validate(model: type[BaseModel], data: dict) -> Any:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         loc, msg = first_problem(exc)
-        raise ValidationError(msg, field=".".join(loc) or model.__name__) from None
+        raise ValidationError(msg, field=field_name(*loc) or model.__name__) from None
 
 
 def json_value(value: Any, field: str) -> Any:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from .config_sources import (DEFAULT_IDLE, ENV_NAMES, SEARCH_SERVER_MODES, default_home,
                              default_model_cache, put, raw_settings, read_sources)
-from .errors import ConfigError, first_problem
+from .errors import ConfigError, field_name, first_problem
 
 GraphMode = Literal["on", "off", "auto"]
 LocalEmbeddingModel = Literal["default", "answerai-colbert-small-v1", "bge-small-en-v1.5",
@@ -312,7 +312,7 @@ class Settings(_Section):
             return cls.model_validate(data)
         except pydantic.ValidationError as exc:
             loc, msg = first_problem(exc)
-            where = ".".join(loc)
+            where = field_name(*loc)
             names = [n for n, path in ENV_NAMES.items() if path == loc and sources.env.get(n)]
             if names:  # the variable the user set, not only our tree's name for it
                 where = f"{names[-1]} ({where})"
