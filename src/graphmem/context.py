@@ -171,8 +171,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     seen: set[str] = set()
     chosen: dict[str, list[str]] = {title: [] for title, _ in SECTIONS}
     section_of = {k: title for title, kinds in SECTIONS for k in kinds}
-    top = max((h.score for h in hits if h.id not in pinned
-               and _freshness(h).get("state") != "gone"), default=0.0)
+    # pinned hits score what the search gave them (0 when it did not find them)
+    top = max((h.score for h in hits if _freshness(h).get("state") != "gone"), default=0.0)
     task_terms = None
     hidden = 0
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.

@@ -286,9 +286,10 @@ class Recall:
         paths = check_files(files, self.scope.root)
         hits, retired = await self._search(query, "project", None, 40, False)
         pinned = await self._anchored_hits(paths) if paths else []
-        if pinned:
-            ids = {h.id for h in pinned}
-            hits = [*{h.id: h for h in pinned}.values(), *(h for h in hits if h.id not in ids)]
+        if pinned:  # first, with the score the search gave them: the floor is the best score
+            ids, score = {h.id for h in pinned}, {h.id: h.score for h in hits}
+            hits = [*{h.id: h.replaced(score=score.get(h.id, 0.0)) for h in pinned}.values(),
+                    *(h for h in hits if h.id not in ids)]
         return build_context(query, hits, max_tokens, self.scope.root,
                              pinned={h.id for h in pinned}, retired=retired)
 
