@@ -149,7 +149,8 @@ def _context_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=1500,
                    help="token budget of the block (estimated at 4 characters a token)")
     p.add_argument("--file", action="append", dest="files", metavar="PATH",
-                   help="a file being worked on (repeatable): memories anchored to it come first")
+                   help="a file or folder being worked on (repeatable): memories anchored to it "
+                        "come first (a folder: its 5 newest)")
     _where_args(p)
 
 

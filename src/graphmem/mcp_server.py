@@ -313,8 +313,9 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             max_tokens: Annotated[int, _int("token budget of the block", ge=MIN_TOKENS,
                                             le=MAX_TOKENS)] = 1500,  # as the API and CLI
             files: Annotated[list[str] | None, Field(
-                description="paths (relative to the project) being worked on: memories anchored "
-                            "to them come first")] = None,
+                description="files or folders (relative to the project) being worked on: "
+                            "memories anchored to them come first; a folder (src, or . for the "
+                            "project) adds its 5 newest")] = None,
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> str:
         return await use(spec_dir, project_dir,
                          lambda m: m.context(task, max_tokens=max_tokens, files=files))

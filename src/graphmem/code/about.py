@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
 from .freshness import item_state, moves_of, work_gone
-from .mention import Mention, matches  # what the graph reads too (graph/code_graph.py)
+from .mention import Mention, homes, matches  # what the graph reads too (graph/code_graph.py)
 from .tree import Snapshot
 
 log = logging.getLogger("graphmem.code")
@@ -75,7 +75,7 @@ def moved_here(spec_dirs: Iterable[str | Path], paths: Iterable[str], snap: Snap
     beside the items anchored there by that name."""
     from .anchors import book
 
-    wanted = [p for p in paths if p in snap.files]
+    wanted = {p: None for p in paths if p in snap.files}  # a folder's files: many
     here = {s.name for p in wanted for s in snap.symbols(p)}  # only these can have moved in
 
     def candidate(a: dict) -> bool:
@@ -90,8 +90,8 @@ def moved_here(spec_dirs: Iterable[str | Path], paths: Iterable[str], snap: Snap
             ids.update(b.file_items[old])
         for i in ids:
             rec = b.records.get(i) or {}
-            if i not in found and any(candidate(a) and matches(a, p, snap, rec.get("head"))
-                                      for a in rec.get("anchors") or () for p in wanted):
+            if i not in found and any(candidate(a) and not wanted.keys().isdisjoint(
+                    homes(a, snap, rec.get("head"))) for a in rec.get("anchors") or ()):
                 found[i] = rec.get("at") or ""
     return sorted(found, key=lambda i: found[i], reverse=True)[:limit]
 

@@ -34,8 +34,17 @@ def matches(a: dict, target: str, snap: Snapshot, head: str | None = None) -> bo
             return True
     if a.get("path") == target:
         return True
-    now = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap, head)
-    if now.get("to") == target:
-        return True
-    # a symbol now defined in another file: the hit says "moved" there, so about(there) finds it
-    return bool(sym) and target in snap.files and anchor_state(a, snap).get("to") == target
+    return target in homes(a, snap, head)
+
+
+def homes(a: dict, snap: Snapshot, head: str | None = None) -> set[str]:
+    """The files an anchor's code now lives in when it left its own path: the file's new name
+    (a rename git saw since ``head``), and the one file its symbol is defined in now (the hit
+    says "moved" there, so ``about(there)`` finds it)."""
+    out = set()
+    to = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap, head).get("to")
+    if to:
+        out.add(to)
+    if a.get("symbol") and (to := anchor_state(a, snap).get("to")):
+        out.add(to)
+    return out

@@ -67,8 +67,9 @@ def check_query(query: Any, scope: Any, kinds: Any, limit: Any) -> tuple[str, tu
 
 
 def check_files(files: Any, root: Path | None = None) -> list[str]:
-    """Validate ``context(files=...)``: a list of at most 50 paths, relative to the project
-    (an absolute one inside ``root``, as agents' tools give them, is made relative)."""
+    """Validate ``context(files=...)``: a list of at most 50 paths of files or folders, relative
+    to the project (an absolute one inside ``root``, as agents' tools give them, is made
+    relative; ``src/`` is ``src``, the project itself ``.``)."""
     if files is None:
         return []
     if isinstance(files, str) or not isinstance(files, (list, tuple)) or len(files) > 50:
@@ -277,7 +278,8 @@ class Recall:
         """A markdown block of the gotchas, patterns, files and lessons most relevant to ``task``.
 
         ``files``: paths (relative to the project) the agent is working on; memories anchored
-        to them come first, whatever their score.
+        to them come first, whatever their score; a folder pins the newest few anchored to
+        files under it (``code/pins.py``).
         """
         from ..context import build_context, check_budget
 
@@ -294,22 +296,22 @@ class Recall:
                              pinned={h.id for h in pinned}, retired=retired)
 
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
-        """The memories anchored to ``paths`` (newest first), with their freshness and validity
-        marks; gone, retired and superseded ones out (as a search leaves them out)."""
+        """The memories anchored to ``paths`` (files or folders, ``code/pins.py``), newest first,
+        with their freshness and validity marks; gone, retired and superseded ones out (as a
+        search leaves them out)."""
         from ..code import with_freshness
-        from ..code.about import moved_here
-        from ..code.freshness import anchored_to
+        from ..code.pins import cap_folders, pinned_ids
         from ..code.tree import snapshot
         from ..files.walk import spec_folders
         from ..validity import apply_validity
 
         root = self.scope.root
         specs = [self.scope.spec_dir] if self.scope.spec_dir is not None else spec_folders(root)
-        ids = anchored_to(specs, paths)  # by the names the memories used, then by new names
-        ids += [i for i in moved_here(specs, paths, snapshot(root)) if i not in ids]
+        ids, folder_of = pinned_ids(specs, paths, root, snapshot(root))
         hits, _ = apply_validity(self.hits_by_id(ids), False, self._spec_dir_of)
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of)
-        return [h for h in hits if (h.metadata.get("freshness") or {}).get("state") != "gone"]
+        return cap_folders((h for h in hits
+                            if (h.metadata.get("freshness") or {}).get("state") != "gone"), folder_of)
 
 
 def fuse(local: list[Hit], graph: list[Hit], limit: int) -> list[Hit]:
