@@ -120,7 +120,8 @@ def subject_key(text: str) -> str:
     return normalise(_PR_REF.sub("", text))
 
 
-_NUMBER = re.compile(r"\d+(?:[.,_]\d+)*")
+# A value: digits (a leading "v" too) that do not end a name: f2, m2.py and py311 are names.
+_NUMBER = re.compile(r"(?<![^\W\d])(?:v(?=\d))?\d+(?:[.,_]\d+)*")
 _skeletons: dict[str, tuple[int, dict[str, list[str]]]] = {}
 
 
