@@ -57,6 +57,46 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
                         + ", ".join(p.name for p in stray[:5])))
 
 
+def _project(sections: dict, settings: Any, ctx: DoctorContext) -> None:
+    """The project the folders belong to, the key that names it, and a broken worktree link."""
+    if ctx.spec_dir is None and ctx.project_dir is None:
+        return
+    from .identity import broken_link, resolve_project
+
+    project = resolve_project(ctx.spec_dir, ctx.project_dir, project_id=settings.project_id)
+    rows = sections.setdefault("project", [])
+    missing = broken_link(project.root)
+    origin = "missing folder .git points to" if missing is not None else ORIGINS[project.origin]
+    rows.append(row("key", "ok", f"{project.key} (from the {origin}); root {project.root}"))
+    if missing is not None:
+        rows.append(row("git link", "warn", _broken_link_advice(project, missing)))
+
+
+ORIGINS = {"setting": "GRAPHMEM_PROJECT_ID setting", "file": ".graphmem/project.toml id",
+           "remote": "origin remote", "worktree": "repository's main work tree path",
+           "path": "folder's path (no repository, no id file)"}
+
+
+def _broken_link_advice(project: Any, missing: Path) -> str:
+    """What a ``.git`` file pointing to a missing folder means, and how to fix it."""
+    root = project.root
+    repo = missing.parent.parent if missing.parent.name == "worktrees" else None
+    said = (f"{root}/.git points to {missing}, which does not exist: git sees no repository "
+            f"here (freshness has no history) and the project is keyed by that missing path "
+            f"({project.key}), not by its repository. ")
+    if repo is not None and repo.is_dir():
+        main = repo.parent if repo.name == ".git" else repo
+        fix = (f"Its repository ({main}) no longer lists this worktree: make a new one with "
+               f"`git -C {main} worktree add <folder> <branch>` and move your changes there, "
+               f"or delete {root}/.git to use this folder without git. ")
+    else:
+        fix = ("Its repository moved: run `git -C <repository's new folder> worktree repair "
+               f"{root}`. ")
+    return said + fix + ("Then run `graphmem reindex --project-dir` on the mended work tree: its "
+                         "memories (in the spec folders' files) are indexed under the "
+                         "repository's key.")
+
+
 def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """Configured providers, masked keys, validate() problems (``graphmem.providers.doctor_check``)."""
     from .providers.doctor_check import check
@@ -170,7 +210,7 @@ def _search_server(sections: dict, settings: Any, ctx: DoctorContext) -> None:
 
 # The report's sections, in order; each check appends rows to its section.
 CHECKS: tuple[Callable[[dict[str, list[dict]], Any, DoctorContext], None], ...] = (
-    _files, _providers, _index, _graph, _search_server)
+    _files, _project, _providers, _index, _graph, _search_server)
 
 
 def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = False) -> dict:

@@ -156,6 +156,24 @@ def git_common_dir(root: Path) -> Path | None:
     return Path(os.path.realpath(gitdir))
 
 
+def broken_link(root: Path) -> Path | None:
+    """The folder ``root/.git`` points to (``gitdir:``) when that folder does not exist: a
+    worktree whose repository moved or no longer lists it. Git sees no repository there, and
+    ``_key`` names the project by that missing folder's path."""
+    dot = os.path.join(root, ".git")
+    try:
+        if not os.path.isfile(dot):
+            return None
+        with open(dot, encoding="utf-8", errors="replace") as f:
+            line = f.read(4096).strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    gitdir = Path(os.path.join(root, line.removeprefix("gitdir:").strip()))
+    return None if gitdir.is_dir() else gitdir
+
+
 _SECTION = re.compile(r'^\[\s*remote\s+"origin"\s*\]', re.IGNORECASE)
 
 

@@ -1,0 +1,66 @@
+"""A worktree whose ``.git`` file points to a folder that no longer exists (its repository
+moved, or no longer lists it) is keyed by that missing path: ``graphmem doctor`` says so, says
+how to mend the link, and, once mended, reports the repository's key again."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import run_cli
+from graphmem import Memory
+
+REMOTE = "git@github.com:acme/shop.git"
+
+
+def git(*args: str) -> None:
+    subprocess.run(["git", *args], check=True, capture_output=True)
+
+
+def worktree(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A repository with an origin and a worktree holding a spec with one gotcha."""
+    main, wt = tmp_path / "main", tmp_path / "wt"
+    git("init", "-q", str(main))
+    git("-C", str(main), "remote", "add", "origin", REMOTE)
+    git("-C", str(main), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit",
+        "-q", "--allow-empty", "-m", "start")
+    git("-C", str(main), "worktree", "add", "-q", str(wt))
+    spec = wt / "specs" / "001"
+    spec.mkdir(parents=True)
+    with Memory(spec) as mem:
+        mem.append_gotcha("Refunds are idempotent by order id")
+        assert mem.project.key == "github.com/acme/shop"
+    return main, wt, spec
+
+
+def project_rows(folder: Path) -> dict[str, dict]:
+    out = run_cli("doctor", "--project-dir", str(folder), "--json")
+    assert out.returncode == 0, out.stderr
+    return {r["name"]: r for r in json.loads(out.stdout)["sections"]["project"]}
+
+
+def test_doctor_names_a_worktree_whose_repository_moved_and_how_to_mend_it(tmp_path):
+    main, wt, spec = worktree(tmp_path)
+    assert "git link" not in project_rows(wt)
+    assert project_rows(wt)["key"]["detail"].startswith("github.com/acme/shop (from the origin")
+    main.rename(tmp_path / "main2")
+    rows = project_rows(wt)
+    link = rows["git link"]
+    assert link["status"] == "warn"
+    assert f"{wt}/.git points to {main}/.git/worktrees/wt, which does not exist" in link["detail"]
+    assert f"worktree repair {wt}" in link["detail"] and "graphmem reindex" in link["detail"]
+    assert rows["key"]["detail"].startswith(f"{main}/.git/worktrees/wt (from the missing folder")
+    git("-C", str(tmp_path / "main2"), "worktree", "repair", str(wt))  # the advice, followed
+    rows = project_rows(wt)
+    assert "git link" not in rows and rows["key"]["detail"].startswith("github.com/acme/shop")
+    found = run_cli("search", "refunds idempotent", "--spec-dir", str(spec), "--json")
+    assert found.returncode == 0 and "idempotent" in found.stdout, found.stderr
+
+
+def test_doctor_says_when_the_repository_no_longer_lists_the_worktree(tmp_path):
+    main, wt, _ = worktree(tmp_path)
+    shutil.rmtree(main / ".git" / "worktrees" / "wt")  # what `git worktree prune` does
+    link = project_rows(wt)["git link"]["detail"]
+    assert f"git -C {main} worktree add" in link and f"delete {wt}/.git" in link
