@@ -13,8 +13,9 @@ def _about_args(p: argparse.ArgumentParser) -> None:
                    "symbol name (refund, Client.charge)")
     p.add_argument("--spec-dir", type=Path, default=None, help="only this spec folder's memories")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="project root (default: two levels above the spec folder, else the "
-                        "current folder)")
+                   help="project root (default: the git work tree or .graphmem/project.toml "
+                        "folder enclosing the spec, else two levels above it; without "
+                        "--spec-dir the current folder)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 

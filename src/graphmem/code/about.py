@@ -48,6 +48,11 @@ def check_target(target: Any, project_dir: Path | None) -> str:
             t = project_path(t, project_dir)
         except ValueError as exc:  # ../x.py, or an absolute path outside the project
             raise ValidationError(str(exc), field="path_or_symbol") from None
+    if (t == "." or t != target.strip()) and project_dir is not None and \
+            (Path(project_dir) / t).is_dir():  # a path ("src/", "./src", "."), not a name
+        raise ValidationError(f"{t} is a folder; about takes a file or a symbol. For the "
+                              f"memories about files under it, use context with files=[\"{t}\"] "
+                              f"(CLI: --file {t})", field="path_or_symbol")
     return t
 
 

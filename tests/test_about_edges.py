@@ -1,0 +1,32 @@
+"""``about`` as a user meets it: a folder is refused with what to use instead (it answered
+"nothing known" about a folder whose files have memories), through the API, the CLI and MCP."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from graphmem import Memory
+from graphmem.errors import ValidationError
+from graphmem.mcp_server import build_server
+from test_code_freshness import PAY, project
+from test_mcp import _session, _text
+
+
+def test_about_a_folder_says_it_is_one_and_what_to_use(tmp_path):
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` must run after the ledger write")
+        for folder in ("src/", "./src", str(root / "src"), "."):
+            with pytest.raises(ValidationError) as err:
+                mem.about(folder)
+            assert err.value.field == "path_or_symbol" and "is a folder" in str(err.value)
+        assert [e["kind"] for e in mem.about("src/pay.py")["current"]] == ["gotcha"]
+    cli = run_cli("about", "src/", "--project-dir", str(root))
+    assert cli.returncode == 2 and cli.stdout == ""
+    assert "path_or_symbol: src is a folder" in cli.stderr and "--file src" in cli.stderr
+
+    async def steps(c):
+        result = await c.call_tool("about", {"path_or_symbol": "src/"})
+        assert result.is_error and 'files=["src"]' in _text(result)
+    _session(build_server(spec), steps)
