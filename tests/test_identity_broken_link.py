@@ -64,3 +64,15 @@ def test_doctor_says_when_the_repository_no_longer_lists_the_worktree(tmp_path):
     shutil.rmtree(main / ".git" / "worktrees" / "wt")  # what `git worktree prune` does
     link = project_rows(wt)["git link"]["detail"]
     assert f"git -C {main} worktree add" in link and f"delete {wt}/.git" in link
+
+
+def test_hooks_and_anchors_refresh_name_a_broken_worktree_link(tmp_path):
+    main, wt, _ = worktree(tmp_path)
+    main.rename(tmp_path / "main2")
+    hooks = run_cli("hooks", "install", "--project-dir", str(wt))
+    assert hooks.returncode == 2 and "Traceback" not in hooks.stderr
+    assert f".git file points to {main}/.git/worktrees/wt, which does not exist" in hooks.stderr
+    assert "graphmem doctor" in hooks.stderr and "not a git repository" not in hooks.stderr
+    refresh = run_cli("anchors", "refresh", "--project-dir", str(wt))
+    assert refresh.returncode == 0, refresh.stderr
+    assert f"points to {main}/.git/worktrees/wt" in refresh.stdout and "graphmem doctor" in refresh.stdout

@@ -54,11 +54,22 @@ def _cmd_anchors(args: argparse.Namespace) -> int:
 
     with Memory(None, _project(args)) as m:
         out = m.refresh_anchors()
+        root = m.project.root
     where = out["head"] or ("a repository with no commit yet" if out.get("git") else
-                            "a non-git tree")
+                            _non_git(root))
     return _emit(args, out, lambda o: print(
         f"Anchors refreshed at {where}: {o['anchored']} new, states "
         + (", ".join(f"{k} {v}" for k, v in sorted(o["states"].items())) or "none")))
+
+
+def _non_git(root: Path) -> str:
+    """How ``anchors refresh`` names a tree git does not see: a broken worktree link says so."""
+    from .identity import broken_link
+
+    missing = broken_link(root)
+    return "a non-git tree" if missing is None else (
+        f"a non-git tree (its .git file points to {missing}, which does not exist; "
+        "`graphmem doctor` says how to mend the link)")
 
 
 command("anchors", "refresh the anchors of a project's memories (run by the git hooks)")(

@@ -33,6 +33,14 @@ def hooks_dir(project_dir: Path) -> Path:
     except (OSError, subprocess.SubprocessError) as exc:
         raise NotFoundError(f"cannot run git: {exc}") from None
     if out.returncode != 0 or not out.stdout.strip():
+        from .identity import broken_link, enclosing
+
+        missing = broken_link(enclosing(Path(project_dir).resolve()) or Path(project_dir))
+        if missing is not None:  # a worktree whose repository moved or pruned it
+            raise ValidationError(
+                f"{project_dir} is a worktree whose .git file points to {missing}, which does "
+                f"not exist; mend the link first (`graphmem doctor --project-dir {project_dir}` "
+                "says how)", field="project_dir")
         raise ValidationError(f"{project_dir} is not a git repository (hooks need one)",
                               field="project_dir")
     path = Path(out.stdout.strip())

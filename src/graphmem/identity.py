@@ -64,10 +64,10 @@ def resolve_project(spec_dir: str | Path | None, project_dir: str | Path | None 
     """
     if project_dir is not None:
         start = _resolve(project_dir)
-        root = _enclosing(start) or _registered(start, known_roots) or start
+        root = enclosing(start) or _registered(start, known_roots) or start
     elif spec_dir is not None:
         spec = _resolve(spec_dir)
-        root = _enclosing(spec) or _registered(spec, known_roots) or spec.parent.parent
+        root = enclosing(spec) or _registered(spec, known_roots) or spec.parent.parent
     else:
         raise ConfigError("a spec or project folder is needed to name a project")
     key, origin = _key(root, project_id)
@@ -78,7 +78,7 @@ def _resolve(path: str | Path) -> Path:
     return Path(os.path.realpath(os.path.expanduser(path)))
 
 
-def _enclosing(start: Path) -> Path | None:
+def enclosing(start: Path) -> Path | None:
     """The nearest folder at or above ``start`` that holds ``.git`` or the committed id file."""
     folder, id_file = str(start), str(ID_FILE)  # os.path: this runs on every Memory opened
     while True:
