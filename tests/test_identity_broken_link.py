@@ -76,3 +76,47 @@ def test_hooks_and_anchors_refresh_name_a_broken_worktree_link(tmp_path):
     refresh = run_cli("anchors", "refresh", "--project-dir", str(wt))
     assert refresh.returncode == 0, refresh.stderr
     assert f"points to {main}/.git/worktrees/wt" in refresh.stdout and "graphmem doctor" in refresh.stdout
+
+
+OLD_WRITER = """
+import sys
+from graphmem import Memory
+with Memory(sys.argv[1]) as m:
+    m.append_gotcha("Refunds post to the ledger before the gateway")
+    print(m.project.key)
+"""
+
+
+def test_a_pruned_worktree_keeps_its_repository_key_and_its_memories_move_there(
+        tmp_path, monkeypatch):
+    # Before: a worktree its repository pruned was keyed by the missing folder its .git names,
+    # so its memories left the repository's project. Now it keeps the repository's key, and the
+    # rows an earlier build wrote under the missing path are moved (rebuilt from the files).
+    import os
+    import sys
+
+    import test_identity_migration as migration
+    from graphmem.settings import Settings
+
+    monkeypatch.setattr(migration, "OLD_RELEASE", "41f8f42")  # the build before this change
+    src = migration.old_release(tmp_path)
+    main, wt, spec = worktree(tmp_path)
+    shutil.rmtree(main / ".git" / "worktrees" / "wt")  # what `git worktree prune` does
+    home = Path(os.environ["GRAPHMEM_HOME"])
+    env = {**os.environ, "PYTHONPATH": str(src), "GRAPHMEM_GRAPH": "off"}
+    old = subprocess.run([sys.executable, "-c", OLD_WRITER, str(spec)], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert old.returncode == 0, old.stderr
+    assert old.stdout.strip() == f"{main}/.git/worktrees/wt"  # the old key: a missing folder
+
+    with Memory(spec, settings=Settings.load(home=str(home))) as mem:
+        assert mem.project.key == "github.com/acme/shop"
+        hits = mem.search("refunds ledger gateway idempotent", scope="all", limit=10)
+        keys = [p["path"] for p in mem.aio.backends.local.index.projects()]
+    assert sorted(h.text for h in hits) == ["Refunds are idempotent by order id",
+                                            "Refunds post to the ledger before the gateway"]
+    assert {h.project for h in hits} == {"github.com/acme/shop"}  # each once, one key
+    assert keys == ["github.com/acme/shop"]
+    rows = project_rows(wt)
+    assert rows["key"]["detail"].startswith("github.com/acme/shop (from the origin remote)")
+    assert "keep the repository's key" in rows["git link"]["detail"]

@@ -123,6 +123,34 @@ class DerivedStores:
         log.info("migrating %d project(s) of an older release into %s", len(old), project.key)
         return True
 
+    async def drop_former(self, project: "Project") -> bool:
+        """Drop the rows (and graph) of the key this project had before (``Project.former_key``:
+        a pruned worktree keyed by a missing folder); True when there were any: the caller
+        rebuilds the project from its files under its key now."""
+        key = project.former_key
+        if key is None:
+            return False
+
+        async def forget(index):
+            if index.project_id(key) is None:
+                return False
+            index.forget_project(key)
+            return True
+
+        if not await self.local.healing(forget):
+            return False
+        if self.settings.graph.mode != "off":
+            from .errors import GraphmemError
+
+            try:
+                graph = await self.graph_store()
+                if graph is not None:
+                    await graph.drop_project(key)
+            except GraphmemError as exc:  # `graphmem doctor` lists graphs left behind
+                log.warning("could not drop the graph of %s: %s", key, exc)
+        log.info("moving the memories of %s to its repository's key %s", key, project.key)
+        return True
+
     async def write(self, scope: "Scope", items: list[MemoryItem], report: SaveReport,
                     entry: Any = None) -> None:
         """Send items freshly written to the spec of ``scope`` to the index and the graph,

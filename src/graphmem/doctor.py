@@ -66,7 +66,8 @@ def _project(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     project = resolve_project(ctx.spec_dir, ctx.project_dir, project_id=settings.project_id)
     rows = sections.setdefault("project", [])
     missing = broken_link(project.root)
-    origin = "missing folder .git points to" if missing is not None else ORIGINS[project.origin]
+    origin = ORIGINS[project.origin] if missing is None or project.former_key else \
+        "missing folder .git points to"
     rows.append(row("key", "ok", f"{project.key} (from the {origin}); root {project.root}"))
     if missing is not None:
         rows.append(row("git link", "warn", _broken_link_advice(project, missing)))
@@ -79,22 +80,22 @@ ORIGINS = {"setting": "GRAPHMEM_PROJECT_ID setting", "file": ".graphmem/project.
 
 def _broken_link_advice(project: Any, missing: Path) -> str:
     """What a ``.git`` file pointing to a missing folder means, and how to fix it."""
+    from .identity import pruned_repository
+
     root = project.root
-    repo = missing.parent.parent if missing.parent.name == "worktrees" else None
-    said = (f"{root}/.git points to {missing}, which does not exist: git sees no repository "
-            f"here (freshness has no history) and the project is keyed by that missing path "
-            f"({project.key}), not by its repository. ")
-    if repo is not None and repo.is_dir():
-        main = repo.parent if repo.name == ".git" else repo
-        fix = (f"Its repository ({main}) no longer lists this worktree: make a new one with "
-               f"`git -C {main} worktree add <folder> <branch>` and move your changes there, "
-               f"or delete {root}/.git to use this folder without git. ")
-    else:
-        fix = ("Its repository moved: run `git -C <repository's new folder> worktree repair "
-               f"{root}`. ")
-    return said + fix + ("Then run `graphmem reindex --project-dir` on the mended work tree: its "
-                         "memories (in the spec folders' files) are indexed under the "
-                         "repository's key.")
+    said = f"{root}/.git points to {missing}, which does not exist: git sees no repository here " \
+           "(freshness has no history)"
+    repo = pruned_repository(missing)
+    if repo is not None:  # keyed by its repository still (``identity.git_common_dir``)
+        main = Path(repo).parent if Path(repo).name == ".git" else Path(repo)
+        return (f"{said}. Its repository ({main}) no longer lists this worktree: make a new "
+                f"one with `git -C {main} worktree add <folder> <branch>` and move your changes "
+                f"there, or delete {root}/.git to use this folder without git. Its memories keep "
+                f"the repository's key ({project.key}).")
+    return (f"{said}, and the project is keyed by that missing path ({project.key}), not by its "
+            "repository. Its repository moved: run `git -C <repository's new folder> worktree "
+            f"repair {root}`, then `graphmem reindex --project-dir {root}`: its memories (in the "
+            "spec folders' files) are indexed under the repository's key.")
 
 
 def _providers(sections: dict, settings: Any, ctx: DoctorContext) -> None:

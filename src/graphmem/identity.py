@@ -13,6 +13,8 @@ Key (stable across machines and checkouts), first that applies:
   3. the ``origin`` remote, normalised: ``git@host:o/r.git``, ``ssh://git@host/o/r`` and
      ``https://host/o/r/`` are all ``host/o/r``;
   4. a repository without ``origin``: its main work tree's path (all its worktrees agree);
+     a worktree whose repository pruned it (its ``.git`` names a missing
+     ``<repo>/worktrees/<name>``) still gets its repository's key, as while it was listed;
   5. the root's absolute path (what older releases used, so their graphs keep their names).
 The folder name is only the display name. Paths stored in items are relative to the root.
 """
@@ -42,6 +44,9 @@ class Project:
     key: str
     name: str
     origin: str  # how the key was found: setting, file, remote, worktree, path
+    # the key earlier builds gave it, when different: a worktree its repository pruned was keyed
+    # by the missing folder its .git file names (``derived_sync.adopt`` moves its rows)
+    former_key: str | None = None
 
     def rel(self, path: str | Path) -> str:
         """``path`` relative to the root (POSIX separators; the root itself is ``.``); absolute
@@ -71,7 +76,9 @@ def resolve_project(spec_dir: str | Path | None, project_dir: str | Path | None 
     else:
         raise ConfigError("a spec or project folder is needed to name a project")
     key, origin = _key(root, project_id)
-    return Project(root=root, key=key, name=root.name or str(root), origin=origin)
+    former = _pruned_key(root) if origin in ("remote", "worktree") else None
+    return Project(root=root, key=key, name=root.name or str(root), origin=origin,
+                   former_key=former if former != key else None)
 
 
 def _resolve(path: str | Path) -> Path:
@@ -151,9 +158,29 @@ def git_common_dir(root: Path) -> Path | None:
         if os.path.isfile(common):
             with open(common, encoding="utf-8") as f:
                 gitdir = os.path.join(gitdir, f.read().strip())
+        elif not os.path.isdir(gitdir):
+            gitdir = pruned_repository(gitdir) or gitdir  # keyed as while it was listed
     except OSError:
         return None
     return Path(os.path.realpath(gitdir))
+
+
+def pruned_repository(gitdir: str | Path) -> str | None:
+    """The repository a worktree's missing ``gitdir`` (``<repo>/worktrees/<name>``) belonged to,
+    when that repository is still there: it no longer lists the worktree (``git worktree prune``
+    removed its folder after the worktree moved)."""
+    parent = os.path.dirname(os.path.normpath(gitdir))
+    if os.path.basename(parent) != "worktrees":
+        return None
+    repo = os.path.dirname(parent)
+    return repo if os.path.isfile(os.path.join(repo, "HEAD")) else None
+
+
+def _pruned_key(root: Path) -> str | None:
+    """What older releases keyed a pruned worktree by: the missing folder its .git names."""
+    missing = broken_link(root)
+    return None if missing is None or pruned_repository(missing) is None else \
+        os.path.realpath(missing)
 
 
 def broken_link(root: Path) -> Path | None:

@@ -48,7 +48,8 @@ class DerivedSync:
     # ---- the write path -----------------------------------------------------------------------
     async def adopt(self, rebuild: bool = True) -> None:
         """Once per object: migrate this project's index rows and graph from an older release
-        (keyed by absolute paths) by rebuilding it from its files (``DerivedStores.drop_legacy``)."""
+        (keyed by absolute paths, ``DerivedStores.drop_legacy``) or an older key
+        (``Project.former_key``, ``drop_former``) by rebuilding it from its files."""
         if self._adopted:
             return
         self._adopted = True
@@ -56,7 +57,9 @@ class DerivedSync:
 
         if not self.derived.opened and not db_path(self.settings.home).is_file():
             return  # a new home: nothing older to migrate
-        if await self.backends.drop_legacy(self.scope.project) and rebuild:
+        legacy = await self.backends.drop_legacy(self.scope.project)
+        former = await self.backends.drop_former(self.scope.project)  # a pruned worktree's key
+        if (legacy or former) and rebuild:
             await self.reindex()
 
     async def guard(self) -> None:
