@@ -48,8 +48,13 @@ class Validity:
                                   field="id")
         spec_dir = self.scope.require_spec()
         rows = self.derived.get().local.index.rows_by_id([item_id])
-        if not rows or rows[0]["spec"] != self.scope.spec_key:
-            raise NotFoundError(f"no memory {item_id} in {spec_dir}")
+        if not rows or rows[0]["spec"] != self.scope.spec_key or \
+                rows[0]["project"] != self.scope.project.key:
+            where = ""
+            if rows and rows[0]["project"] == self.scope.project.key and rows[0]["spec"]:
+                where = (f"; it is in {self.scope.root / rows[0]['spec']}: name that spec folder "
+                         "(--spec-dir, spec_dir)")  # found by a project-wide search
+            raise NotFoundError(f"no memory {item_id} in {spec_dir}{where}")
         return rows[0]
 
     def log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
