@@ -48,10 +48,13 @@ class Validity:
                                   field="id")
         spec_dir = self.scope.require_spec()
         rows = self.derived.get().local.index.rows_by_id([item_id])
-        if not rows or rows[0]["spec"] != self.scope.spec_key or \
-                rows[0]["project"] != self.scope.project.key:
+        from ..team import team_key
+
+        key = self.scope.project.key  # a teammate's memory taken in from a shared graph too
+        ours = bool(rows) and rows[0]["project"] in (key, team_key(key))
+        if not ours or rows[0]["spec"] != self.scope.spec_key:
             where = ""
-            if rows and rows[0]["project"] == self.scope.project.key and rows[0]["spec"]:
+            if ours and rows[0]["spec"]:
                 where = (f"; it is in {self.scope.root / rows[0]['spec']}: name that spec folder "
                          "(--spec-dir, spec_dir)")  # found by a project-wide search
             raise NotFoundError(f"no memory {item_id} in {spec_dir}{where}")
