@@ -1,6 +1,9 @@
-"""``context(files=[folder])``: a folder pins the newest memories anchored to files under it,
-at most ``FOLDER_PINS`` of them once retired and gone ones are out, so even ``.`` (the whole
-project) cannot fill the context; through the API, the CLI (``--file``) and MCP."""
+"""``context(files=[...])``: a folder pins the newest memories anchored to files under it, at
+most ``FOLDER_PINS`` of them once retired and gone ones are out, so even ``.`` (the whole
+project) cannot fill the context; through the API, the CLI (``--file``) and MCP. Pinning keeps
+the relevance floor: pinning the memory that best matches the task must not let every weak
+match in (the floor is a share of the best score, and the pinned memory was left out of that
+best, so the next weak match became the bar)."""
 
 from __future__ import annotations
 
@@ -35,6 +38,15 @@ def tidy_turns(tmp_path: Path) -> tuple[Path, Path]:
 def shown(ctx: str) -> list[str]:
     """The files of the tidy turns a context shows."""
     return [n for n in NAMES if f"src/{n}.py" in ctx]
+
+
+def test_pinning_the_best_match_lets_no_weak_match_in(tmp_path):
+    root, spec = tidy_turns(tmp_path)
+    with Memory(spec, root) as mem:
+        alone = mem.context(TASK)
+        pinned = mem.context(TASK, files=["lib/cache.py"])
+    assert HELPER in alone and shown(alone) == []
+    assert HELPER in pinned and shown(pinned) == [], pinned
 
 
 def test_a_folder_pins_the_memories_under_it_capped(tmp_path):
