@@ -46,3 +46,18 @@ def test_an_id_of_another_spec_of_the_project_names_that_spec(tmp_path):
     assert out.returncode == 4, out.stderr
     assert f"no memory {found.id} in {one}; it is in {two}" in out.stderr
     assert "--spec-dir" in out.stderr
+
+
+def test_retire_from_a_project_wide_mcp_server_names_the_spec_to_pass(tmp_path):
+    from graphmem.mcp_server import build_server
+    from test_mcp import _session, _text
+
+    one = repo(tmp_path / "shop")
+    with Memory(one) as mem:
+        mem.append_gotcha("Webhooks retry for three days")
+        found = mem.search("webhooks retry", limit=1)[0]
+
+    async def steps(c):
+        text = _text(await c.call_tool("retire_memory", {"id": found.id, "reason": "x"}))
+        assert text.startswith("graphmem: error: spec_dir: ") and f"it is in {one}" in text, text
+    _session(build_server(None, tmp_path / "shop"), steps)  # a server for the project only

@@ -46,18 +46,19 @@ class Validity:
         if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
             raise ValidationError("must be a memory id (24 hex characters, as search returns)",
                                   field="id")
-        spec_dir = self.scope.require_spec()
-        rows = self.derived.get().local.index.rows_by_id([item_id])
         from ..team import team_key
 
+        rows = self.derived.get().local.index.rows_by_id([item_id])
         key = self.scope.project.key  # a teammate's memory taken in from a shared graph too
         ours = bool(rows) and rows[0]["project"] in (key, team_key(key))
+        where = (f"it is in {self.scope.root / rows[0]['spec']}: name that spec folder "
+                 "(--spec-dir, spec_dir)") if ours and rows[0]["spec"] else ""
+        if self.scope.spec_dir is None and where:  # found by a project-wide search
+            raise ValidationError(f"retire and supersede need the memory's spec folder; {where}",
+                                  field="spec_dir")
+        spec_dir = self.scope.require_spec()
         if not ours or rows[0]["spec"] != self.scope.spec_key:
-            where = ""
-            if ours and rows[0]["spec"]:
-                where = (f"; it is in {self.scope.root / rows[0]['spec']}: name that spec folder "
-                         "(--spec-dir, spec_dir)")  # found by a project-wide search
-            raise NotFoundError(f"no memory {item_id} in {spec_dir}{where}")
+            raise NotFoundError(f"no memory {item_id} in {spec_dir}{'; ' + where if where else ''}")
         return rows[0]
 
     def log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
