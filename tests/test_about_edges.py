@@ -30,3 +30,16 @@ def test_about_a_folder_says_it_is_one_and_what_to_use(tmp_path):
         result = await c.call_tool("about", {"path_or_symbol": "src/"})
         assert result.is_error and 'files=["src"]' in _text(result)
     _session(build_server(spec), steps)
+
+
+def test_about_says_superseded_by_once(tmp_path):
+    # "[superseded by X at T: replaced by X]": the default reason repeated the "by"
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` retries 3 times")
+        old = mem.search("refund retries", limit=1)[0].id
+        new = mem.supersede(old, "`refund` retries 5 times")["new_id"]
+    cli = run_cli("about", "refund", "--project-dir", str(root))
+    assert cli.returncode == 0, cli.stderr
+    line = next(x for x in cli.stdout.splitlines() if old in x)
+    assert f"[superseded by {new} at " in line and "replaced by" not in line, line

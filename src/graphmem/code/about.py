@@ -255,6 +255,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
         mark = " ".join(str(x) for x in (v.get("state"), v.get("by") and f"by {v['by']}",
                                           v.get("invalid_at") and f"at {v['invalid_at']}") if x)
         why = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
+        if why == f"replaced by {v.get('by')}":  # supersede's default reason: "by" says it
+            why = ""
         mark = f" [{mark}{': ' + why if why else ''}]" if v else ""
         return f"  [{f['state']}{extra}]{mark} {e['kind']}: {e['text']}  ({e['id']})"
 
