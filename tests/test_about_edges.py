@@ -29,6 +29,8 @@ def test_about_a_folder_says_it_is_one_and_what_to_use(tmp_path):
     async def steps(c):
         result = await c.call_tool("about", {"path_or_symbol": "src/"})
         assert result.is_error and 'files=["src"]' in _text(result)
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert "folder" in tools["about"].description  # said before the call, too
     _session(build_server(spec), steps)
 
 

@@ -254,7 +254,8 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                          lambda m: m.supersede(id, new_text, reason=reason))
 
     @tool(title="About a file or symbol", annotations=_reads("About a file or symbol"),
-          description="Everything known about a file (path relative to the project) or a symbol "
+          description="Everything known about a file (path relative to the project; for a "
+                      "folder use get_context's files) or a symbol "
                       "(function, class, method name): current memories first, newest first, "
                       "then retired and superseded ones, oldest first; each with its freshness "
                       "(current, changed, moved, gone).")
