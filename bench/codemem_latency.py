@@ -41,7 +41,8 @@ SEARCH_STAGES = (("graphmem.facade.session_log", "EpisodeLog.settle"),
                  ("graphmem.index.late", "token_rows"), ("graphmem.index.late", "token_best"),
                  ("graphmem.index.storage", "IndexStore.rows"),
                  ("graphmem.index.storage", "IndexStore.rows_by_id"),
-                 ("graphmem.index.local_search", "hit_of"))
+                 ("graphmem.index.local_search", "hit_of"), ("graphmem.code.tree", "snapshot"),
+                 ("graphmem.code.freshness", "named_code"))
 
 
 def keep_state(name: str, data: dict, state: Path, stop: int) -> None:
