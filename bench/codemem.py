@@ -231,16 +231,20 @@ class Profiled:
     dataset, on the event loop's thread (the query encoder's worker threads show only as the
     wait for them); a no-op context without it."""
 
-    def __init__(self, top: int | None):
+    def __init__(self, top: int | None, extra: tuple = (), clock: bool = False):
+        """``extra``: more (module, function) stages to time; ``clock``: time the stages of each
+        call (kept in ``calls``) without cProfile when ``top`` is not given."""
         import cProfile
 
         self.top = top
         self.prof = cProfile.Profile() if top else None
         self.spans: dict[str, list[float]] = {}
+        self.calls: list[dict[str, float]] = []  # each timed call's stages, in call order
         self.call: dict[str, float] | None = None
         self.plain: list[tuple] = []  # (owner, attr, function) to put back
-        if top:
-            for mod, name in STAGES:
+        self.clock = bool(top) or clock
+        if self.clock:
+            for mod, name in (*STAGES, *extra):
                 self._wrap(mod, name)
             import gc
 
@@ -301,15 +305,18 @@ class Profiled:
         _sync.run(call())
 
     def __enter__(self):
-        if self.prof is not None:
+        if self.clock:
             self.call = {}
+        if self.prof is not None:
             self._on_loop(self.prof.enable)
 
     def __exit__(self, *exc):
         if self.prof is not None:
             self._on_loop(self.prof.disable)
+        if self.clock:
             for k, v in self.call.items():
                 self.spans.setdefault(k, []).append(v)
+            self.calls.append(self.call)
             self.call = None
 
     def report(self, name: str) -> None:
@@ -319,13 +326,16 @@ class Profiled:
 
         if self._gc in gc.callbacks:
             gc.callbacks.remove(self._gc)
+        if not self.clock:
+            return
+        how = "under cProfile" if self.prof is not None else "clocked, no profiler"
+        table(f"{name}: ms per timed call in each stage ({how})", ["stage", "calls", "p50",
+              "p95", "total"], [[k, len(v), pct(v, 50), pct(v, 95), sum(v)]
+                                for k, v in self.spans.items()])
         if self.prof is None:
             return
         import pstats
 
-        table(f"{name}: ms per timed call in each stage (under cProfile)", ["stage", "calls", "p50",
-              "p95", "total"], [[k, len(v), pct(v, 50), pct(v, 95), sum(v)]
-                                for k, v in self.spans.items()])
         print(f"\n{name}: the timed search and context calls under cProfile")
         pstats.Stats(self.prof).sort_stats("cumulative").print_stats(self.top)
         pstats.Stats(self.prof).sort_stats("tottime").print_stats(self.top)

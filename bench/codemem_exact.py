@@ -9,6 +9,9 @@ compared bit for bit:
   the whole pool (``one_product``);
 - the word stage's BM25 of rows and sessions (``ranker.term_scores``, all postings in one read)
   against one read and one sum per term (``term_scores_per_term``);
+- every ColBERT pass, of queries and of documents, on the encoder's one-thread session
+  (``local_colbert.THREADS``) against a two-thread session of the same model (its "hits" in
+  the report are the token rows compared);
 - code recall (``code/recall.py``'s ``code_recall``) and freshness (``code/freshness.py``'s
   ``annotate``) against those modules as they were at ``--base`` (``_exact_code.py``): every
   hit's fields, in order, scores and freshness included.
@@ -146,10 +149,42 @@ class Checked:
             return got
 
         maxsim.best_matches, ranker.term_scores = best_matches, term_scores
+        self._check_query_pass(timed)
         if base is not None:
             from _exact_code import check_code_stages
 
             check_code_stages(self, timed, base)
+
+    def _check_query_pass(self, timed) -> None:
+        """Every ColBERT pass (queries and documents) on the encoder's one-thread session against
+        a session of the same model on two threads (``SESSION_THREADS``, as before), bit for bit."""
+        import numpy as np
+
+        from graphmem.providers import local_colbert
+        from graphmem.providers.local_fuse import fused
+        from graphmem.providers.onnx_runtime import load_session
+
+        enc_cls = local_colbert.ColbertEncoder
+        run = enc_cls._run
+        two: list = []
+        for stage in ("ColBERT query pass", "ColBERT document pass"):
+            self.ms[stage] = {"fast": [], "plain": []}
+            self.code_hits[stage] = 0
+
+        def checked_run(enc, text, marker, limit, skip_punct, session=None):
+            if not two:
+                two.append(load_session(enc.path, enc.cache.folder, threads=2,
+                                        prefer=fused(enc.path / "model.onnx", enc.cache)))
+            stage = "ColBERT query pass" if marker == local_colbert.Q_MARKER else \
+                "ColBERT document pass"
+            got, want = timed(stage, lambda: run(enc, text, marker, limit, skip_punct),
+                              lambda: run(enc, text, marker, limit, skip_punct, two[0]))
+            if got.dtype != want.dtype or not np.array_equal(got, want):
+                raise AssertionError(f"token vectors differ for {text[:60]!r}")
+            self.code_hits[stage] += len(got)
+            return got
+
+        enc_cls._run = checked_run
 
     def report(self) -> None:
         n = {k: len(v["fast"]) for k, v in self.ms.items()}

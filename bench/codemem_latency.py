@@ -7,7 +7,9 @@ Each run copies the kept state, opens it in a new process, writes ``--warm`` ses
 does: each session is committed and written, and at a task's point a warm-up search runs and
 each task is timed cold: ``search`` on even tasks, ``context`` at 4,000 tokens on odd ones (the
 other call follows, untimed). With ``--profile N`` each stage's milliseconds and cProfile's N costliest
-functions are printed (see ``codemem.Profiled``). Quality is not scored here: ``codemem.py``.
+functions are printed (see ``codemem.Profiled``); with ``--slowest N`` the stages of the search
+(``SEARCH_STAGES`` too) are clocked without a profiler and the N slowest calls of each kind are
+printed stage by stage, beside the median call. Quality is not scored here: ``codemem.py``.
 
     .venv/bin/python bench/codemem_latency.py --dataset pytest [--at 60] [--profile 30]
 """
@@ -27,6 +29,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _codemem_replay import SPEC, Repo, load_dataset, write_session  # noqa: E402
 from _common import need, pct, table, write_json  # noqa: E402
 from codemem import DATA, Profiled  # noqa: E402
+
+# the local index's half of a search, clocked with ``--slowest`` (module, function)
+SEARCH_STAGES = (("graphmem.facade.session_log", "EpisodeLog.settle"),
+                 ("graphmem.facade.derived_sync", "DerivedSync.adopt"),
+                 ("graphmem.derived", "DerivedStores.replay_index"),
+                 ("graphmem.derived", "DerivedStores.localise"),
+                 ("graphmem.index.local_index", "LocalIndex.snapshot"),
+                 ("graphmem.index.ranker", "lexical"),
+                 ("graphmem.index.local_search", "_late_stage"),
+                 ("graphmem.index.late", "token_rows"), ("graphmem.index.late", "token_best"),
+                 ("graphmem.index.storage", "IndexStore.rows"),
+                 ("graphmem.index.storage", "IndexStore.rows_by_id"),
+                 ("graphmem.index.local_search", "hit_of"), ("graphmem.code.tree", "snapshot"),
+                 ("graphmem.code.freshness", "named_code"))
 
 
 def keep_state(name: str, data: dict, state: Path, stop: int) -> None:
@@ -66,7 +82,8 @@ def run(name: str, args) -> dict:
         shutil.copytree(state, work, symlinks=True)
         root = work / "project"
         repo = Repo.resume(root, saved)
-        prof = Profiled(args.profile)
+        prof = Profiled(args.profile, SEARCH_STAGES if args.slowest else (), bool(args.slowest))
+        kinds: list[str] = []  # "search" or "context", per timed call
         lat: dict[str, list[float]] = {"search": [], "context": [], "write": []}
         start = saved["next"]
         n = 0
@@ -95,15 +112,34 @@ def run(name: str, args) -> dict:
                             mem.context(text, max_tokens=4000)
                     lat["search" if n % 2 == 0 else "context"].append(
                         (time.perf_counter() - t) * 1000)
+                    kinds.append("search" if n % 2 == 0 else "context")
                     if n % 2 == 0:
                         mem.context(text, max_tokens=4000)
                     else:
                         mem.search(text, scope="project", limit=20)
                     n += 1
         prof.report(name)
+    if args.slowest:
+        for kind in ("search", "context"):
+            stages = [c for c, k in zip(prof.calls, kinds) if k == kind]
+            slowest(name, kind, list(zip(lat[kind], stages)), args.slowest)
     out = {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)} for k, v in lat.items()}
     out["spans"] = {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in prof.spans.items()}
     return out
+
+
+def slowest(name: str, kind: str, calls: list[tuple[float, dict]], n: int) -> None:
+    """Print the ``n`` slowest calls' stage times beside the median call's (ms; stages nest:
+    ``DerivedStores.search_local`` holds ``_encode`` ... ``hit_of``)."""
+    if not calls:
+        return
+    ranked = sorted(calls, key=lambda c: -c[0])
+    median = sorted(calls, key=lambda c: c[0])[len(calls) // 2]
+    shown = [median, *ranked[:n]]
+    stages = sorted({k for _, c in calls for k in c}, key=lambda k: -max(c.get(k, 0) for _, c in shown))
+    rows = [[k, *(c.get(k, 0.0) for _, c in shown)] for k in stages]
+    table(f"{name}: the {n} slowest of {len(calls)} {kind} calls, ms per stage (first: median)",
+          ["stage", *(f"{ms:.1f}" for ms, _ in shown)], rows)
 
 
 def main() -> int:
@@ -114,6 +150,8 @@ def main() -> int:
     ap.add_argument("--at", type=int, default=60, help="sessions before the last task to stop at")
     ap.add_argument("--warm", type=int, default=5, help="sessions written untimed first")
     ap.add_argument("--profile", type=int, default=None, metavar="N")
+    ap.add_argument("--slowest", type=int, default=None, metavar="N",
+                    help="clock the stages (no profiler) and print the N slowest calls' times")
     ap.add_argument("--out", default="codemem_latency")
     args = ap.parse_args()
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")

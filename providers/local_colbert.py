@@ -31,6 +31,13 @@ CHOICES = ("default", "answerai-colbert-small-v1", "off")
 RECENT_QUERY_BYTES = 6 << 20  # agents repeat queries (context, then search): ~250 questions
 # With the graph on, a write's texts are encoded for the local index and then for the graph.
 RECENT_DOC_BYTES = 4 << 20  # ~100 typical items
+# onnxruntime threads per run. One: on the shared 2-core box the second thread (woken per
+# operator, as idle workers sleep) cost more than it gave. Paired per text in one process, both
+# ways bit for bit the same: the query pass of all 349 codemem task texts p50 / p95 / mean
+# 8.42 / 20.6 / 10.6 ms against 9.41 / 22.3 / 11.7 with two (load 4-6); documents p50 / mean
+# 10.4 / 20.2 against 13.5 / 21.3 (load 3). Longer lists still run two texts at once
+# (``run_each``), now on two threads instead of four. docs/tuning.md, "Issue 17, stop 28 (h35)".
+THREADS = 1
 
 
 def _skip(token: str) -> bool:
@@ -60,17 +67,22 @@ class ColbertEncoder(TokenEncoder):
                 from tokenizers import Tokenizer
 
                 session = load_session(self.path, self.cache.folder,
-                                       prefer=fused(self.path / "model.onnx", self.cache))
+                                       prefer=fused(self.path / "model.onnx", self.cache),
+                                       threads=THREADS)
                 tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 tok.no_padding()  # the shipped file pads every text to 512
                 tok.no_truncation()
                 self._loaded = (session, tok, {i.name for i in session.get_inputs()})
             return self._loaded
 
-    def _run(self, text: str, marker: int, limit: int, skip_punct: bool) -> Any:
+    def _run(self, text: str, marker: int, limit: int, skip_punct: bool,
+             session: Any = None) -> Any:
+        """A text's token vectors, by the encoder's session (or ``session``: another session of
+        the same model, as ``bench/codemem_exact.py`` compares them)."""
         import numpy as np
 
-        session, tokenizer, inputs = self._model()
+        own, tokenizer, inputs = self._model()
+        session = session or own
         enc = tokenizer.encode(text, add_special_tokens=False)
         ids, toks = enc.ids[:limit], enc.tokens[:limit]
         full = [101, marker, *ids, 102]  # [CLS] marker ... [SEP]

@@ -81,10 +81,10 @@ def forget_models() -> None:
         _chosen_cache.clear()
 
 
-def session_options(ort: Any, optimise: bool) -> Any:
+def session_options(ort: Any, optimise: bool, threads: int = SESSION_THREADS) -> Any:
     """Session options for graphmem's models: few threads that sleep when idle."""
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = SESSION_THREADS
+    opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     # Spinning workers burn the CPU the rest of graphmem (and FalkorDB, and the agent) needs;
     # measured on a busy 2-core box, spinning was never clearly faster and once 5x slower.
@@ -97,19 +97,22 @@ def session_options(ort: Any, optimise: bool) -> Any:
     return opts
 
 
-def load_session(path: Path, cache: Path | None = None, prefer: Path | None = None) -> Any:
+def load_session(path: Path, cache: Path | None = None, prefer: Path | None = None,
+                 threads: int = SESSION_THREADS) -> Any:
     """A session of the model in folder ``path``; of ``prefer`` (another ONNX file, e.g. a fused
-    copy) when given and loadable; a damaged ``prefer`` is removed so the next load rebuilds it."""
+    copy) when given and loadable; a damaged ``prefer`` is removed so the next load rebuilds it.
+    ``threads``: onnxruntime's threads per run."""
     if prefer is not None:
         try:
-            return _cached_session(prefer, f"{path.name}-fused", cache)
+            return _cached_session(prefer, f"{path.name}-fused", cache, threads)
         except Exception as exc:  # noqa: BLE001 - the shipped file below still works
             log.warning("fused model %s unusable (%s); running the shipped one", prefer, exc)
             prefer.unlink(missing_ok=True)
-    return _cached_session(path / "model.onnx", path.name, cache)
+    return _cached_session(path / "model.onnx", path.name, cache, threads)
 
 
-def _cached_session(source: Path, stem: str, cache: Path | None) -> Any:
+def _cached_session(source: Path, stem: str, cache: Path | None,
+                    threads: int = SESSION_THREADS) -> Any:
     """A session of ``source``; its optimised graph is kept in ``cache`` so later loads skip
     that step."""
     import onnxruntime as ort
@@ -120,11 +123,11 @@ def _cached_session(source: Path, stem: str, cache: Path | None) -> Any:
         cached = cache / f"{stem}-ort{ort.__version__}-{stat.st_size}-{int(stat.st_mtime)}.onnx"
     if cached is not None and cached.is_file():
         try:
-            return ort.InferenceSession(str(cached), session_options(ort, optimise=False),
+            return ort.InferenceSession(str(cached), session_options(ort, False, threads),
                                         providers=["CPUExecutionProvider"])
         except Exception:  # a damaged cache file: rebuild it below
             cached.unlink(missing_ok=True)
-    opts = session_options(ort, optimise=True)
+    opts = session_options(ort, True, threads)
     tmp = None
     if cached is not None:
         try:

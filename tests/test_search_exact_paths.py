@@ -179,3 +179,32 @@ def test_word_scores_are_those_of_one_read_per_term_bit_for_bit(tmp_path):
         assert got[3] == want[3]
     got = ranker.term_scores(view, terms, DEFAULT)
     assert got[0].any() and got[1].any()  # rows and sessions scored
+
+
+def test_colbert_passes_on_one_thread_are_those_of_two_bit_for_bit():
+    """The ColBERT model runs on one onnxruntime thread (``local_colbert.THREADS``): its token
+    vectors of queries and documents, short, long and cut at the token limit, are the ones a
+    two-thread session of the same model gives, so ranking does not move."""
+    from graphmem.providers import local_colbert
+    from graphmem.providers.local_fuse import fused
+    from graphmem.providers.onnx_runtime import load_session
+
+    enc = local_colbert.ColbertEncoder()
+    own = enc._model()[0]
+    assert own.get_session_options().intra_op_num_threads == local_colbert.THREADS == 1
+    two = load_session(enc.path, enc.cache.folder, threads=2,
+                       prefer=fused(enc.path / "model.onnx", enc.cache))
+    texts = ["where is the refund handled now?", "ok",
+             "The login test flakes because the shared fixture `db_session` in tests/conftest.py "
+             "is reused across workers; pin pytest-xdist to --dist loadfile. " * 6,
+             "!!! ... ???", "src/pay/stripe_client.py: refund() retries 3 times with backoff"]
+    for text in texts:
+        for marker, limit, punct in ((local_colbert.Q_MARKER, local_colbert.QUERY_TOKENS, False),
+                                     (local_colbert.D_MARKER, local_colbert.DOC_TOKENS, True)):
+            got = enc._run(text, marker, limit, punct)
+            want = enc._run(text, marker, limit, punct, session=two)
+            assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+            assert np.array_equal(got, want), text[:40]
+    assert np.array_equal(enc.query_sync(texts[0]), enc._run(texts[0], local_colbert.Q_MARKER,
+                                                               local_colbert.QUERY_TOKENS, False,
+                                                               session=two))

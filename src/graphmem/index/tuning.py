@@ -60,7 +60,8 @@ class Tuning:
     # ---- query encoding (``local_search.py``)
     vector_cache: int = 256  # query vectors remembered (agents repeat queries)
     embed_batch: int = 64  # texts per embedder call on writes
-    # Score words while the query encoder runs only with cores left over (the encoder uses two).
+    # Score words while the query encoder runs only with cores left over (measured when the
+    # encoder used two threads; it uses one since issue 17's h35: docs/tuning.md).
     overlap: bool = field(default_factory=lambda: cores() > 2)
 
 
