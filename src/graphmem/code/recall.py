@@ -372,18 +372,31 @@ class _NewestWork:
 def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str]]:
     """The newest ``SCAN`` pieces of work anchored to ``path`` in ``b`` (of its newest
     ``SCAN_ITEMS`` items), newest first: (work, its newest item there). Kept on the book: a
-    search asks for the same files as the last ones, and a file's list is walked again only
-    when the book has read a record naming it or one of the items its walk met (a newer record
-    of an item may be another piece of work), or started over."""
+    search asks for the same files as the last ones. A file whose list grew is walked only
+    through its new items, before the works its last walk found (``_extended``); it is walked
+    again from the newest when the book has read a newer record of an item its walk met (a
+    newer record of an item may be another piece of work), or started over."""
     memo = b.__dict__.get("_newest_works")
     if memo is None or memo.records is not b.records or memo.seen > len(b.recorded):
         memo = b.__dict__["_newest_works"] = _WorksMemo(b.records)
     if memo.seen < len(b.recorded):
         memo.forget_changed(b)
-    got = memo.paths.get(path)
-    if got is not None:
-        return got[2]
     listed = b.by_path.get(path, ())
+    got = memo.paths.get(path)
+    if got is not None and got[0] == len(listed):
+        return got[2]
+    kept = _extended(b, listed, got) if got is not None else None
+    if kept is None:
+        kept = _walked(b, listed)
+    if len(memo.paths) >= _WorksMemo.MAX_PATHS:
+        memo.paths.clear()
+    memo.paths[path] = kept
+    return kept[2]
+
+
+def _walked(b: AnchorBook, listed) -> tuple[int, set[str], list, int]:
+    """``newest_works`` from scratch: (items listed, the items the walk met, the answer, how
+    many items it walked back from the newest)."""
     out: list[tuple[tuple[int, object], str]] = []
     seen: set = set()
     walked = listed[-SCAN_ITEMS:]
@@ -398,30 +411,59 @@ def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str
             if len(out) >= SCAN:
                 walked = walked[len(walked) - n - 1:]
                 break
-    if len(memo.paths) >= _WorksMemo.MAX_PATHS:
-        memo.paths.clear()
-    memo.paths[path] = (len(listed), set(walked), out)
-    return out
+    return len(listed), set(walked), out, len(walked)
+
+
+def _extended(b: AnchorBook, listed, got: tuple) -> tuple | None:
+    """``newest_works`` of a file whose list grew since ``got`` (and no item its walk met was
+    recorded again): its new items walked, then the works ``got`` found, as a walk from
+    scratch would meet them; None when the window of ``SCAN_ITEMS`` moved past an item its
+    walk met."""
+    known, walked, out, depth = got
+    if len(listed) < known or len(listed) - (known - depth) > SCAN_ITEMS:
+        return None
+    new = listed[known:]
+    seen: set = set()
+    merged: list[tuple[tuple[int, object], str]] = []
+    for n, item_id in enumerate(reversed(new)):
+        rec = b.records.get(item_id)
+        if rec is None:
+            continue
+        key = _record_work(b, rec)
+        if key not in seen:
+            seen.add(key)
+            merged.append((key, item_id))
+            if len(merged) >= SCAN:  # a walk from scratch stops among the new items too
+                met = new[len(new) - n - 1:]
+                return len(listed), set(met), merged, len(met)
+    for key, item_id in out:
+        if key not in seen:
+            seen.add(key)
+            merged.append((key, item_id))
+            if len(merged) >= SCAN:
+                break
+    # the works it found are at least SCAN when its walk stopped early: none is needed beyond
+    return len(listed), walked | set(new), merged, depth + len(new)
 
 
 class _WorksMemo:
     """``newest_works`` of one book state per file: (how many items the file listed, the items
-    its walk met, the answer)."""
+    its walk met, the answer, how many items it walked)."""
 
     MAX_PATHS = 4096
 
     def __init__(self, records: dict) -> None:
         self.records = records  # the book's: a new dict means it started over
         self.seen = 0  # entries of ``AnchorBook.recorded`` accounted for
-        self.paths: dict[str, tuple[int, set[str], list]] = {}
+        self.paths: dict[str, tuple[int, set[str], list, int]] = {}
 
     def forget_changed(self, b: AnchorBook) -> None:
-        """Drop the files whose answer the records read since may change: a file listing more
-        items, or whose walk met an item recorded again."""
+        """Drop the files whose walk met an item recorded again since (a file listing more
+        items is extended when asked: ``_extended``)."""
         new = set(b.recorded[self.seen:])
         self.seen = len(b.recorded)
-        for path, (listed, walked, _) in list(self.paths.items()):
-            if len(b.by_path.get(path, ())) != listed or not walked.isdisjoint(new):
+        for path, (_, walked, _, _) in list(self.paths.items()):
+            if not walked.isdisjoint(new):
                 del self.paths[path]
 
 
