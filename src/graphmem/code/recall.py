@@ -187,9 +187,14 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     hit has an anchor record. The works that removed symbols ``query`` names come first (not
     when ``snap``, the project now, defines them again)."""
     books = [book(s) for s in specs]
-    ranked = _by_files(hits, spec_dir_of, specs, named, fetch)
-    first = removal_hits(query, books, ranked, fetch, snap) if query else []
-    wrote = touched_hits(query, books, ranked, fetch, snap) if query and TOUCHED_WORKS else []
+    order, scores = _by_files(hits, spec_dir_of, specs, named, fetch)
+    removed = removals(query, books, snap) if query else []
+    works = touched_works(query, books, snap) if query and TOUCHED_WORKS else []
+    if not removed and not works:  # the usual: only the hits kept are copied with their score
+        return _scored(order, scores, keep)
+    ranked = _scored(order, scores, None)
+    first = removal_hits(removed, ranked, fetch)
+    wrote = touched_hits(works, ranked, fetch)
     if wrote:
         ids = {h.id for h in wrote}
         rest = [h for h in ranked if h.id not in ids]
@@ -204,10 +209,17 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     return ranked[:keep]
 
 
-def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
-                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
-    """The memories of the works that removed symbols ``query`` names (see the module
-    docstring), best first, scored above every candidate."""
+def _scored(order: list[Hit], scores: list[float] | None, keep: int | None) -> list[Hit]:
+    """The first ``keep`` of ``order`` (all: None), each with its new score (as they are when
+    ``scores`` is None)."""
+    if scores is None:
+        return order[:keep]
+    return [h.replaced(score=round(s, 6)) for h, s in zip(order[:keep], scores)]
+
+
+def removals(query: str, books: Sequence[AnchorBook], snap=None) -> list[tuple[str, dict]]:
+    """(name, work) of the works that removed symbols ``query`` names and the project does not
+    define again, at most ``MAX_REMOVALS``."""
     found: list[tuple[str, dict]] = []
     for asked in query_symbols(query):
         for b in books:
@@ -216,6 +228,13 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
                     or (got[0] != asked and _defined(snap, asked, short=True)):
                 continue  # defined again, or a method's own name another class still defines
             found.append(got)
+    return found
+
+
+def removal_hits(found: list[tuple[str, dict]], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
+    """The memories of the works that removed symbols the query names (``removals``; see the
+    module docstring), best first, scored above every candidate."""
     if not found:
         return []
     got = _with_fetched(hits, [i for _, w in found for i in reversed(w["items"])], fetch)
@@ -234,10 +253,9 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     return out
 
 
-def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
-                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
-    """One memory of each of the ``TOUCHED_WORKS`` newest works that added, changed or moved a
-    symbol ``query`` names and the project defines now (the sessions that wrote its code)."""
+def touched_works(query: str, books: Sequence[AnchorBook], snap=None) -> list[dict]:
+    """The ``TOUCHED_WORKS`` newest works that added, changed or moved a symbol ``query``
+    names and the project defines now (the sessions that wrote its code)."""
     works: list[dict] = []
     for name in query_symbols(query):
         if not _defined(snap, name):
@@ -247,7 +265,12 @@ def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
                 w = b.works.by_head.get(head)
                 if w is not None and w not in works:
                     works.append(w)
-    works = works[:TOUCHED_WORKS]
+    return works[:TOUCHED_WORKS]
+
+
+def touched_hits(works: list[dict], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
+    """One memory of each of ``works`` (``touched_works``), newest work first."""
     if not works:
         return []
     got = _with_fetched(hits, [i for w in works for i in reversed(w["items"])], fetch)
@@ -283,8 +306,11 @@ def _defined(snap, name: str, short: bool = False) -> bool:
 
 def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
               specs: Sequence[str | Path], named: set[str],
-              fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
-    """``hits`` re-ranked by the files the best of them are about (``rerank``)."""
+              fetch: Callable[[list[str], set[str]], list[Hit]] | None
+              ) -> tuple[list[Hit], list[float] | None]:
+    """``hits`` re-ranked by the files the best of them are about (``rerank``), and their new
+    scores (None: no hit has an anchor record, the order is as it was); copied with them only
+    when kept (``_scored``)."""
     books: dict[Path, AnchorBook] = {}
 
     def record(hit: Hit) -> tuple[dict | None, AnchorBook | None]:
@@ -301,7 +327,7 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
 
     recs = [record(h) for h in hits]
     if not any(r for r, _ in recs):
-        return hits
+        return hits, None
     files = [_files(r) for r, _ in recs]
     scores = [h.score for h in hits]
     weight = predict_files(scores, files, named)
@@ -330,7 +356,7 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
         latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
     order, new = rerank(scores, files, groups, positions, named, latest)
-    return [hits[i].replaced(score=round(new[i], 6)) for i in order]  # ~100 copies a search
+    return [hits[i] for i in order], [new[i] for i in order]
 
 
 def _work_key(hit: Hit, rec: dict, b: AnchorBook) -> tuple[int, object]:
