@@ -7,11 +7,9 @@ Each run copies the kept state, opens it in a new process, writes ``--warm`` ses
 does: each session is committed and written, and at a task's point a warm-up search runs and
 each task is timed cold: ``search`` on even tasks, ``context`` at 4,000 tokens on odd ones (the
 other call follows, untimed). With ``--profile N`` each stage's milliseconds and cProfile's N costliest
-functions are printed (see ``codemem.Profiled``); with ``--slowest N``, the stage milliseconds of
-each kind's N slowest calls, one call a row, without cProfile (it inflates Python stages). Quality
-is not scored here: ``codemem.py``.
+functions are printed (see ``codemem.Profiled``). Quality is not scored here: ``codemem.py``.
 
-    .venv/bin/python bench/codemem_latency.py --dataset pytest [--at 60] [--profile 30 | --slowest 3]
+    .venv/bin/python bench/codemem_latency.py --dataset pytest [--at 60] [--profile 30]
 """
 
 from __future__ import annotations
@@ -28,41 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _codemem_replay import SPEC, Repo, load_dataset, write_session  # noqa: E402
 from _common import need, pct, table, write_json  # noqa: E402
-from codemem import DATA, STAGES, Profiled  # noqa: E402
-
-
-class StageClock(Profiled):
-    """``--slowest``: each timed call's milliseconds per stage (``codemem.STAGES``, garbage
-    collections), without cProfile; ``calls`` holds them in order."""
-
-    def __init__(self) -> None:
-        import gc
-
-        super().__init__(None)
-        for mod, name in STAGES:
-            self._wrap(mod, name)
-        gc.callbacks.append(self._gc)
-        self.calls: list[dict[str, float]] = []
-
-    def __enter__(self):
-        self.call = {}
-
-    def __exit__(self, *exc):
-        self.calls.append(self.call)
-        self.call = None
-
-
-def slowest(name: str, kinds: list[str], ms: list[float], stages: list[dict], n: int) -> None:
-    """The stage milliseconds of the ``n`` slowest calls of each kind, a column per call."""
-    for kind in ("search", "context"):
-        rows = sorted((i for i, k in enumerate(kinds) if k == kind), key=lambda i: -ms[i])[:n]
-        if not rows:
-            continue
-        names = sorted({s for i in rows for s in stages[i]})
-        table(f"{name}: the {len(rows)} slowest {kind} calls, ms per stage (no cProfile)",
-              ["stage", *(f"call {i}" for i in rows)],
-              [["total", *(ms[i] for i in rows)],
-               *([s, *(stages[i].get(s, 0.0) for i in rows)] for s in names)])
+from codemem import DATA, Profiled  # noqa: E402
 
 
 def keep_state(name: str, data: dict, state: Path, stop: int) -> None:
@@ -102,8 +66,7 @@ def run(name: str, args) -> dict:
         shutil.copytree(state, work, symlinks=True)
         root = work / "project"
         repo = Repo.resume(root, saved)
-        prof = StageClock() if args.slowest else Profiled(args.profile)
-        kinds: list[str] = []
+        prof = Profiled(args.profile)
         lat: dict[str, list[float]] = {"search": [], "context": [], "write": []}
         start = saved["next"]
         n = 0
@@ -130,17 +93,14 @@ def run(name: str, args) -> dict:
                             mem.search(text, scope="project", limit=20)
                         else:
                             mem.context(text, max_tokens=4000)
-                    kinds.append("search" if n % 2 == 0 else "context")
-                    lat[kinds[-1]].append((time.perf_counter() - t) * 1000)
+                    lat["search" if n % 2 == 0 else "context"].append(
+                        (time.perf_counter() - t) * 1000)
                     if n % 2 == 0:
                         mem.context(text, max_tokens=4000)
                     else:
                         mem.search(text, scope="project", limit=20)
                     n += 1
         prof.report(name)
-        if args.slowest:
-            ms = [lat[k][kinds[:i].count(k)] for i, k in enumerate(kinds)]
-            slowest(name, kinds, ms, prof.calls, args.slowest)
     out = {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)} for k, v in lat.items()}
     out["spans"] = {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in prof.spans.items()}
     return out
@@ -154,8 +114,6 @@ def main() -> int:
     ap.add_argument("--at", type=int, default=60, help="sessions before the last task to stop at")
     ap.add_argument("--warm", type=int, default=5, help="sessions written untimed first")
     ap.add_argument("--profile", type=int, default=None, metavar="N")
-    ap.add_argument("--slowest", type=int, default=None, metavar="N",
-                    help="print the stage times of each kind's N slowest calls (no cProfile)")
     ap.add_argument("--out", default="codemem_latency")
     args = ap.parse_args()
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")
