@@ -190,10 +190,11 @@ def test_a_state_kept_from_an_earlier_commit_is_dropped_when_what_it_read_change
     below leaves the memory's own files as they were, yet changes its answer."""
     root, spec = make(tmp_path)
     with Memory(spec, root) as mem:
-        mem.append_gotcha("refund rounding: `refund` must round half up")
-        mem.append_gotcha("notes: docs/notes.txt lists the charge rules")
-        mem.append_gotcha("serve wiring: `serve` and `stop` are the server's two calls")
-        mem.append_gotcha("util: src/util.py holds the shared helpers")
+        for text in ("refund rounding: `refund` must round half up",
+                     "notes: docs/notes.txt lists the charge rules",
+                     "serve wiring: `serve` and `stop` are the server's two calls",
+                     "util: src/util.py holds the shared helpers"):
+            mem.append_gotcha(text)
         same_as_from_scratch(mem)
         write(root, {"src/pay.py": PAY.replace("return 1", "return 2")})
         commit(root, "edit charge")

@@ -424,19 +424,10 @@ def _walked(b: AnchorBook, listed) -> tuple[int, set[str], list, int]:
     """``newest_works`` from scratch: (items listed, the items the walk met, the answer, how
     many items it walked back from the newest)."""
     out: list[tuple[tuple[int, object], str]] = []
-    seen: set = set()
     walked = listed[-SCAN_ITEMS:]
-    for n, item_id in enumerate(reversed(walked)):
-        rec = b.records.get(item_id)
-        if rec is None:
-            continue
-        key = _record_work(b, rec)
-        if key not in seen:
-            seen.add(key)
-            out.append((key, item_id))
-            if len(out) >= SCAN:
-                walked = walked[len(walked) - n - 1:]
-                break
+    met = _walk(b, walked, set(), out)
+    if met is not None:
+        walked = walked[len(walked) - met:]
     return len(listed), set(walked), out, len(walked)
 
 
@@ -451,17 +442,9 @@ def _extended(b: AnchorBook, listed, got: tuple) -> tuple | None:
     new = listed[known:]
     seen: set = set()
     merged: list[tuple[tuple[int, object], str]] = []
-    for n, item_id in enumerate(reversed(new)):
-        rec = b.records.get(item_id)
-        if rec is None:
-            continue
-        key = _record_work(b, rec)
-        if key not in seen:
-            seen.add(key)
-            merged.append((key, item_id))
-            if len(merged) >= SCAN:  # a walk from scratch stops among the new items too
-                met = new[len(new) - n - 1:]
-                return len(listed), set(met), merged, len(met)
+    met = _walk(b, new, seen, merged)
+    if met is not None:  # a walk from scratch stops among the new items too
+        return len(listed), set(new[len(new) - met:]), merged, met
     for key, item_id in out:
         if key not in seen:
             seen.add(key)
@@ -470,6 +453,22 @@ def _extended(b: AnchorBook, listed, got: tuple) -> tuple | None:
                 break
     # the works it found are at least SCAN when its walk stopped early: none is needed beyond
     return len(listed), walked | set(new), merged, depth + len(new)
+
+
+def _walk(b: AnchorBook, items, seen: set, out: list) -> int | None:
+    """Walk ``items`` from the newest, adding each piece of work not in ``seen`` to ``out``
+    with its item -> how many items it met when ``out`` reached ``SCAN`` (None: never)."""
+    for n, item_id in enumerate(reversed(items)):
+        rec = b.records.get(item_id)
+        if rec is None:
+            continue
+        key = _record_work(b, rec)
+        if key not in seen:
+            seen.add(key)
+            out.append((key, item_id))
+            if len(out) >= SCAN:
+                return n + 1
+    return None
 
 
 class _WorksMemo:
