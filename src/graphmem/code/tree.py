@@ -38,7 +38,6 @@ UNTRACKED_TTL = 2.0  # seconds a git snapshot's list of untracked files is reuse
 MAX_PARSE_BYTES = 1_000_000
 MAX_CACHED_BLOBS = 100_000
 MAX_STEPS = 256  # snapshots whose change from the one before is kept (``Step``)
-WARM_FILES = 64  # changed files whose line counts are read in the background after a commit
 
 MEMORY_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights", "episodes",
                  "anchors.jsonl")
@@ -247,39 +246,20 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
     if hit is not None:
         snap.previous = hit[1]
         hit[1].previous = None  # keep one generation only
-        if snap.git and snap.files is not hit[1].files:
-            _warm(root, snap.head if snap.head != hit[1].head else None, hit[1].files, snap.files,
-                  snap.untracked)
+        if snap.git and snap.head and snap.head != hit[1].head:
+            _warm_history(root, snap.head)
     with _lock:
         _snapshots[str(root)] = (key, snap)
     return snap
 
 
-def _warm(root: Path, head: str | None, before: dict[str, str], after: dict[str, str],
-          untracked: dict[str, str]) -> None:
-    """In the background, what freshness reads after a commit: the commits of a new ``head``
-    (it counts commits per file) and the line counts of the first ``WARM_FILES`` tracked files
-    whose blob changed (it compares them with the lines a memory saw; git holds their blobs,
-    so they read the same whenever read, while an untracked file's old content is not kept).
-    A search after a write finds them read, or waits on the same lock instead of running git."""
-    threading.Thread(target=_warmed, args=(root, head, before, after, untracked), daemon=True,
+def _warm_history(root: Path, head: str) -> None:
+    """Read the commits of a new HEAD in the background (freshness counts commits per file):
+    a search after a write finds them read, or waits on the same lock instead of running git."""
+    from .history import history  # git log runs only for code memory
+
+    threading.Thread(target=history, args=(root, head), daemon=True,
                      name="graphmem-history").start()
-
-
-def _warmed(root: Path, head: str | None, before: dict[str, str], after: dict[str, str],
-            untracked: dict[str, str]) -> None:
-    from .history import history, line_counts  # git log runs only for code memory
-
-    if head:
-        history(root, head)
-    where: dict[str, str] = {}
-    for path, blob in after.items():
-        if before.get(path) != blob and path not in untracked:
-            where[blob] = path
-            if len(where) >= WARM_FILES:
-                break
-    if where:
-        line_counts(root, set(where), where)
 
 
 def _git_snapshot(root: Path, commit: str = "", listed: Snapshot | None = None
