@@ -183,3 +183,55 @@ def test_a_work_line_another_writer_appends_is_read_by_the_next_search_without_a
         assert got["state"] == "gone" and got["work_gone"]["files"] == ["src/old_a.py",
                                                                        "src/old_b.py"]
         assert state_of(same_as_from_scratch(mem), "refund") == got
+
+
+def test_a_state_kept_from_an_earlier_commit_is_dropped_when_what_it_read_changed(tmp_path):
+    """``item_state`` answers carried to later snapshots (``freshness._Carried``): each change
+    below leaves the memory's own files as they were, yet changes its answer."""
+    root, spec = make(tmp_path)
+    with Memory(spec, root) as mem:
+        for text in ("refund rounding: `refund` must round half up",
+                     "notes: docs/notes.txt lists the charge rules",
+                     "serve wiring: `serve` and `stop` are the server's two calls",
+                     "util: src/util.py holds the shared helpers"):
+            mem.append_gotcha(text)
+        same_as_from_scratch(mem)
+        write(root, {"src/pay.py": PAY.replace("return 1", "return 2")})
+        commit(root, "edit charge")
+        assert state_of(same_as_from_scratch(mem), "refund")["commits"] == {"src/pay.py": 1}
+
+        # commits that change a file and change it back: the same blob, two more commits
+        write(root, {"src/pay.py": PAY.replace("return 1", "return 3")})
+        commit(root, "edit charge again")
+        write(root, {"src/pay.py": PAY.replace("return 1", "return 2")})
+        commit(root, "undo")
+        assert state_of(same_as_from_scratch(mem), "refund")["commits"] == {"src/pay.py": 3}
+
+        # refund moves to its own file, then a new file defines it too: no single new home
+        write(root, {"src/pay.py": "def charge(order):\n    return 2\n",
+                     "src/refunds.py": "def refund(order):\n    return order.total\n"})
+        commit(root, "move refund")
+        assert state_of(same_as_from_scratch(mem), "refund")["state"] == "moved"
+        write(root, {"src/extra.py": "def refund(order):\n    return 0\n"})
+        commit(root, "another refund")
+        assert state_of(same_as_from_scratch(mem), "refund")["state"] == "changed"
+
+        # a deleted file's content comes back under another name, in a later commit
+        write(root, {"docs/notes.txt": None})
+        commit(root, "drop notes")
+        assert state_of(same_as_from_scratch(mem), "notes")["state"] == "gone"
+        write(root, {"docs/rules.txt": "one\ntwo\nthree\n"})
+        commit(root, "rules")
+        got = state_of(same_as_from_scratch(mem), "notes")
+        assert got["state"] == "moved" and got["moved"] == {"docs/notes.txt": "docs/rules.txt"}
+
+        # edits added to the index, no commit: the same HEAD, another snapshot
+        write(root, {"src/api.py": API.replace("return 0", "return 5")})
+        git(root, "add", "src/api.py")
+        assert state_of(same_as_from_scratch(mem), "serve")["state"] == "changed"
+        write(root, {"src/util.py": "def helper():\n    return 1\n\n\ndef other():\n    pass\n"})
+        commit(root, "one more helper")
+        assert state_of(same_as_from_scratch(mem), "util")["state"] == "current"  # edited
+        write(root, {"src/util.py": "HELPERS = {}\n"})
+        git(root, "add", "src/util.py")
+        assert state_of(same_as_from_scratch(mem), "util")["state"] == "changed"

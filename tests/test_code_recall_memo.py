@@ -110,3 +110,43 @@ def test_query_symbols_are_read_once_per_text_and_each_caller_gets_its_own_list(
     hits = _query_symbols.cache_info().hits
     assert query_symbols(text) == ["refund", "pkg.Client.charge", "Client.charge", "parse_args"]
     assert _query_symbols.cache_info().hits == hits + 1
+
+
+def test_a_file_whose_list_grew_is_walked_through_its_new_items_as_from_scratch(tmp_path, monkeypatch):
+    """Files gaining items between searches are extended (``recall._extended``), not walked
+    again: with a small ``SCAN`` and window, random writes (new sessions, more items of a
+    session, items recorded again about other files, records with no session) answer as a walk
+    from scratch after every write."""
+    import random
+
+    from graphmem.code import recall
+
+    monkeypatch.setattr(recall, "SCAN", 4)
+    monkeypatch.setattr(recall, "SCAN_ITEMS", 8)  # often fewer than SCAN works in it
+    spec = tmp_path / "spec"
+    paths = ["src/a.py", "src/b.py", "src/c.py"]
+    rnd = random.Random(7)
+    items: list[str] = []
+    extended = 0
+    plain = recall._extended
+
+    def counted(*a):
+        nonlocal extended
+        got = plain(*a)
+        extended += got is not None
+        return got
+
+    monkeypatch.setattr(recall, "_extended", counted)
+    for n in range(160):
+        item = rnd.choice(items) if items and rnd.random() < 0.2 else f"i{n}"
+        items.append(item)
+        r = rec(item, str(rnd.randrange(4)), *rnd.sample(paths, rnd.randint(1, 2)))
+        if rnd.random() < 0.15:
+            del r["session"]  # a piece of work of its own
+        append(spec, [r])
+        kept = {p: works(spec, p) for p in paths}
+        b = book(spec)
+        memo = b.__dict__.pop("_newest_works")
+        assert {p: works(spec, p) for p in paths} == kept
+        b.__dict__["_newest_works"] = memo
+    assert extended > 50  # the path under test ran

@@ -8,6 +8,7 @@ tokenizers, which tends to over-count slightly, so the block stays within the ca
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from .errors import ValidationError
@@ -52,7 +53,9 @@ def _where(hit: Hit, project_dir: Path | None) -> str:
     """A short source label: the file relative to the project, plus the session if any."""
     src = hit.source or hit.project
     try:
-        if project_dir is not None and src:
+        # a relative source (the usual: sources are relative to the project) is never inside
+        # an absolute folder, so no path is built for it
+        if project_dir is not None and src and (os.path.isabs(src) or not project_dir.is_absolute()):
             src = str(Path(src).relative_to(project_dir))
     except ValueError:
         pass
@@ -177,10 +180,12 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     hidden = 0
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
-        key = normalise(hit.text)
-        if key in seen or hit.kind not in section_of:
+        if hit.kind not in section_of:
             continue
         if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
+            continue
+        key = normalise(hit.text)  # after the floor: most hits are under it
+        if key in seen:
             continue
         if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
             if task_terms is None:

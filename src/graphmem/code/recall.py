@@ -187,9 +187,14 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     hit has an anchor record. The works that removed symbols ``query`` names come first (not
     when ``snap``, the project now, defines them again)."""
     books = [book(s) for s in specs]
-    ranked = _by_files(hits, spec_dir_of, specs, named, fetch)
-    first = removal_hits(query, books, ranked, fetch, snap) if query else []
-    wrote = touched_hits(query, books, ranked, fetch, snap) if query and TOUCHED_WORKS else []
+    order, scores = _by_files(hits, spec_dir_of, specs, named, fetch)
+    removed = removals(query, books, snap) if query else []
+    works = touched_works(query, books, snap) if query and TOUCHED_WORKS else []
+    if not removed and not works:  # the usual: only the hits kept are copied with their score
+        return _scored(order, scores, keep)
+    ranked = _scored(order, scores, None)
+    first = removal_hits(removed, ranked, fetch)
+    wrote = touched_hits(works, ranked, fetch)
     if wrote:
         ids = {h.id for h in wrote}
         rest = [h for h in ranked if h.id not in ids]
@@ -204,10 +209,17 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     return ranked[:keep]
 
 
-def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
-                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
-    """The memories of the works that removed symbols ``query`` names (see the module
-    docstring), best first, scored above every candidate."""
+def _scored(order: list[Hit], scores: list[float] | None, keep: int | None) -> list[Hit]:
+    """The first ``keep`` of ``order`` (all: None), each with its new score (as they are when
+    ``scores`` is None)."""
+    if scores is None:
+        return order[:keep]
+    return [h.replaced(score=round(s, 6)) for h, s in zip(order[:keep], scores)]
+
+
+def removals(query: str, books: Sequence[AnchorBook], snap=None) -> list[tuple[str, dict]]:
+    """(name, work) of the works that removed symbols ``query`` names and the project does not
+    define again, at most ``MAX_REMOVALS``."""
     found: list[tuple[str, dict]] = []
     for asked in query_symbols(query):
         for b in books:
@@ -216,6 +228,13 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
                     or (got[0] != asked and _defined(snap, asked, short=True)):
                 continue  # defined again, or a method's own name another class still defines
             found.append(got)
+    return found
+
+
+def removal_hits(found: list[tuple[str, dict]], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
+    """The memories of the works that removed symbols the query names (``removals``; see the
+    module docstring), best first, scored above every candidate."""
     if not found:
         return []
     got = _with_fetched(hits, [i for _, w in found for i in reversed(w["items"])], fetch)
@@ -234,10 +253,9 @@ def removal_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
     return out
 
 
-def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
-                 fetch: Callable[[list[str], set[str]], list[Hit]] | None, snap=None) -> list[Hit]:
-    """One memory of each of the ``TOUCHED_WORKS`` newest works that added, changed or moved a
-    symbol ``query`` names and the project defines now (the sessions that wrote its code)."""
+def touched_works(query: str, books: Sequence[AnchorBook], snap=None) -> list[dict]:
+    """The ``TOUCHED_WORKS`` newest works that added, changed or moved a symbol ``query``
+    names and the project defines now (the sessions that wrote its code)."""
     works: list[dict] = []
     for name in query_symbols(query):
         if not _defined(snap, name):
@@ -247,7 +265,12 @@ def touched_hits(query: str, books: Sequence[AnchorBook], hits: list[Hit],
                 w = b.works.by_head.get(head)
                 if w is not None and w not in works:
                     works.append(w)
-    works = works[:TOUCHED_WORKS]
+    return works[:TOUCHED_WORKS]
+
+
+def touched_hits(works: list[dict], hits: list[Hit],
+                 fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
+    """One memory of each of ``works`` (``touched_works``), newest work first."""
     if not works:
         return []
     got = _with_fetched(hits, [i for w in works for i in reversed(w["items"])], fetch)
@@ -283,8 +306,11 @@ def _defined(snap, name: str, short: bool = False) -> bool:
 
 def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
               specs: Sequence[str | Path], named: set[str],
-              fetch: Callable[[list[str], set[str]], list[Hit]] | None) -> list[Hit]:
-    """``hits`` re-ranked by the files the best of them are about (``rerank``)."""
+              fetch: Callable[[list[str], set[str]], list[Hit]] | None
+              ) -> tuple[list[Hit], list[float] | None]:
+    """``hits`` re-ranked by the files the best of them are about (``rerank``), and their new
+    scores (None: no hit has an anchor record, the order is as it was); copied with them only
+    when kept (``_scored``)."""
     books: dict[Path, AnchorBook] = {}
 
     def record(hit: Hit) -> tuple[dict | None, AnchorBook | None]:
@@ -301,7 +327,7 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
 
     recs = [record(h) for h in hits]
     if not any(r for r, _ in recs):
-        return hits
+        return hits, None
     files = [_files(r) for r, _ in recs]
     scores = [h.score for h in hits]
     weight = predict_files(scores, files, named)
@@ -330,7 +356,7 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
         latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
     order, new = rerank(scores, files, groups, positions, named, latest)
-    return [hits[i].replaced(score=round(new[i], 6)) for i in order]  # ~100 copies a search
+    return [hits[i] for i in order], [new[i] for i in order]
 
 
 def _work_key(hit: Hit, rec: dict, b: AnchorBook) -> tuple[int, object]:
@@ -372,22 +398,67 @@ class _NewestWork:
 def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str]]:
     """The newest ``SCAN`` pieces of work anchored to ``path`` in ``b`` (of its newest
     ``SCAN_ITEMS`` items), newest first: (work, its newest item there). Kept on the book: a
-    search asks for the same files as the last ones, and a file's list is walked again only
-    when the book has read a record naming it or one of the items its walk met (a newer record
-    of an item may be another piece of work), or started over."""
+    search asks for the same files as the last ones. A file whose list grew is walked only
+    through its new items, before the works its last walk found (``_extended``); it is walked
+    again from the newest when the book has read a newer record of an item its walk met (a
+    newer record of an item may be another piece of work), or started over."""
     memo = b.__dict__.get("_newest_works")
     if memo is None or memo.records is not b.records or memo.seen > len(b.recorded):
         memo = b.__dict__["_newest_works"] = _WorksMemo(b.records)
     if memo.seen < len(b.recorded):
         memo.forget_changed(b)
-    got = memo.paths.get(path)
-    if got is not None:
-        return got[2]
     listed = b.by_path.get(path, ())
+    got = memo.paths.get(path)
+    if got is not None and got[0] == len(listed):
+        return got[2]
+    kept = _extended(b, listed, got) if got is not None else None
+    if kept is None:
+        kept = _walked(b, listed)
+    if len(memo.paths) >= _WorksMemo.MAX_PATHS:
+        memo.paths.clear()
+    memo.paths[path] = kept
+    return kept[2]
+
+
+def _walked(b: AnchorBook, listed) -> tuple[int, set[str], list, int]:
+    """``newest_works`` from scratch: (items listed, the items the walk met, the answer, how
+    many items it walked back from the newest)."""
     out: list[tuple[tuple[int, object], str]] = []
-    seen: set = set()
     walked = listed[-SCAN_ITEMS:]
-    for n, item_id in enumerate(reversed(walked)):
+    met = _walk(b, walked, set(), out)
+    if met is not None:
+        walked = walked[len(walked) - met:]
+    return len(listed), set(walked), out, len(walked)
+
+
+def _extended(b: AnchorBook, listed, got: tuple) -> tuple | None:
+    """``newest_works`` of a file whose list grew since ``got`` (and no item its walk met was
+    recorded again): its new items walked, then the works ``got`` found, as a walk from
+    scratch would meet them; None when the window of ``SCAN_ITEMS`` moved past an item its
+    walk met."""
+    known, walked, out, depth = got
+    if len(listed) < known or len(listed) - (known - depth) > SCAN_ITEMS:
+        return None
+    new = listed[known:]
+    seen: set = set()
+    merged: list[tuple[tuple[int, object], str]] = []
+    met = _walk(b, new, seen, merged)
+    if met is not None:  # a walk from scratch stops among the new items too
+        return len(listed), set(new[len(new) - met:]), merged, met
+    for key, item_id in out:
+        if key not in seen:
+            seen.add(key)
+            merged.append((key, item_id))
+            if len(merged) >= SCAN:
+                break
+    # the works it found are at least SCAN when its walk stopped early: none is needed beyond
+    return len(listed), walked | set(new), merged, depth + len(new)
+
+
+def _walk(b: AnchorBook, items, seen: set, out: list) -> int | None:
+    """Walk ``items`` from the newest, adding each piece of work not in ``seen`` to ``out``
+    with its item -> how many items it met when ``out`` reached ``SCAN`` (None: never)."""
+    for n, item_id in enumerate(reversed(items)):
         rec = b.records.get(item_id)
         if rec is None:
             continue
@@ -396,32 +467,28 @@ def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str
             seen.add(key)
             out.append((key, item_id))
             if len(out) >= SCAN:
-                walked = walked[len(walked) - n - 1:]
-                break
-    if len(memo.paths) >= _WorksMemo.MAX_PATHS:
-        memo.paths.clear()
-    memo.paths[path] = (len(listed), set(walked), out)
-    return out
+                return n + 1
+    return None
 
 
 class _WorksMemo:
     """``newest_works`` of one book state per file: (how many items the file listed, the items
-    its walk met, the answer)."""
+    its walk met, the answer, how many items it walked)."""
 
     MAX_PATHS = 4096
 
     def __init__(self, records: dict) -> None:
         self.records = records  # the book's: a new dict means it started over
         self.seen = 0  # entries of ``AnchorBook.recorded`` accounted for
-        self.paths: dict[str, tuple[int, set[str], list]] = {}
+        self.paths: dict[str, tuple[int, set[str], list, int]] = {}
 
     def forget_changed(self, b: AnchorBook) -> None:
-        """Drop the files whose answer the records read since may change: a file listing more
-        items, or whose walk met an item recorded again."""
+        """Drop the files whose walk met an item recorded again since (a file listing more
+        items is extended when asked: ``_extended``)."""
         new = set(b.recorded[self.seen:])
         self.seen = len(b.recorded)
-        for path, (listed, walked, _) in list(self.paths.items()):
-            if len(b.by_path.get(path, ())) != listed or not walked.isdisjoint(new):
+        for path, (_, walked, _, _) in list(self.paths.items()):
+            if not walked.isdisjoint(new):
                 del self.paths[path]
 
 
