@@ -58,7 +58,7 @@ from typing import Any, Callable
 
 from ..models import Hit
 from .anchors import book
-from .history import MAX_COMMITS, history, kept_shares, read_up_to
+from .history import MAX_COMMITS, history, kept_shares
 from .tree import Snapshot, snapshot, steps_between
 
 STATES = ("current", "changed", "moved", "gone")
@@ -69,9 +69,6 @@ WORK_GONE_SHARE = 0.5  # as the GONE label: at least half of the files a work wr
 MIN_WORK_FILES = 2  # one file alone says too little about a work
 KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
 MEMO_SIZE = 100_000  # answers a per-snapshot memo keeps (``work_gone``, ``prepare``)
-CARRY_STEPS = 8  # snapshots an item's state is carried over at most: checking what the steps
-# changed costs their paths (pytest's replay, whose commits touch many files, checked up to 256
-# steps back: some searches spent 20-37 ms there)
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
@@ -306,15 +303,13 @@ def _carry(rec: dict, out: dict, anchors: list[dict], every: list[dict], snap: S
 def _history_place(snap: Snapshot) -> tuple:
     """(the project's history at ``snap``'s HEAD, how many times it was read from scratch
     then, that HEAD's place in it), once per snapshot; (None, None, None) outside git or
-    before the first commit, and while the history is not read up to HEAD yet (a commit's is
-    read in the background: a kept state is not worth waiting for it)."""
+    before the first commit."""
     got = snap.__dict__.get("_history_place")
     if got is None:
-        hist = read_up_to(snap.root, snap.head) if snap.git and snap.head else None
+        hist = history(snap.root, snap.head) if snap.git and snap.head else None
         got = (hist, hist.rebuilds, hist.pos.get(snap.head)) if hist is not None else \
             (None, None, None)
-        if hist is not None or not (snap.git and snap.head):
-            snap.__dict__["_history_place"] = got
+        snap.__dict__["_history_place"] = got
     return got
 
 
@@ -324,7 +319,7 @@ def _changed_since(snap: Snapshot, serial: int) -> tuple | None:
     memo = _memo(snap, "_changed_since")
     if serial in memo:
         return memo[serial]
-    steps = steps_between(serial, snap, CARRY_STEPS)
+    steps = steps_between(serial, snap)
     got = None
     if steps is not None and all(s.git == snap.git for s in steps):
         got = tuple(frozenset().union(*(getattr(s, k) for s in steps))

@@ -216,18 +216,6 @@ def history(root: str | Path, head: str | None) -> History | None:
     return h
 
 
-def read_up_to(root: str | Path, head: str | None) -> History | None:
-    """The history of ``root`` when it is already read up to ``head``; None when it is not, or
-    is being read (no wait: the caller can do without it)."""
-    if not head or not _lock.acquire(blocking=False):
-        return None
-    try:
-        h = _histories.get(str(root))
-        return h if h is not None and h.head == head else None
-    finally:
-        _lock.release()
-
-
 def kept_shares(root: str | Path, pairs: set[tuple[str, str]],
                 where: dict[str, str] | None = None) -> dict[tuple[str, str], float | None]:
     """For each (old blob, new blob): the share of the old lines still in the new one (as a

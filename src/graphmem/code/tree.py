@@ -63,14 +63,13 @@ class Step:
     blobs: frozenset[str]
 
 
-def steps_between(serial: int, snap: "Snapshot", limit: int = MAX_STEPS) -> list[Step] | None:
+def steps_between(serial: int, snap: "Snapshot") -> list[Step] | None:
     """The steps from the snapshot numbered ``serial`` to ``snap``, newest first (None when
-    the chain is not known, a snapshot whose definitions were read from scratch, or longer
-    than ``limit``)."""
+    the chain is not known: a snapshot whose definitions were read from scratch, or too old)."""
     out, at = [], snap.serial
     while at != serial:
         step = _steps.get(at)
-        if step is None or len(out) >= limit:
+        if step is None or len(out) >= MAX_STEPS:
             return None
         out.append(step)
         at = step.before
