@@ -18,8 +18,7 @@ BASE = "e326048"  # the commit before issue 17's h33 speed-ups of code recall an
 ROOT = Path(__file__).resolve().parents[1]
 # memo names on shared objects -> the pinned copy's own
 MEMOS = {'"_newest_works"': '"_pinned_newest_works"', '"_freshness"': '"_pinned_freshness"',
-         '"_kept"': '"_pinned_kept"', '"_prepared"': '"_pinned_prepared"',
-         '"_work_gone"': '"_pinned_work_gone"'}
+         '"_kept"': '"_pinned_kept"'}
 
 
 def pinned(name: str, base: str = BASE) -> types.ModuleType:

@@ -186,8 +186,9 @@ def test_a_work_line_another_writer_appends_is_read_by_the_next_search_without_a
 
 
 def test_a_state_kept_from_an_earlier_commit_is_dropped_when_what_it_read_changed(tmp_path):
-    """``item_state`` answers carried to later snapshots (``freshness._Carried``): each change
-    below leaves the memory's own files as they were, yet changes its answer."""
+    """Freshness across commits and index changes, checked against a Memory that computes it
+    from scratch: each change below leaves the memory's own files as they were, yet changes
+    its answer (a cache carrying states across snapshots must not survive any of them)."""
     root, spec = make(tmp_path)
     with Memory(spec, root) as mem:
         for text in ("refund rounding: `refund` must round half up",

@@ -30,11 +30,10 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
 def forget_caches() -> None:
     """Drop every process-wide cache of code memory (snapshots, git histories, blob line counts,
     parsed symbols): the next read computes from scratch (tests compare the two answers)."""
-    from . import freshness, history, tree
+    from . import history, tree
 
     tree.forget()
     history.forget()
-    freshness.forget()
 
 
 def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:

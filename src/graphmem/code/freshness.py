@@ -58,8 +58,8 @@ from typing import Any, Callable
 
 from ..models import Hit
 from .anchors import book
-from .history import MAX_COMMITS, history, kept_shares
-from .tree import Snapshot, snapshot, steps_between
+from .history import history, kept_shares
+from .tree import Snapshot, snapshot
 
 STATES = ("current", "changed", "moved", "gone")
 MIN_TOUCHED = 2  # an item naming no code is gone when every one of at least this many symbols
@@ -128,17 +128,11 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
 def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
     """The file ``path`` is now by the renames git saw since ``head`` (None: not renamed, or
     not in the tree now)."""
-    to = _followed(path, head, snap)
-    return to if to in snap.files else None
-
-
-def _followed(path: str, head: str | None, snap: Snapshot) -> str | None:
-    """Where git's renames since ``head`` took ``path``, in the tree now or not (None: not
-    renamed)."""
     if not (snap.git and snap.head and head and path):
         return None
     hist = history(snap.root, snap.head)
-    return hist.follow(head, path) if hist is not None else None
+    to = hist.follow(head, path) if hist is not None else None
+    return to if to in snap.files else None
 
 
 def _memo(snap: Snapshot, name: str) -> dict:
@@ -183,7 +177,9 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
 
 def item_state(rec: dict, snap: Snapshot) -> dict:
     """The freshness of one item from its anchor record (see the module docstring)."""
-    got = known_state(rec, snap)
+    memo = snap.__dict__.setdefault("_freshness", {})
+    key = (id(rec), rec.get("at"), tuple(rec.get("items") or ())[:1], len(rec.get("anchors") or ()))
+    got = memo.get(key)
     if got is not None:
         return got
     anchors = [a for a in rec.get("anchors") or [] if isinstance(a, dict)]
@@ -223,125 +219,8 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
                s.get("to") or s["path"] for s in states if s["state"] != "gone"))}
     if state == "changed" and partly_gone:
         out["reason"] = "; ".join(f"{x} is gone" for x in partly_gone)
-    _memo(snap, "_freshness")[_state_key(rec)] = out
-    _carry(rec, out, anchors, every, snap)
+    memo[key] = out
     return out
-
-
-def _state_key(rec: dict) -> tuple:
-    return (id(rec), rec.get("at"), tuple(rec.get("items") or ())[:1], len(rec.get("anchors") or ()))
-
-
-class _Carried:
-    """An ``item_state`` answer kept beyond its snapshot, with what it read: the paths (its
-    anchors', where they moved or were renamed to), symbol names and blobs, the snapshot it
-    last held for (``serial``), and the history's place of that snapshot's HEAD."""
-
-    __slots__ = ("rec", "out", "paths", "names", "blobs", "serial", "hist", "rebuilds", "place")
-
-    def holds(self, snap: Snapshot) -> bool:
-        """Whether the answer is still the one ``snap`` gives: no snapshot since changed a
-        path, a symbol's rows or a blob it read, no commit since touched one of its paths or
-        renamed any file, and its HEAD is still in the same history's window."""
-        since = _changed_since(snap, self.serial)
-        if since is None or not (self.paths.isdisjoint(since[0]) and self.names.isdisjoint(
-                since[1]) and self.blobs.isdisjoint(since[2])):
-            return False
-        hist, rebuilds, place = _history_place(snap)
-        if hist is not self.hist or rebuilds != self.rebuilds or \
-                hist is not None and hist.rebuilds != rebuilds:  # read again: places moved
-            return False
-        if hist is not None and place != self.place:
-            at = hist.pos.get(self.rec.get("head") or "")
-            if at is not None and (at > self.place or at < hist.next - MAX_COMMITS):
-                return False
-            paths, renamed = _touched_after(snap, hist, self.place)
-            if renamed or not self.paths.isdisjoint(paths):
-                return False
-        self.serial, self.place = snap.serial, place
-        return True
-
-
-_carried: dict[tuple, _Carried] = {}  # (project, ``_state_key``) -> the last answer
-
-
-def known_state(rec: dict, snap: Snapshot) -> dict | None:
-    """``item_state``'s answer when it is already known for ``snap``: computed on it, or on
-    an earlier snapshot and still true (``_Carried.holds``); None otherwise."""
-    memo = _memo(snap, "_freshness")
-    key = _state_key(rec)
-    got = memo.get(key)
-    if got is not None:
-        return got
-    kept = _carried.get((str(snap.root), key))
-    if kept is None or kept.rec is not rec or not kept.holds(snap):
-        return None
-    memo[key] = kept.out
-    return kept.out
-
-
-def _carry(rec: dict, out: dict, anchors: list[dict], every: list[dict], snap: Snapshot) -> None:
-    """Keep ``out`` for the next snapshots, with what it was computed from."""
-    hist, rebuilds, place = _history_place(snap)
-    if snap.git and snap.head and place is None or hist is not None and hist.rebuilds != rebuilds:
-        return  # no history (or one read again since) to tell what the commits since touched
-    c = _Carried()
-    c.rec, c.out, c.serial = rec, out, snap.serial
-    c.hist, c.rebuilds, c.place = hist, rebuilds, place
-    paths = {a["path"] for a in anchors} | {s["to"] for s in every if s.get("to")}
-    for a, s in zip(anchors, every):  # a file renamed to a path not in the tree now
-        if s["state"] == "gone" and not a.get("symbol"):
-            paths.add(_followed(a["path"], rec.get("head"), snap) or a["path"])
-    c.paths = frozenset(paths)
-    c.names = frozenset(a["symbol"] for a in anchors if a.get("symbol"))
-    c.blobs = frozenset(a.get("blob") or "" for a in anchors if not a.get("symbol"))
-    if len(_carried) >= MEMO_SIZE:
-        _carried.clear()
-    _carried[(str(snap.root), _state_key(rec))] = c
-
-
-def _history_place(snap: Snapshot) -> tuple:
-    """(the project's history at ``snap``'s HEAD, how many times it was read from scratch
-    then, that HEAD's place in it), once per snapshot; (None, None, None) outside git or
-    before the first commit."""
-    got = snap.__dict__.get("_history_place")
-    if got is None:
-        hist = history(snap.root, snap.head) if snap.git and snap.head else None
-        got = (hist, hist.rebuilds, hist.pos.get(snap.head)) if hist is not None else \
-            (None, None, None)
-        snap.__dict__["_history_place"] = got
-    return got
-
-
-def _changed_since(snap: Snapshot, serial: int) -> tuple | None:
-    """(paths, names, blobs) the snapshots after the one numbered ``serial`` changed, up to
-    ``snap`` (``tree.Step``), once per serial and snapshot; None when not known."""
-    memo = _memo(snap, "_changed_since")
-    if serial in memo:
-        return memo[serial]
-    steps = steps_between(serial, snap)
-    got = None
-    if steps is not None and all(s.git == snap.git for s in steps):
-        got = tuple(frozenset().union(*(getattr(s, k) for s in steps))
-                    for k in ("paths", "names", "blobs"))
-    memo[serial] = got
-    return got
-
-
-def _touched_after(snap: Snapshot, hist, place: int) -> tuple[set[str], bool]:
-    """``History.touched_after``, once per place and snapshot."""
-    memo = _memo(snap, "_touched_after")
-    got = memo.get(place)
-    if got is None:
-        got = memo[place] = hist.touched_after(place)
-    return got
-
-
-def forget() -> None:
-    """Drop the answers kept beyond their snapshot."""
-    _carried.clear()
-
-
 
 
 def moves_of(fresh: dict) -> list[dict]:
@@ -499,7 +378,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
         recs.append(rec)
     if any(recs):
         snap = snap or snapshot(root, max_age=0)
-        prepare([r for r in recs if r and known_state(r, snap) is None], snap)
+        prepare([r for r in recs if r], snap)
     asked = asked_names(query) if query and any(recs) else set()
     for hit, rec, where in zip(hits, recs, wheres):
         if rec is None:

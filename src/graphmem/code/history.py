@@ -107,8 +107,6 @@ class History:
         self.touched: dict[str, list[int]] = {}  # path -> places of the commits touching it
         self.renamed: dict[str, list[tuple[int, str]]] = {}  # old path -> (place, new path)
         self.next = 0
-        self.paths_at: list[tuple[tuple[str, ...], bool]] = []  # place -> (paths, a rename?)
-        self.rebuilds = 0  # read from scratch this many times: places before mean nothing now
 
     def _take(self, log: bytes) -> list[tuple[str, list[str], list[list[str]]]]:
         """Parse ``git log --name-status`` output (newest first) -> [(commit, parents, rows)],
@@ -128,14 +126,11 @@ class History:
             if sha in self.pos:
                 continue
             self.pos[sha] = self.next
-            renamed = False
             for row in rows:
                 for p in row[1:]:  # a rename touches its old and its new path
                     self.touched.setdefault(p, []).append(self.next)
                 if row[0].startswith("R") and len(row) == 3:
                     self.renamed.setdefault(row[1], []).append((self.next, row[2]))
-                    renamed = True
-            self.paths_at.append((tuple(p for row in rows for p in row[1:]), renamed))
             self.next += 1
 
     def update(self, head: str) -> None:
@@ -156,7 +151,6 @@ class History:
                 self.head = head
                 return
         self.pos, self.touched, self.renamed, self.next = {}, {}, {}, 0
-        self.paths_at, self.rebuilds = [], self.rebuilds + 1
         self._add(self._take(_git(self.root, *fmt, "--topo-order", f"--max-count={MAX_COMMITS}",
                                   head) or b""))
         self.head = head
@@ -169,15 +163,6 @@ class History:
         places = self.touched.get(path, [])
         return len(places) - bisect.bisect_right(places, at)
 
-
-    def touched_after(self, place: int) -> tuple[set[str], bool]:
-        """The paths the commits after ``place`` touched, and whether one of them renamed a file."""
-        paths: set[str] = set()
-        renamed = False
-        for touched, moved in self.paths_at[place + 1:]:
-            paths.update(touched)
-            renamed = renamed or moved
-        return paths, renamed
 
     def follow(self, since: str | None, path: str) -> str | None:
         """Where ``path`` is now by the renames git saw after ``since`` (a chain of them

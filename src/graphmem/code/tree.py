@@ -22,9 +22,7 @@ import stat
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from functools import cached_property
-from itertools import count
 from pathlib import Path
 
 from .history import blob_id, blob_texts, git_dir, read_regular
@@ -37,7 +35,6 @@ WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
 UNTRACKED_TTL = 2.0  # seconds a git snapshot's list of untracked files is reused
 MAX_PARSE_BYTES = 1_000_000
 MAX_CACHED_BLOBS = 100_000
-MAX_STEPS = 256  # snapshots whose change from the one before is kept (``Step``)
 
 MEMORY_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights", "episodes",
                  "anchors.jsonl")
@@ -45,35 +42,6 @@ _lock = threading.Lock()
 _snapshots: dict[str, tuple[tuple, "Snapshot"]] = {}
 _symbols_by_blob: dict[str, list[Symbol]] = {}
 _blob_by_stat: dict[tuple, str] = {}
-_serials = count(1)
-_steps: dict[int, "Step"] = {}  # serial -> how that snapshot differs from the one it replaced
-
-
-@dataclass(frozen=True)
-class Step:
-    """How a snapshot differs from the one before it (``before``, a serial): the paths whose
-    blob differs (added and removed ones too), the names whose rows of ``definitions`` were
-    read again, and the blobs those paths held on either side. A memo of an answer that read
-    none of them holds for the later snapshot too (``freshness.item_state``)."""
-
-    before: int
-    git: bool
-    paths: frozenset[str]
-    names: frozenset[str]
-    blobs: frozenset[str]
-
-
-def steps_between(serial: int, snap: "Snapshot") -> list[Step] | None:
-    """The steps from the snapshot numbered ``serial`` to ``snap``, newest first (None when
-    the chain is not known: a snapshot whose definitions were read from scratch, or too old)."""
-    out, at = [], snap.serial
-    while at != serial:
-        step = _steps.get(at)
-        if step is None or len(out) >= MAX_STEPS:
-            return None
-        out.append(step)
-        at = step.before
-    return out
 
 
 def _read(path: Path) -> str:
@@ -116,7 +84,6 @@ class Snapshot:
         self.untracked: dict[str, str] = {}  # in git: untracked, not ignored files (in ``files``)
         self.untracked_at = self.made
         self.state: tuple | None = None  # in git: the repository state it was read at
-        self.serial = next(_serials)  # names it in ``Step``s: a new number for each snapshot
 
     def outdated(self) -> bool:
         """Whether the repository's HEAD or index moved since this snapshot was read (read
@@ -174,39 +141,26 @@ class Snapshot:
             out = {k: list(v) for k, v in prev.definitions.items()}
             changed = {p for p in prev.files.keys() | self.files.keys()
                        if prev.files.get(p) != self.files.get(p)}
-            names: set[str] = set()
             for path in changed:
                 for sym in prev.symbols(path):
                     for name in (sym.name, sym.short) if sym.kind == "method" else (sym.name,):
-                        names.add(name)
                         rows = [r for r in out.get(name, ()) if r[0] != path]
                         if rows:
                             out[name] = rows
                         else:
                             out.pop(name, None)
-            names.update(self._add(out, changed))
-            blobs = {b for p in changed for b in (prev.files.get(p), self.files.get(p)) if b}
-            with _lock:
-                if len(_steps) >= MAX_STEPS:
-                    del _steps[next(iter(_steps))]
-                _steps[self.serial] = Step(prev.serial, prev.git, frozenset(changed),
-                                           frozenset(names), frozenset(blobs))
+            self._add(out, changed)
             return out
         out: dict[str, list[tuple[str, Symbol]]] = {}
         self._add(out, self.files)
         return out
 
-    def _add(self, out: dict[str, list[tuple[str, Symbol]]], paths) -> set[str]:
-        """Add the symbols of ``paths`` to ``out`` -> the names added."""
-        names = set()
+    def _add(self, out: dict[str, list[tuple[str, Symbol]]], paths) -> None:
         for path in paths:
             for sym in self.symbols(path):
                 out.setdefault(sym.name, []).append((path, sym))
-                names.add(sym.name)
                 if sym.kind == "method":
                     out.setdefault(sym.short, []).append((path, sym))
-                    names.add(sym.short)
-        return names
 
 
 def snapshot(root: str | Path, max_age: float = WALK_TTL,
@@ -377,6 +331,5 @@ def forget() -> None:
     """Drop this module's process-wide caches (snapshots, parsed symbols, walked blob ids)."""
     with _lock:
         _snapshots.clear()
-    _steps.clear()
     _symbols_by_blob.clear()
     _blob_by_stat.clear()
