@@ -120,8 +120,9 @@ def subject_key(text: str) -> str:
     return normalise(_PR_REF.sub("", text))
 
 
-# A value: digits (a leading "v" too) that do not end a name: f2, m2.py and py311 are names.
-_NUMBER = re.compile(r"(?<![^\W\d])(?:v(?=\d))?\d+(?:[.,_]\d+)*")
+# A value: digits (a leading "v" too) that do not end a name: f2, m2.py, step12, py311 and
+# x_10 are names (no word character may come right before a value's first digit or its "v").
+_NUMBER = re.compile(r"(?<!\w)(?:v(?=\d))?\d+(?:[.,_]\d+)*")
 _skeletons: dict[str, tuple[int, dict[str, list[str]]]] = {}
 
 
