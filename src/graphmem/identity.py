@@ -143,17 +143,10 @@ def git_common_dir(root: Path) -> Path | None:
     """The repository folder shared by every worktree of the repository at ``root`` (no git
     process: ``.git`` is read as a folder, or as a ``gitdir:`` file plus ``commondir``)."""
     dot = os.path.join(root, ".git")
+    gitdir = dot if os.path.isdir(dot) else linked_gitdir(root)
+    if gitdir is None:
+        return None
     try:
-        if os.path.isdir(dot):
-            gitdir = dot
-        elif os.path.isfile(dot):
-            with open(dot, encoding="utf-8", errors="replace") as f:
-                line = f.read().strip()
-            if not line.startswith("gitdir:"):
-                return None
-            gitdir = os.path.join(root, line.removeprefix("gitdir:").strip())
-        else:
-            return None
         common = os.path.join(gitdir, "commondir")
         if os.path.isfile(common):
             with open(common, encoding="utf-8") as f:
@@ -187,6 +180,15 @@ def broken_link(root: Path) -> Path | None:
     """The folder ``root/.git`` points to (``gitdir:``) when that folder does not exist: a
     worktree whose repository moved or no longer lists it. Git sees no repository there, and
     ``_key`` names the project by that missing folder's path."""
+    gitdir = linked_gitdir(root)
+    return None if gitdir is None or os.path.isdir(gitdir) else Path(gitdir)
+
+
+def linked_gitdir(root: str | Path) -> str | None:
+    """The git folder a ``root/.git`` file names (``gitdir: <path>``, absolute or relative to
+    ``root``): a worktree's or submodule's own, which may be missing; None when ``.git`` is a
+    folder, absent, unreadable or not such a file. (``code.history.git_dir`` reads the same
+    line for itself: the code layer does not import this module.)"""
     dot = os.path.join(root, ".git")
     try:
         if not os.path.isfile(dot):
@@ -197,8 +199,7 @@ def broken_link(root: Path) -> Path | None:
         return None
     if not line.startswith("gitdir:"):
         return None
-    gitdir = Path(os.path.join(root, line.removeprefix("gitdir:").strip()))
-    return None if gitdir.is_dir() else gitdir
+    return os.path.join(root, line.removeprefix("gitdir:").strip())
 
 
 _SECTION = re.compile(r'^\[\s*remote\s+"origin"\s*\]', re.IGNORECASE)
