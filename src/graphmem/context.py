@@ -121,9 +121,9 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     A path is rewritten only when all the memory's code there went to one new path (the file was
     renamed, or every function it names there moved to one file); when some of its code is still
     there, or went to several files, the text keeps the path (the other names it lists there are
-    still in it). The note is "a.py is now b.py" when a.py left the tree for one file, else one
-    per moved symbol ("`refund` moved from a.py to b.py")."""
-    from .code.freshness import moves_of
+    still in it). The note is "a.py is now b.py" when a.py was renamed to one file, else one per
+    moved symbol ("`refund` moved from a.py (deleted) to b.py", ``freshness.describe_move``)."""
+    from .code.freshness import describe_move, moves_of
 
     moves = moves_of(fresh)
     homes: dict[str, set[str]] = {}
@@ -134,15 +134,12 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     for old, new in homes.items():
         if old not in anchored_now and len(new) == 1:
             text = text.replace(old, next(iter(new)))
-        left = all(m.get("what") == "file" or m.get("left") for m in moves
-                   if m["from"] == old)  # no file at the old path
-        if left and len(new) == 1:
-            notes.append(f"{old} is now {next(iter(new))}")  # the file was renamed
+        here = [m for m in moves if m["from"] == old]
+        renamed = [m for m in here if m.get("what") == "file" or m.get("renamed")]
+        if renamed and len(new) == 1:  # the file itself went to its new name: one note
+            notes.append(describe_move(renamed[0]))
             continue
-        for m in moves:
-            if m["from"] == old:
-                what = f"`{m['symbol']}`" if m.get("symbol") else "its code"
-                notes.append(f"{what} moved from {old} to {m['to']}")
+        notes.extend(describe_move(m) for m in here)
     return text, notes
 
 

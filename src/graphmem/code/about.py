@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
-from .freshness import item_state, moves_of, work_gone
+from .freshness import describe_move, item_state, moves_of, work_gone
 from .mention import Mention, homes, matches  # what the graph reads too (graph/code_graph.py)
 from .tree import Snapshot
 
@@ -239,9 +239,7 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
         extra = ""
         moves = moves_of(f)
         if f["state"] == "moved" and moves:
-            extra = " -> " + ", ".join(dict.fromkeys(  # a function moved out of a file that stays
-                f"`{m['symbol']}` now in {m['to']}" if m.get("symbol") and not m.get("left") else
-                f"{m['from']} now {m['to']}" for m in moves))
+            extra = ": " + ", ".join(dict.fromkeys(describe_move(m) for m in moves))
             if f["changed"]:  # renamed and mostly rewritten in one commit
                 extra += "; " + ", ".join(f["changed"]) + " changed since"
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
