@@ -41,12 +41,13 @@ def history(root: Path, spec: Path) -> dict[str, str]:
     return ids
 
 
-def shape(ans: dict) -> tuple[list, list]:
+def shape(ans: dict) -> tuple[list, list, list]:
     """What must agree between sources: ids, freshness and validity, in order."""
     def row(e):
         return (e["id"], e["freshness"]["state"], json.dumps(e["freshness"], sort_keys=True),
                 (e["validity"] or {}).get("state"), (e["validity"] or {}).get("invalid_at"))
-    return [row(e) for e in ans["current"]], [row(e) for e in ans["history"]]
+    return ([row(e) for e in ans["current"]], [row(e) for e in ans["gone"]],
+            [row(e) for e in ans["history"]])
 
 
 def test_about_a_file_or_symbol_current_first_then_history_with_freshness(tmp_path):

@@ -256,9 +256,10 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     @tool(title="About a file or symbol", annotations=_reads("About a file or symbol"),
           description="Everything known about a file (path relative to the project; for a "
                       "folder use get_context's files) or a symbol "
-                      "(function, class, method name): current memories first, newest first, "
-                      "then retired and superseded ones, oldest first; each with its freshness "
-                      "(current, changed, moved, gone).")
+                      "(function, class, method name): current (not retired or superseded, "
+                      "code still there), newest first; gone (not retired, but the code they "
+                      "describe is gone), newest first; history (retired and superseded), "
+                      "oldest first; each with its freshness (current, changed, moved, gone).")
     async def about(
             path_or_symbol: Annotated[str, Field(description="e.g. src/pay.py or Client.charge")],
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:

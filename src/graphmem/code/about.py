@@ -4,8 +4,10 @@ A memory is *about* a target when one of its own anchors (``anchors.jsonl``, not
 session ones) names the target's path, a path whose content now sits at the target (a rename),
 or a symbol of that name (``Client.charge`` or just ``charge``). Each entry carries its
 freshness (``freshness.item_state`` over the item's own anchors) and its validity
-(``validity.jsonl``). Current memories come first, newest first; retired and superseded ones
-follow as history, oldest to newest.
+(``validity.jsonl``). Three lists: ``current`` (neither retired nor superseded, and their code
+is still there: current, changed or moved), newest first; ``gone`` (neither retired nor
+superseded, but the code they describe is gone), newest first; ``history`` (retired and
+superseded ones), oldest to newest.
 
 The same answer comes from two places: the files (anchors + validity logs, this module) and,
 with the graph on, the project's graph (``ABOUT`` edges with Graphiti's ``valid_at`` /
@@ -162,10 +164,11 @@ def _validity(ev: dict | None) -> dict | None:
 
 def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, target: str,
              source: str, works_of: Callable[[Any], Any] | None = None) -> dict:
-    """The answer: ``{"target", "source", "current": [...], "history": [...]}``; ``rows`` are
+    """The answer: ``{"target", "source", "current": [...], "gone": [...], "history": [...]}``
+    (see the module docstring); ``rows`` are
     the memories as the local index holds them (id -> ``Hit``); ``works_of(row)``, the work
     lines of its spec (``changes.Works``), gives the same ``work_gone`` mark as a search."""
-    current, history = [], []
+    current, gone, history = [], [], []
     for m in mentions:
         row = rows.get(m.id)
         if row is None:  # anchored but no longer held by the files (a replaced insight)
@@ -183,11 +186,16 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                                                      "commits", "work_gone")
                                if k in fresh},  # the keys a search hit's freshness has
                  "validity": m.validity}
-        (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
-    current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
+        if (m.validity or {}).get("state") in HISTORY:
+            history.append(entry)
+        else:  # not retired: is what it says about the code still about code that is there?
+            (gone if fresh["state"] == "gone" else current).append(entry)
+    for part in (current, gone):
+        part.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
     history.sort(key=lambda e: (e["valid_at"] or "", (e["validity"] or {}).get("invalid_at") or "",
                                 e["id"]))
-    return {"target": target, "source": source, "current": current, "history": history}
+    return {"target": target, "source": source, "current": current, "gone": gone,
+            "history": history}
 
 
 def _short(a: dict) -> dict:
@@ -265,12 +273,19 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
              f"{r['commit'][:12]}{' on ' + r['at'] if r.get('at') else ''}")
         for m in r["memories"]:
             emit(f"  {m['kind']} (session {m['session']}): {m['text']}  ({m['id']})")
-    if not ans["current"] and not ans["history"]:
+    gone = ans.get("gone") or []
+    if not ans["current"] and not gone and not ans["history"]:
         emit("  nothing known" if not ans.get("removed") else "No memory names it.")
         return
-    emit(f"Current ({len(ans['current'])}):")
+    if ans["current"] or not gone:
+        emit(f"Current ({len(ans['current'])}):")
     for e in ans["current"]:
         emit(line(e))
+    if gone:
+        emit(f"Code gone ({len(gone)}): not retired, but the code they describe is no longer "
+             "in the tree")
+        for e in gone:
+            emit(line(e))
     if ans["history"]:
         emit(f"History, oldest first ({len(ans['history'])}):")
         for e in ans["history"]:

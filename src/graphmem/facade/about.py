@@ -34,8 +34,9 @@ class About:
     hits_by_id: Callable[[list[str]], list[Any]]
 
     async def about(self, path_or_symbol: str) -> dict:
-        """Everything known about a file or symbol of this project: current memories first
-        (newest first), then retired and superseded ones (oldest to newest), each with its
+        """Everything known about a file or symbol of this project: ``current`` memories (newest
+        first), ``gone`` ones (not retired, but their code is gone; newest first), then
+        ``history``, the retired and superseded ones (oldest to newest), each with its
         freshness. Answered from the project's graph when it is on and reachable, else from
         the files (anchors and validity logs): both give the same answer."""
         target = check_target(path_or_symbol, self.scope.root)
