@@ -156,16 +156,21 @@ def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
 
 
 def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
-                  pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
+                  pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0,
+                  notes: list[str] | tuple[str, ...] = ()) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
 
     Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out, and so are quoted
     turns sharing fewer than ``RAW_TERMS`` words with the task unless they score within
     ``RAW_STRONG`` of the best (``pinned`` ids, e.g. memories anchored to the files the agent
     works on, are kept); so are memories whose code is gone, with a count of what was hidden.
+    ``notes`` (the graph did not answer, a file nothing is known about) close the block.
     """
     header = f"## Memory relevant to: {task[:120]}\n"
-    budget = max_tokens - estimate_tokens(header)
+    told = "\n" + "".join(f"_Note: {n}._\n" for n in notes) if notes else ""
+    if estimate_tokens(header + told) > max_tokens // 2:
+        told = ""  # no room: the caller still has them (``Memory.search_notes``)
+    budget = max_tokens - estimate_tokens(header) - estimate_tokens(told)
     where = _defined_now(task, project_dir, budget // 4)  # first: it answers "where is X now"
     budget -= estimate_tokens(where)
     seen: set[str] = set()
@@ -201,7 +206,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not any(chosen.values()) and not hidden and not retired and not where:
+    if not any(chosen.values()) and not hidden and not retired and not where and not told:
         return ""
     parts = [header, where]
     for title, _ in SECTIONS:
@@ -212,4 +217,5 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         parts.append(f"\n_{hidden} matching memories left out: the code they describe is gone._\n")
     if retired:
         parts.append(f"\n_{retired} matching memories left out: retired or superseded._\n")
+    parts.append(told)
     return "".join(parts)

@@ -75,7 +75,9 @@ class Memory:
 
     @property
     def search_notes(self) -> list[str]:
-        """What the caller of the last search should know (e.g. the graph did not answer)."""
+        """What the caller of the last search or context should know: the graph did not
+        answer, N retired or superseded memories left out (search), a file given to
+        ``context(files=)`` that nothing is known about."""
         return self._async.search_notes
 
     # ---- operations ------------------------------------------------------------------------
