@@ -86,3 +86,25 @@ def test_about_lists_memories_whose_code_is_gone_apart_from_the_current_ones(tmp
         assert [e["id"] for e in got["gone"]] == [e["id"] for e in gone_only["gone"]]
         assert len(got["current"]) == 1
     _session(build_server(spec), steps)
+
+
+def test_about_a_symbol_removed_outside_any_session_says_so_without_a_none(tmp_path):
+    """A function removed by a commit no session recorded, and a gotcha written after it with no
+    session: the removal reads as a sentence, and no "(session None)" is shown."""
+    from test_code_freshness import commit
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` must run after the ledger write")
+    (root / "src" / "pay.py").write_text("class Client:\n    def charge(self, n):\n        return n\n")
+    commit(root, "drop refund")
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("refunds are handled by the payment provider now")  # the commit's work
+        ans = mem.about("refund")
+    assert ans["removed"] and ans["removed"][0]["sessions"] == [], ans["removed"]
+    human = run_cli("about", "refund", "--project-dir", str(root))
+    assert human.returncode == 0, human.stderr
+    assert "Removed: refund (src/pay.py) by a session graphmem did not record at commit" \
+        in human.stdout, human.stdout
+    assert "None" not in human.stdout and "by session an" not in human.stdout, human.stdout
+    assert "  gotcha: refunds are handled by the payment provider now" in human.stdout

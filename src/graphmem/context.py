@@ -155,6 +155,11 @@ def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
     return block if estimate_tokens(block) <= budget else ""
 
 
+def _count(n: int) -> str:
+    """"1 matching memory", "2 matching memories"."""
+    return f"{n} matching {'memory' if n == 1 else 'memories'}"
+
+
 def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
                   pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0,
                   notes: list[str] | tuple[str, ...] = ()) -> str:
@@ -214,8 +219,9 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             parts.append(f"\n### {title}\n")
             parts.extend(chosen[title])
     if hidden:
-        parts.append(f"\n_{hidden} matching memories left out: the code they describe is gone._\n")
+        they = "it describes is" if hidden == 1 else "they describe is"
+        parts.append(f"\n_{_count(hidden)} left out: the code {they} gone._\n")
     if retired:
-        parts.append(f"\n_{retired} matching memories left out: retired or superseded._\n")
+        parts.append(f"\n_{_count(retired)} left out: retired or superseded._\n")
     parts.append(told)
     return "".join(parts)

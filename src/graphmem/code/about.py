@@ -268,11 +268,13 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
 
     emit(f"About {ans['target']} (from the {ans['source']}):")
     for r in ans.get("removed") or ():
-        who = ", ".join(r["sessions"]) or "an unrecorded session"
-        emit(f"Removed: {r['symbol']} ({', '.join(r['paths'])}) by session {who} at commit "
+        sessions = [str(x) for x in r["sessions"] if x is not None]
+        who = f"session {', '.join(sessions)}" if sessions else "a session graphmem did not record"
+        emit(f"Removed: {r['symbol']} ({', '.join(r['paths'])}) by {who} at commit "
              f"{r['commit'][:12]}{' on ' + r['at'] if r.get('at') else ''}")
-        for m in r["memories"]:
-            emit(f"  {m['kind']} (session {m['session']}): {m['text']}  ({m['id']})")
+        for m in r["memories"]:  # a note written with no session: the commit's work holds it
+            where = f" (session {m['session']})" if m.get("session") is not None else ""
+            emit(f"  {m['kind']}{where}: {m['text']}  ({m['id']})")
     gone = ans.get("gone") or []
     if not ans["current"] and not gone and not ans["history"]:
         emit("  nothing known" if not ans.get("removed") else "No memory names it.")
