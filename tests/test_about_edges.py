@@ -108,3 +108,30 @@ def test_about_a_symbol_removed_outside_any_session_says_so_without_a_none(tmp_p
         in human.stdout, human.stdout
     assert "None" not in human.stdout and "by session an" not in human.stdout, human.stdout
     assert "  gotcha: refunds are handled by the payment provider now" in human.stdout
+
+
+def test_about_a_name_the_project_does_not_have_says_so_a_typo_shows(tmp_path):
+    import json
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` must run after the ledger write")
+        typo = mem.about("refnd")
+        path = mem.about("src/pya.py")
+        known = mem.about("Client.charge")  # defined, no memory yet: nothing to add
+        found = mem.about("refund")
+    assert typo["notes"] == ["nothing is known about refnd: no file of the project defines it "
+                             "and no memory names it"]
+    assert path["notes"] == ["nothing is known about src/pya.py: it is not in the project and "
+                             "no memory names it"]
+    assert known["notes"] == [] and known["current"] == [] and found["notes"] == []
+    human = run_cli("about", "refnd", "--project-dir", str(root))
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.splitlines()[-1] == f"Note: {typo['notes'][0]}.", human.stdout
+    js = json.loads(run_cli("about", "src/pya.py", "--project-dir", str(root), "--json").stdout)
+    assert js["notes"] == path["notes"]
+
+    async def steps(c):
+        got = json.loads(_text(await c.call_tool("about", {"path_or_symbol": "refnd"})))
+        assert got["notes"] == typo["notes"]
+    _session(build_server(spec), steps)

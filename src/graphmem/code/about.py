@@ -156,6 +156,26 @@ def removals(spec_dirs: Iterable[str | Path], target: str,
     return out
 
 
+def unknown_note(target: str, snap: Snapshot, root: str | Path | None) -> str | None:
+    """What ``about`` says of a target that nothing names and the project does not have (a
+    typo shows); None when the project has it (a file or a symbol with no memory yet)."""
+    import os
+
+    path, _, sym = target.rpartition(":") if ":" in target and "/" in target else ("", "", target)
+    if path:  # src/pay.py:refund
+        defs = snap.definitions.get(sym) or []
+        if any(p == path for p, _ in defs):
+            return None
+        return f"nothing is known about {target}: {path} does not define {sym} and no memory names it"
+    if target in snap.files or root is not None and os.path.exists(os.path.join(root, target)):
+        return None
+    if "/" in target:
+        return f"nothing is known about {target}: it is not in the project and no memory names it"
+    if target in snap.definitions or any(k.endswith("." + target) for k in snap.definitions):
+        return None
+    return f"nothing is known about {target}: no file of the project defines it and no memory names it"
+
+
 def _validity(ev: dict | None) -> dict | None:
     if not ev:
         return None
@@ -278,6 +298,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
     gone = ans.get("gone") or []
     if not ans["current"] and not gone and not ans["history"]:
         emit("  nothing known" if not ans.get("removed") else "No memory names it.")
+        for note in ans.get("notes") or ():
+            emit(f"Note: {note}.")
         return
     if ans["current"] or not gone:
         emit(f"Current ({len(ans['current'])}):")
