@@ -169,7 +169,8 @@ def _kept(snap: Snapshot) -> dict:
 
 
 def prepare(recs: list[dict], snap: Snapshot) -> None:
-    """Read at once what the whole-file anchors of ``recs`` need (one ``git cat-file``); a
+    """Read at once what the whole-file anchors of ``recs`` need, and the symbol anchors whose
+    file left the tree (was it renamed: ``_mostly_at``), in one ``git cat-file``; a
     record already prepared on this snapshot is skipped (its pairs are all known since)."""
     if not snap.git:
         return
@@ -185,14 +186,25 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
             continue
         done[id(rec)] = (rec, size)
         for a in rec.get("anchors") or ():
-            if isinstance(a, dict) and not a.get("symbol"):
-                now = snap.files.get(a.get("path"))
-                pair = (a.get("blob") or "", now)
-                if now is not None and now != pair[0] and pair not in known:
-                    pairs.add(pair)
-                    where[now] = a.get("path")
+            if not isinstance(a, dict):
+                continue
+            at = a.get("path") if not a.get("symbol") else _left_for(a, snap)
+            now = snap.files.get(at)
+            pair = (a.get("blob") or "", now)
+            if now is not None and now != pair[0] and pair not in known:
+                pairs.add(pair)
+                where[now] = at
     if pairs:
         known.update(kept_shares(snap.root, pairs, where))
+
+
+def _left_for(a: dict, snap: Snapshot) -> str | None:
+    """The one file a symbol anchor's code moved to when its own file left the tree (where
+    ``anchor_state`` asks whether that file is the old one renamed), else None."""
+    if a.get("path") in snap.files:
+        return None
+    homes = {p for p, _ in snap.definitions.get(a.get("symbol"), ())}
+    return next(iter(homes)) if len(homes) == 1 else None
 
 
 def item_state(rec: dict, snap: Snapshot) -> dict:
