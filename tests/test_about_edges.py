@@ -45,3 +45,93 @@ def test_about_says_superseded_by_once(tmp_path):
     assert cli.returncode == 0, cli.stderr
     line = next(x for x in cli.stdout.splitlines() if old in x)
     assert f"[superseded by {new} at " in line and "replaced by" not in line, line
+
+
+def test_about_lists_memories_whose_code_is_gone_apart_from_the_current_ones(tmp_path):
+    """"Current" reads as "true of the code now": a memory whose code is gone (not retired)
+    comes under its own key and heading, the same in the API, the CLI's text and --json, MCP."""
+    import json
+
+    from test_code_freshness import commit
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/audit.py": "def audit(x):\n    return x\n"})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` must run after the ledger write")
+        mem.append_gotcha("`audit` of src/pay.py refunds is nightly")
+        mem.append_gotcha("`audit` is slow on big ledgers")
+    (root / "src" / "audit.py").unlink()
+    commit(root, "drop the audit")
+    with Memory(spec, root) as mem:
+        ans = mem.about("src/pay.py")
+        gone_only = mem.about("audit")
+    # half its code is still there: current, marked changed with what is gone
+    assert [(e["text"], e["freshness"]["state"]) for e in ans["current"]] == [
+        ("`audit` of src/pay.py refunds is nightly", "changed"),
+        ("`refund` must run after the ledger write", "current")] and ans["gone"] == []
+    assert [e["text"] for e in gone_only["gone"]] == ["`audit` is slow on big ledgers"]
+    assert [e["text"] for e in gone_only["current"]] == ["`audit` of src/pay.py refunds is nightly"]
+    human = run_cli("about", "audit", "--project-dir", str(root))
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[1] == "Current (1):" and "src/audit.py is gone" in lines[2], lines
+    assert lines[3] == "Code gone (1): not retired, but the code they describe is no longer " \
+        "in the tree", lines
+    assert lines[4].startswith("  [gone] gotcha: `audit` is slow on big ledgers"), lines
+    js = json.loads(run_cli("about", "audit", "--project-dir", str(root), "--json").stdout)
+    assert [e["id"] for e in js["gone"]] == [e["id"] for e in gone_only["gone"]]
+    assert [e["id"] for e in js["current"]] == [e["id"] for e in gone_only["current"]]
+
+    async def steps(c):
+        got = json.loads(_text(await c.call_tool("about", {"path_or_symbol": "audit"})))
+        assert [e["id"] for e in got["gone"]] == [e["id"] for e in gone_only["gone"]]
+        assert len(got["current"]) == 1
+    _session(build_server(spec), steps)
+
+
+def test_about_a_symbol_removed_outside_any_session_says_so_without_a_none(tmp_path):
+    """A function removed by a commit no session recorded, and a gotcha written after it with no
+    session: the removal reads as a sentence, and no "(session None)" is shown."""
+    from test_code_freshness import commit
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` must run after the ledger write")
+    (root / "src" / "pay.py").write_text("class Client:\n    def charge(self, n):\n        return n\n")
+    commit(root, "drop refund")
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("refunds are handled by the payment provider now")  # the commit's work
+        ans = mem.about("refund")
+    assert ans["removed"] and ans["removed"][0]["sessions"] == [], ans["removed"]
+    human = run_cli("about", "refund", "--project-dir", str(root))
+    assert human.returncode == 0, human.stderr
+    assert "Removed: refund (src/pay.py) by a session graphmem did not record at commit" \
+        in human.stdout, human.stdout
+    assert "None" not in human.stdout and "by session an" not in human.stdout, human.stdout
+    assert "  gotcha: refunds are handled by the payment provider now" in human.stdout
+
+
+def test_about_a_name_the_project_does_not_have_says_so_a_typo_shows(tmp_path):
+    import json
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.append_gotcha("`refund` must run after the ledger write")
+        typo = mem.about("refnd")
+        path = mem.about("src/pya.py")
+        known = mem.about("Client.charge")  # defined, no memory yet: nothing to add
+        found = mem.about("refund")
+    assert typo["notes"] == ["nothing is known about refnd: no file of the project defines it "
+                             "and no memory names it"]
+    assert path["notes"] == ["nothing is known about src/pya.py: it is not in the project and "
+                             "no memory names it"]
+    assert known["notes"] == [] and known["current"] == [] and found["notes"] == []
+    human = run_cli("about", "refnd", "--project-dir", str(root))
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.splitlines()[-1] == f"Note: {typo['notes'][0]}.", human.stdout
+    js = json.loads(run_cli("about", "src/pya.py", "--project-dir", str(root), "--json").stdout)
+    assert js["notes"] == path["notes"]
+
+    async def steps(c):
+        got = json.loads(_text(await c.call_tool("about", {"path_or_symbol": "refnd"})))
+        assert got["notes"] == typo["notes"]
+    _session(build_server(spec), steps)

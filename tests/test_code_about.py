@@ -41,12 +41,13 @@ def history(root: Path, spec: Path) -> dict[str, str]:
     return ids
 
 
-def shape(ans: dict) -> tuple[list, list]:
+def shape(ans: dict) -> tuple[list, list, list]:
     """What must agree between sources: ids, freshness and validity, in order."""
     def row(e):
         return (e["id"], e["freshness"]["state"], json.dumps(e["freshness"], sort_keys=True),
                 (e["validity"] or {}).get("state"), (e["validity"] or {}).get("invalid_at"))
-    return [row(e) for e in ans["current"]], [row(e) for e in ans["history"]]
+    return ([row(e) for e in ans["current"]], [row(e) for e in ans["gone"]],
+            [row(e) for e in ans["history"]])
 
 
 def test_about_a_file_or_symbol_current_first_then_history_with_freshness(tmp_path):
@@ -87,7 +88,7 @@ def test_about_through_cli_and_mcp(tmp_path):
     human = run_cli("about", "Client.charge", "--project-dir", str(root))
     assert human.returncode == 0, human.stderr
     assert "History, oldest first (1)" in human.stdout and CHARGE in human.stdout
-    assert "retired" in human.stdout and "src/pay.py now src/payments.py" in human.stdout
+    assert "retired" in human.stdout and "src/pay.py is now src/payments.py" in human.stdout
     bad = run_cli("about", "", "--project-dir", str(root))
     assert bad.returncode != 0 and "path_or_symbol" in bad.stderr
 
@@ -216,7 +217,7 @@ def test_about_and_the_cli_search_carry_the_reason_and_the_moves_a_search_hit_ha
     assert "[changed (cee in src/c.py is gone)]" in human, human
     human = run_cli("about", "refund", "--spec-dir", str(spec)).stdout
     entry = next(x for x in human.splitlines() if "the `Client` class" in x)
-    assert "[moved -> `refund` now in src/refunds.py]" in entry, human  # not "src/pay.py now ..."
+    assert "[moved: `refund` moved from src/pay.py to src/refunds.py]" in entry, human  # not "src/pay.py is now ..."
     shown = run_cli("search", "checkout refund cee", "--spec-dir", str(spec)).stdout
     at = shown.index(text)  # search shows both marks, as context does
     assert "cee in src/c.py is gone; moved: `refund` src/pay.py -> src/refunds.py" in shown[at:at + 300]
@@ -239,7 +240,7 @@ def test_a_file_renamed_and_mostly_rewritten_reads_moved_and_changed_in_about_an
                                        .replace("def step_0(", "def step_zero("))
     commit(root, "rename the ledger and rewrite it")
     about = run_cli("about", "src/books.py", "--spec-dir", str(spec))
-    assert "[moved -> src/ledger.py now src/books.py; src/books.py changed since]" in about.stdout
+    assert "[moved: src/ledger.py is now src/books.py; src/books.py changed since]" in about.stdout
     shown = run_cli("search", "ledger posting", "--spec-dir", str(spec)).stdout
     at = shown.index(note)
     assert "moved: src/ledger.py -> src/books.py; changed since: src/books.py" in shown[at:at + 300]

@@ -236,8 +236,8 @@ def test_a_moved_function_is_a_note_and_the_path_of_a_file_still_there_stays(tmp
     assert cli.returncode == 0, cli.stderr
     line = next(x for x in cli.stdout.splitlines() if "rounds down" in x)
     assert line.startswith("- " + BOTH), line
-    assert "`refund` moved from src/pay.py to src/refunds.py" in line
-    assert "`charge` moved from src/pay.py to src/charges.py" in line
+    assert "`refund` moved from src/pay.py (deleted) to src/refunds.py" in line
+    assert "`charge` moved from src/pay.py (deleted) to src/charges.py" in line
 
 
 def test_the_three_views_read_old_and_malformed_move_marks_alike():
@@ -268,5 +268,5 @@ def test_the_three_views_read_old_and_malformed_move_marks_alike():
                                    "freshness": fresh, "validity": None,
                                    "valid_at": datetime.now(timezone.utc).isoformat()}]},
                      shown.append)
-        assert any("[moved -> src/pay.py now src/refunds.py]" in s for s in shown), shown
+        assert any("[moved: src/pay.py is now src/refunds.py]" in s for s in shown), shown
         assert not any("None" in s for s in [line, note, *shown])

@@ -197,7 +197,7 @@ def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone
     assert "Handle in src/http/api.go serves" in ctx  # the text itself names the current path
     assert "src/pay.py changed since this was learned (1 commit)" in ctx
     body = ctx.split("\n", 1)[1]
-    assert "flickers" not in body and "1 matching memories left out" in body, ctx
+    assert "flickers" not in body and "1 matching memory left out: the code it describes is gone" in body, ctx
 
 
 def test_context_files_pulls_memories_anchored_there(tmp_path):

@@ -124,6 +124,17 @@ def test_cli_starts_a_server_that_answers_as_the_library_does(tmp_path: Path, ho
     both("search", "money", "--spec-dir", str(spec), "--kind", "pattern", "--limit", "1", "--json")
     assert "Stripe webhooks" in both("context", "build the payment webhook handler", *where)
     both("context", "webhooks", "--max-tokens", "60", "--json", *where)
+    # what else to know comes back from the server as in-process: a file nothing is known
+    # about (context's notes), retired memories a search left out (stderr; stdout stays a list)
+    typo = json.loads(both("context", "webhooks", "--file", "src/nowhere.py", "--json", *where))
+    assert "nothing is known about src/nowhere.py" in typo["notes"][0], typo
+    with Memory(spec) as m:
+        m.append_gotcha("Webhook secrets rotate every month")
+        m.retire(m.search("webhook secrets rotate", limit=1)[0].id, "they no longer rotate")
+    both("search", "webhook secrets rotate", *where, "--json")
+    told = run_cli("search", "webhook secrets rotate", *where, "--json", env=AUTO)
+    assert "graphmem: note: 1 matching memory left out" in told.stderr, told.stderr
+    served += 1
     # A write by another process is in the server's next answer.
     with Memory(spec) as m:
         m.append_gotcha("Refunds over 500 EUR need a second approver")

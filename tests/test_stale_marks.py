@@ -232,7 +232,9 @@ def test_a_memory_whose_work_wrote_files_that_are_gone_now_is_marked_gone_naming
     assert "2 of the 3 files its work changed are no longer in the tree" in "\n".join(lines[at:at + 3])
     # about says what search says: the lesson names src/python.py, and its work is gone
     with Memory(spec, root) as mem:
-        told = {e["text"]: e["freshness"] for e in mem.about("src/python.py")["current"]}
+        ans = mem.about("src/python.py")
+        told = {e["text"]: e["freshness"] for e in ans["current"] + ans["gone"]}
+    assert lesson in {e["text"] for e in ans["gone"]}  # under its own heading, not "Current"
     assert told[lesson]["state"] == "gone", told[lesson]
     assert told[lesson]["work_gone"]["files"] == ["src/nose.py", "testing/test_nose.py"]
     assert told["nose collection in src/python.py is tidy"]["state"] == "current"

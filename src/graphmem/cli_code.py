@@ -37,7 +37,8 @@ def _cmd_about(args: argparse.Namespace) -> int:
     return _emit(args, ans, format_about)
 
 
-command("about", "everything known about a file or symbol: current memories first, then history")(
+command("about", "everything known about a file or symbol: current memories first, then those "
+        "whose code is gone, then history")(
     _cmd_about)(_about_args)
 
 

@@ -123,21 +123,34 @@ def _cmd_search(args: argparse.Namespace) -> int:
                                      "rerank": args.rerank, "render": _render_remotely(args),
                                      "include_history": args.include_history})
     data = answer.get("hits") if answer else None
-    for note in (answer or {}).get("notes") or []:  # the graph did not answer: say so
-        print(f"graphmem: warning: {note}", file=sys.stderr)
+    notes = (answer or {}).get("notes") or []
     if data is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
             hits = m.search(args.query, scope=scope, kinds=args.kind, limit=args.limit,
                             rerank=args.rerank, include_history=args.include_history)
+            notes = list(m.search_notes)
         data = [h.model_dump(mode="json") for h in hits]
     elif isinstance(answer.get("text"), str):
         sys.stdout.write(answer["text"])
+        _tell(notes)
         return 0
     else:
         cfg = None  # a server answered: nothing to start
     code = _emit(args, data, lambda rows: show_hits(rows, _console()))
+    _tell(notes)  # stdout stays the hits (a list with --json); what else to know, on stderr
     _start_server(cfg)
     return code
+
+
+def _tell(notes: list) -> None:
+    """A search's or context's notes (the graph did not answer, retired memories left out, a
+    file nothing is known about) on stderr, one ``graphmem: note: ...`` line each."""
+    import sys
+
+    from .display import safe_display
+
+    for note in notes:
+        print(f"graphmem: note: {safe_display(str(note))}", file=sys.stderr)
 
 
 command("search", "search memories by meaning across a spec, project or every project")(
@@ -159,13 +172,15 @@ def _cmd_context(args: argparse.Namespace) -> int:
     answer = _ask_server(cfg, args, {"op": "context", "task": args.task,
                                      "max_tokens": args.max_tokens, "files": args.files})
     text = answer.get("context") if answer else None
+    notes = (answer or {}).get("notes") or []
     if text is None:
         with _open(args) as m, status("searching (a first search loads the models)"):
             text = m.context(args.task, max_tokens=args.max_tokens, files=args.files)
+            notes = list(m.search_notes)
     else:
         cfg = None
-    if args.json:
-        _emit(args, {"context": text}, print)
+    if args.json:  # the notes are at the end of the text too, as every caller gets it
+        _emit(args, {"context": text, "notes": notes}, print)
     else:
         from .display import safe_display
 

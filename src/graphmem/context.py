@@ -121,9 +121,9 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     A path is rewritten only when all the memory's code there went to one new path (the file was
     renamed, or every function it names there moved to one file); when some of its code is still
     there, or went to several files, the text keeps the path (the other names it lists there are
-    still in it). The note is "a.py is now b.py" when a.py left the tree for one file, else one
-    per moved symbol ("`refund` moved from a.py to b.py")."""
-    from .code.freshness import moves_of
+    still in it). The note is "a.py is now b.py" when a.py was renamed to one file, else one per
+    moved symbol ("`refund` moved from a.py (deleted) to b.py", ``freshness.describe_move``)."""
+    from .code.freshness import describe_move, moves_of
 
     moves = moves_of(fresh)
     homes: dict[str, set[str]] = {}
@@ -134,15 +134,12 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     for old, new in homes.items():
         if old not in anchored_now and len(new) == 1:
             text = text.replace(old, next(iter(new)))
-        left = all(m.get("what") == "file" or m.get("left") for m in moves
-                   if m["from"] == old)  # no file at the old path
-        if left and len(new) == 1:
-            notes.append(f"{old} is now {next(iter(new))}")  # the file was renamed
+        here = [m for m in moves if m["from"] == old]
+        renamed = [m for m in here if m.get("what") == "file" or m.get("renamed")]
+        if renamed and len(new) == 1:  # the file itself went to its new name: one note
+            notes.append(describe_move(renamed[0]))
             continue
-        for m in moves:
-            if m["from"] == old:
-                what = f"`{m['symbol']}`" if m.get("symbol") else "its code"
-                notes.append(f"{what} moved from {old} to {m['to']}")
+        notes.extend(describe_move(m) for m in here)
     return text, notes
 
 
@@ -158,17 +155,27 @@ def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
     return block if estimate_tokens(block) <= budget else ""
 
 
+def _count(n: int) -> str:
+    """"1 matching memory", "2 matching memories"."""
+    return f"{n} matching {'memory' if n == 1 else 'memories'}"
+
+
 def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path | None,
-                  pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0) -> str:
+                  pinned: set[str] | frozenset[str] = frozenset(), retired: int = 0,
+                  notes: list[str] | tuple[str, ...] = ()) -> str:
     """Markdown sections of deduplicated hits, best first within each, cut to ``max_tokens``.
 
     Hits scoring under ``RELEVANCE_FLOOR`` of the best one are left out, and so are quoted
     turns sharing fewer than ``RAW_TERMS`` words with the task unless they score within
     ``RAW_STRONG`` of the best (``pinned`` ids, e.g. memories anchored to the files the agent
     works on, are kept); so are memories whose code is gone, with a count of what was hidden.
+    ``notes`` (the graph did not answer, a file nothing is known about) close the block.
     """
     header = f"## Memory relevant to: {task[:120]}\n"
-    budget = max_tokens - estimate_tokens(header)
+    told = "\n" + "".join(f"_Note: {n}._\n" for n in notes) if notes else ""
+    if estimate_tokens(header + told) > max_tokens // 2:
+        told = ""  # no room: the caller still has them (``Memory.search_notes``)
+    budget = max_tokens - estimate_tokens(header) - estimate_tokens(told)
     where = _defined_now(task, project_dir, budget // 4)  # first: it answers "where is X now"
     budget -= estimate_tokens(where)
     seen: set[str] = set()
@@ -204,7 +211,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-    if not any(chosen.values()) and not hidden and not retired and not where:
+    if not any(chosen.values()) and not hidden and not retired and not where and not told:
         return ""
     parts = [header, where]
     for title, _ in SECTIONS:
@@ -212,7 +219,9 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             parts.append(f"\n### {title}\n")
             parts.extend(chosen[title])
     if hidden:
-        parts.append(f"\n_{hidden} matching memories left out: the code they describe is gone._\n")
+        they = "it describes is" if hidden == 1 else "they describe is"
+        parts.append(f"\n_{_count(hidden)} left out: the code {they} gone._\n")
     if retired:
-        parts.append(f"\n_{retired} matching memories left out: retired or superseded._\n")
+        parts.append(f"\n_{_count(retired)} left out: retired or superseded._\n")
+    parts.append(told)
     return "".join(parts)

@@ -256,9 +256,10 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     @tool(title="About a file or symbol", annotations=_reads("About a file or symbol"),
           description="Everything known about a file (path relative to the project; for a "
                       "folder use get_context's files) or a symbol "
-                      "(function, class, method name): current memories first, newest first, "
-                      "then retired and superseded ones, oldest first; each with its freshness "
-                      "(current, changed, moved, gone).")
+                      "(function, class, method name): current (not retired or superseded, "
+                      "code still there), newest first; gone (not retired, but the code they "
+                      "describe is gone), newest first; history (retired and superseded), "
+                      "oldest first; each with its freshness (current, changed, moved, gone).")
     async def about(
             path_or_symbol: Annotated[str, Field(description="e.g. src/pay.py or Client.charge")],
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
@@ -280,7 +281,9 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
     @tool(title="Search memory", annotations=_reads("Search memory"),
           description="Search memory by meaning and keywords: gotchas, patterns, files, session "
                       "insights, conversation turns. scope: spec (this spec), project (every spec of "
-                      "this project) or all (every project). Returns ranked hits with their source file.")
+                      "this project) or all (every project). Returns ranked hits with their source file, and "
+                      "notes when there is more to know (the graph did not answer, retired "
+                      "memories left out).")
     async def search_memory(
             query: Annotated[str, Field(description="what to look for, in words or a file path")],
             scope: Annotated[Literal["spec", "project", "all"], Field(
@@ -308,7 +311,9 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
 
     @tool(title="Context for a task", annotations=_reads("Context for a task"),
           description="A markdown block for an agent's prompt: the gotchas, patterns, files and "
-                      "past-session lessons most relevant to a task, within a token budget.")
+                      "past-session lessons most relevant to a task, within a token budget; it "
+                      "ends with notes when there is more to know (a file given that is neither "
+                      "in the project nor named by any memory, the graph did not answer).")
     async def get_context(
             task: Annotated[str, Field(description="the task about to be done")],
             max_tokens: Annotated[int, _int("token budget of the block", ge=MIN_TOKENS,

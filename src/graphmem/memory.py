@@ -75,7 +75,9 @@ class Memory:
 
     @property
     def search_notes(self) -> list[str]:
-        """What the caller of the last search should know (e.g. the graph did not answer)."""
+        """What the caller of the last search or context should know: the graph did not
+        answer, N retired or superseded memories left out (search), a file given to
+        ``context(files=)`` that nothing is known about."""
         return self._async.search_notes
 
     # ---- operations ------------------------------------------------------------------------
@@ -152,8 +154,9 @@ class Memory:
         return _sync.run(self._async.context(task, max_tokens, files))
 
     def about(self, path_or_symbol: str) -> dict:
-        """Everything known about a file or symbol of this project: current memories first
-        (newest first), then retired and superseded ones (oldest to newest), each with its
+        """Everything known about a file or symbol of this project: ``current`` memories (newest
+        first), ``gone`` ones (not retired, but their code is gone; newest first), then
+        ``history``, the retired and superseded ones (oldest to newest), each with its
         freshness. Answered from the project's graph when it is on and reachable, else from
         the files (anchors and validity logs): both give the same answer."""
         return _sync.run(self._async.about(path_or_symbol))

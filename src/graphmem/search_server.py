@@ -119,9 +119,9 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
         # one index view and one set of models for all
         mem = AsyncMemory(spec, project, settings=state.settings, backends=await state.current())
         if op == "context":
-            return {"context": await mem.context(req.get("task"),
-                                                 max_tokens=req.get("max_tokens", 1500),
-                                                 files=req.get("files"))}
+            text = await mem.context(req.get("task"), max_tokens=req.get("max_tokens", 1500),
+                                     files=req.get("files"))
+            return {"context": text, "notes": list(mem.search_notes)}
         hits = await mem.search(req.get("query"), scope=req.get("scope", "project"),
                                 kinds=req.get("kinds"), limit=req.get("limit", 10),
                                 rerank=req.get("rerank", False),

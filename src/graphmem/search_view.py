@@ -77,10 +77,15 @@ def stale_note(meta: dict) -> str:
 
 
 def _moves_shown(f: dict) -> str:
-    """Up to three moves, "a.py -> b.py" for a file that went, "`refund` a.py -> b.py" for a
-    function that left a file still there (the file itself did not move)."""
+    """Up to three moves, "a.py -> b.py" for a file renamed, "`refund` a.py -> b.py" for a
+    function that left a file still there, "`refund` a.py (deleted) -> b.py" for one that left
+    a file now gone (``freshness.describe_move`` words them alike)."""
     from .code.freshness import moves_of
 
-    shown = [(f"`{m['symbol']}` " if m.get("symbol") and not m.get("left") else "") +
-             f"{m['from']} -> {m['to']}" for m in moves_of(f)]
+    def one(m: dict) -> str:
+        if m.get("what") == "file" or m.get("renamed") or not m.get("symbol"):
+            return f"{m['from']} -> {m['to']}"
+        return f"`{m['symbol']}` {m['from']}{' (deleted)' if m.get('left') else ''} -> {m['to']}"
+
+    shown = [one(m) for m in moves_of(f)]
     return ", ".join(list(dict.fromkeys(shown))[:3])

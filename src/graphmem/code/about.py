@@ -4,8 +4,10 @@ A memory is *about* a target when one of its own anchors (``anchors.jsonl``, not
 session ones) names the target's path, a path whose content now sits at the target (a rename),
 or a symbol of that name (``Client.charge`` or just ``charge``). Each entry carries its
 freshness (``freshness.item_state`` over the item's own anchors) and its validity
-(``validity.jsonl``). Current memories come first, newest first; retired and superseded ones
-follow as history, oldest to newest.
+(``validity.jsonl``). Three lists: ``current`` (neither retired nor superseded, and their code
+is still there: current, changed or moved), newest first; ``gone`` (neither retired nor
+superseded, but the code they describe is gone), newest first; ``history`` (retired and
+superseded ones), oldest to newest.
 
 The same answer comes from two places: the files (anchors + validity logs, this module) and,
 with the graph on, the project's graph (``ABOUT`` edges with Graphiti's ``valid_at`` /
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
-from .freshness import item_state, moves_of, work_gone
+from .freshness import describe_move, item_state, moves_of, work_gone
 from .mention import Mention, homes, matches  # what the graph reads too (graph/code_graph.py)
 from .tree import Snapshot
 
@@ -154,6 +156,26 @@ def removals(spec_dirs: Iterable[str | Path], target: str,
     return out
 
 
+def unknown_note(target: str, snap: Snapshot, root: str | Path | None) -> str | None:
+    """What ``about`` says of a target that nothing names and the project does not have (a
+    typo shows); None when the project has it (a file or a symbol with no memory yet)."""
+    import os
+
+    path, _, sym = target.rpartition(":") if ":" in target and "/" in target else ("", "", target)
+    if path:  # src/pay.py:refund
+        defs = snap.definitions.get(sym) or []
+        if any(p == path for p, _ in defs):
+            return None
+        return f"nothing is known about {target}: {path} does not define {sym} and no memory names it"
+    if target in snap.files or root is not None and os.path.exists(os.path.join(root, target)):
+        return None
+    if "/" in target:
+        return f"nothing is known about {target}: it is not in the project and no memory names it"
+    if target in snap.definitions or any(k.endswith("." + target) for k in snap.definitions):
+        return None
+    return f"nothing is known about {target}: no file of the project defines it and no memory names it"
+
+
 def _validity(ev: dict | None) -> dict | None:
     if not ev:
         return None
@@ -162,10 +184,11 @@ def _validity(ev: dict | None) -> dict | None:
 
 def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, target: str,
              source: str, works_of: Callable[[Any], Any] | None = None) -> dict:
-    """The answer: ``{"target", "source", "current": [...], "history": [...]}``; ``rows`` are
+    """The answer: ``{"target", "source", "current": [...], "gone": [...], "history": [...]}``
+    (see the module docstring); ``rows`` are
     the memories as the local index holds them (id -> ``Hit``); ``works_of(row)``, the work
     lines of its spec (``changes.Works``), gives the same ``work_gone`` mark as a search."""
-    current, history = [], []
+    current, gone, history = [], [], []
     for m in mentions:
         row = rows.get(m.id)
         if row is None:  # anchored but no longer held by the files (a replaced insight)
@@ -183,11 +206,16 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                                                      "commits", "work_gone")
                                if k in fresh},  # the keys a search hit's freshness has
                  "validity": m.validity}
-        (history if (m.validity or {}).get("state") in HISTORY else current).append(entry)
-    current.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
+        if (m.validity or {}).get("state") in HISTORY:
+            history.append(entry)
+        else:  # not retired: is what it says about the code still about code that is there?
+            (gone if fresh["state"] == "gone" else current).append(entry)
+    for part in (current, gone):
+        part.sort(key=lambda e: (e["valid_at"] or "", e["id"]), reverse=True)
     history.sort(key=lambda e: (e["valid_at"] or "", (e["validity"] or {}).get("invalid_at") or "",
                                 e["id"]))
-    return {"target": target, "source": source, "current": current, "history": history}
+    return {"target": target, "source": source, "current": current, "gone": gone,
+            "history": history}
 
 
 def _short(a: dict) -> dict:
@@ -239,9 +267,7 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
         extra = ""
         moves = moves_of(f)
         if f["state"] == "moved" and moves:
-            extra = " -> " + ", ".join(dict.fromkeys(  # a function moved out of a file that stays
-                f"`{m['symbol']}` now in {m['to']}" if m.get("symbol") and not m.get("left") else
-                f"{m['from']} now {m['to']}" for m in moves))
+            extra = ": " + ", ".join(dict.fromkeys(describe_move(m) for m in moves))
             if f["changed"]:  # renamed and mostly rewritten in one commit
                 extra += "; " + ", ".join(f["changed"]) + " changed since"
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
@@ -262,17 +288,28 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
 
     emit(f"About {ans['target']} (from the {ans['source']}):")
     for r in ans.get("removed") or ():
-        who = ", ".join(r["sessions"]) or "an unrecorded session"
-        emit(f"Removed: {r['symbol']} ({', '.join(r['paths'])}) by session {who} at commit "
+        sessions = [str(x) for x in r["sessions"] if x is not None]
+        who = f"session {', '.join(sessions)}" if sessions else "a session graphmem did not record"
+        emit(f"Removed: {r['symbol']} ({', '.join(r['paths'])}) by {who} at commit "
              f"{r['commit'][:12]}{' on ' + r['at'] if r.get('at') else ''}")
-        for m in r["memories"]:
-            emit(f"  {m['kind']} (session {m['session']}): {m['text']}  ({m['id']})")
-    if not ans["current"] and not ans["history"]:
+        for m in r["memories"]:  # a note written with no session: the commit's work holds it
+            where = f" (session {m['session']})" if m.get("session") is not None else ""
+            emit(f"  {m['kind']}{where}: {m['text']}  ({m['id']})")
+    gone = ans.get("gone") or []
+    if not ans["current"] and not gone and not ans["history"]:
         emit("  nothing known" if not ans.get("removed") else "No memory names it.")
+        for note in ans.get("notes") or ():
+            emit(f"Note: {note}.")
         return
-    emit(f"Current ({len(ans['current'])}):")
+    if ans["current"] or not gone:
+        emit(f"Current ({len(ans['current'])}):")
     for e in ans["current"]:
         emit(line(e))
+    if gone:
+        emit(f"Code gone ({len(gone)}): not retired, but the code they describe is no longer "
+             "in the tree")
+        for e in gone:
+            emit(line(e))
     if ans["history"]:
         emit(f"History, oldest first ({len(ans['history'])}):")
         for e in ans["history"]:

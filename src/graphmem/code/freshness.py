@@ -12,8 +12,11 @@ the git index), each anchor is:
   since (``-M``: renamed and edited in one commit, ``history.History.follow``; its new path is
   also ``changed`` when most of it was rewritten), or the symbol is now defined (only) in another
   file; the anchor carries the current ``to`` path. An item lists them in ``moves``
-  (``{"from", "to", "what": "file"|"symbol", "symbol"?, "left"?}``; ``left``: a symbol's old
-  file is no longer in the tree) and, as before, in ``moved`` (old path -> new path);
+  (``{"from", "to", "what": "file"|"symbol", "symbol"?, "left"?, "renamed"?}``; ``left``: a
+  symbol's old file is no longer in the tree; ``renamed``: and at least ``RENAMED_SHARE`` of that
+  file's lines are in the new one, so the file was renamed rather than the function moved out
+  of a deleted file; ``describe_move`` words each) and, as before, in ``moved`` (old path ->
+  new path);
 - ``gone``: the file or the symbol is defined nowhere.
 
 Every anchored file whose blob differs also gets the number of commits that touched it since
@@ -68,6 +71,8 @@ MIN_TOUCHED = 2  # an item naming no code is gone when every one of at least thi
 WORK_GONE_SHARE = 0.5  # as the GONE label: at least half of the files a work wrote are gone
 MIN_WORK_FILES = 2  # one file alone says too little about a work
 KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
+RENAMED_SHARE = 0.75  # a function's old file, gone, was renamed to its new one when this share
+# of its lines is there (git mv and an edit); less: the function moved out of a deleted file
 MEMO_SIZE = 100_000  # answers a per-snapshot memo keeps (``work_gone``, ``prepare``)
 GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
 # on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
@@ -90,7 +95,9 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
                 out["state"], out["lines_changed"] = "changed", True
         elif found and len({p for p, _ in found}) == 1:
             out["state"], out["to"] = "moved", found[0][0]
-            out["left"] = path not in snap.files  # its file went too (a rename), or it stays
+            out["left"] = path not in snap.files  # its file went too, or it stays
+            if out["left"]:  # renamed, or deleted once the function moved out
+                out["renamed"] = _mostly_at(a.get("blob") or "", out["to"], snap)
         elif found:
             out["state"] = "changed"  # now defined in several other files: no single new home
         else:
@@ -125,6 +132,19 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
     return out
 
 
+def _mostly_at(blob: str, path: str, snap: Snapshot) -> bool:
+    """Whether at least ``RENAMED_SHARE`` of the lines of ``blob`` (a file that left the tree) are
+    in the file at ``path`` now: that file is the old one renamed, not a new home of one part."""
+    now = snap.files.get(path)
+    if not blob or now is None or blob == now:
+        return bool(blob) and blob == now
+    pair = (blob, now)
+    kept = _kept(snap).get(pair)
+    if kept is None and snap.git:
+        kept = kept_shares(snap.root, {pair}, {now: path}).get(pair)
+    return kept is not None and kept >= RENAMED_SHARE
+
+
 def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
     """The file ``path`` is now by the renames git saw since ``head`` (None: not renamed, or
     not in the tree now)."""
@@ -149,7 +169,8 @@ def _kept(snap: Snapshot) -> dict:
 
 
 def prepare(recs: list[dict], snap: Snapshot) -> None:
-    """Read at once what the whole-file anchors of ``recs`` need (one ``git cat-file``); a
+    """Read at once what the whole-file anchors of ``recs`` need, and the symbol anchors whose
+    file left the tree (was it renamed: ``_mostly_at``), in one ``git cat-file``; a
     record already prepared on this snapshot is skipped (its pairs are all known since)."""
     if not snap.git:
         return
@@ -165,14 +186,25 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
             continue
         done[id(rec)] = (rec, size)
         for a in rec.get("anchors") or ():
-            if isinstance(a, dict) and not a.get("symbol"):
-                now = snap.files.get(a.get("path"))
-                pair = (a.get("blob") or "", now)
-                if now is not None and now != pair[0] and pair not in known:
-                    pairs.add(pair)
-                    where[now] = a.get("path")
+            if not isinstance(a, dict):
+                continue
+            at = a.get("path") if not a.get("symbol") else _left_for(a, snap)
+            now = snap.files.get(at)
+            pair = (a.get("blob") or "", now)
+            if now is not None and now != pair[0] and pair not in known:
+                pairs.add(pair)
+                where[now] = at
     if pairs:
         known.update(kept_shares(snap.root, pairs, where))
+
+
+def _left_for(a: dict, snap: Snapshot) -> str | None:
+    """The one file a symbol anchor's code moved to when its own file left the tree (where
+    ``anchor_state`` asks whether that file is the old one renamed), else None."""
+    if a.get("path") in snap.files:
+        return None
+    homes = {p for p, _ in snap.definitions.get(a.get("symbol"), ())}
+    return next(iter(homes)) if len(homes) == 1 else None
 
 
 def item_state(rec: dict, snap: Snapshot) -> dict:
@@ -206,7 +238,8 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
            "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
            "moves": [{"from": s["path"], "to": s["to"], "what": "symbol", "symbol": s["symbol"],
-                      "left": bool(s.get("left"))}
+                      "left": bool(s.get("left")),
+                      **({"renamed": True} if s.get("renamed") else {})}
                      if s.get("symbol") else {"from": s["path"], "to": s["to"], "what": "file"}
                      for s in states if s["state"] == "moved"],
            "changed": sorted({s["path"] for s in basis if s["state"] == "changed"} |
@@ -233,6 +266,16 @@ def moves_of(fresh: dict) -> list[dict]:
                  for a, b in (moved.items() if isinstance(moved, dict) else ())]
     return [m for m in moves if isinstance(m, dict) and isinstance(m.get("from"), str)
             and isinstance(m.get("to"), str)]
+
+
+def describe_move(m: dict) -> str:
+    """One move as a reader should take it: "a.py is now b.py" for a renamed file,
+    "`refund` moved from a.py (deleted) to b.py" for a function that left a file that is gone,
+    "`refund` moved from a.py to b.py" for one that left a file still there."""
+    if m.get("what") == "file" or m.get("renamed") or not m.get("symbol"):
+        return f"{m['from']} is now {m['to']}"
+    gone = " (deleted)" if m.get("left") else ""
+    return f"`{m['symbol']}` moved from {m['from']}{gone} to {m['to']}"
 
 
 def _named(s: dict) -> str:

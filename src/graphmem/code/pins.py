@@ -54,6 +54,16 @@ def pinned_ids(spec_dirs: list, paths: list[str], root: str | Path, snap: Snapsh
     return ids, folder_of
 
 
+def unknown(spec_dirs: list, paths: list[str], root: str | Path, snap: Snapshot) -> list[str]:
+    """The ``paths`` nothing is known about: no such file or folder in the project, and no
+    memory anchored to that name (a typo, or a file the agent is about to create)."""
+    from .anchors import book
+
+    named = [book(spec).by_path for spec in spec_dirs]
+    return [p for p in paths if p not in snap.files and not os.path.exists(os.path.join(root, p))
+            and not any(p in by_path for by_path in named)]
+
+
 def cap_folders(hits: Iterable, folder_of: dict[str, str]) -> list:
     """``hits`` with at most ``FOLDER_PINS`` of each folder's (in their order: newest first)."""
     taken: dict[str, int] = {}

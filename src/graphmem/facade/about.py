@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..code.about import (STATES_FILE, Mention, assemble, check_target, last_renames_head,
-                          local_mentions, pending_renames, removals)
+                          local_mentions, pending_renames, removals, unknown_note)
 from ..code.freshness import item_state
 from ..code.tree import Snapshot, snapshot
 
@@ -34,8 +34,9 @@ class About:
     hits_by_id: Callable[[list[str]], list[Any]]
 
     async def about(self, path_or_symbol: str) -> dict:
-        """Everything known about a file or symbol of this project: current memories first
-        (newest first), then retired and superseded ones (oldest to newest), each with its
+        """Everything known about a file or symbol of this project: ``current`` memories (newest
+        first), ``gone`` ones (not retired, but their code is gone; newest first), then
+        ``history``, the retired and superseded ones (oldest to newest), each with its
         freshness. Answered from the project's graph when it is on and reachable, else from
         the files (anchors and validity logs): both give the same answer."""
         target = check_target(path_or_symbol, self.scope.root)
@@ -52,6 +53,8 @@ class About:
         rows = {h.id: h for h in self.hits_by_id([m.id for m in mentions])} if mentions else {}
         ans = assemble(mentions, rows, snap, target, source, works_of=self._works_of)
         ans["removed"] = removals(self._about_specs(), target, self.hits_by_id)
+        lost = None if mentions or ans["removed"] else unknown_note(target, snap, self.scope.root)
+        ans["notes"] = [lost] if lost else []  # a typo must show
         return ans
 
     def _about_specs(self) -> list[Path]:

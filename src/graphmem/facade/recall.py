@@ -92,7 +92,8 @@ def check_files(files: Any, root: Path | None = None) -> list[str]:
 @dataclass(eq=False)
 class Recall:
     """Search and context of ``AsyncMemory`` over one ``Scope``; ``notes`` says what the
-    caller of the last search should know (the graph did not answer)."""
+    caller of the last search or context should know (the graph did not answer, retired
+    memories left out, a file nothing is known about)."""
 
     settings: Settings
     scope: Scope
@@ -114,9 +115,12 @@ class Recall:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project.
 
         Retired and superseded memories are left out unless ``include_history`` (then they carry
-        ``metadata["validity"]``).
+        ``metadata["validity"]``); ``notes`` then says how many matched.
         """
-        return (await self._search(query, scope, kinds, limit, rerank, include_history))[0]
+        hits, hidden = await self._search(query, scope, kinds, limit, rerank, include_history)
+        if hidden:
+            self.notes.append(hidden_note(hidden))
+        return hits
 
     async def _search(self, query: str, scope: str, kinds: Sequence[str] | None, limit: int,
                       rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
@@ -261,12 +265,12 @@ class Recall:
         except asyncio.TimeoutError:
             note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "
                     "the local index answered alone")
-            log.warning(note)
+            log.info(note)  # the caller is told by ``notes`` (the CLI prints them on stderr)
             self.notes.append(note)
             return None
         except GraphError as exc:
             note = f"graph search failed ({exc}); the local index answered alone"
-            log.warning(note)
+            log.info(note)
             self.notes.append(note)
             return None
         if hits is None:
@@ -288,12 +292,26 @@ class Recall:
         paths = check_files(files, self.scope.root)
         hits, retired = await self._search(query, "project", None, 40, False)
         pinned = await self._anchored_hits(paths) if paths else []
+        if paths:  # not fatal (a file about to be created), but a typo must show
+            from ..code.pins import unknown
+            from ..code.tree import snapshot
+
+            lost = unknown(self._specs(), paths, self.scope.root, snapshot(self.scope.root))
+            if lost:
+                self.notes.append(unknown_note(lost))
         if pinned:  # first, with the score the search gave them: the floor is the best score
             ids, score = {h.id for h in pinned}, {h.id: h.score for h in hits}
             hits = [*{h.id: h.replaced(score=score.get(h.id, 0.0)) for h in pinned}.values(),
                     *(h for h in hits if h.id not in ids)]
         return build_context(query, hits, max_tokens, self.scope.root,
-                             pinned={h.id for h in pinned}, retired=retired)
+                             pinned={h.id for h in pinned}, retired=retired, notes=self.notes)
+
+    def _specs(self) -> list:
+        """The spec folders whose anchors ``context(files=)`` reads: this one, or the project's."""
+        from ..files.walk import spec_folders
+
+        spec = self.scope.spec_dir
+        return [spec] if spec is not None else spec_folders(self.scope.root)
 
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
         """The memories anchored to ``paths`` (files or folders, ``code/pins.py``), newest first,
@@ -302,16 +320,27 @@ class Recall:
         from ..code import with_freshness
         from ..code.pins import cap_folders, pinned_ids
         from ..code.tree import snapshot
-        from ..files.walk import spec_folders
         from ..validity import apply_validity
 
         root = self.scope.root
-        specs = [self.scope.spec_dir] if self.scope.spec_dir is not None else spec_folders(root)
-        ids, folder_of = pinned_ids(specs, paths, root, snapshot(root))
+        ids, folder_of = pinned_ids(self._specs(), paths, root, snapshot(root))
         hits, _ = apply_validity(self.hits_by_id(ids), False, self._spec_dir_of)
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of)
         return cap_folders((h for h in hits
                             if (h.metadata.get("freshness") or {}).get("state") != "gone"), folder_of)
+
+
+def hidden_note(count: int) -> str:
+    """What a search says of the retired and superseded memories it left out."""
+    return (f"{count} matching {'memory' if count == 1 else 'memories'} left out: retired or "
+            "superseded (include_history, CLI --include-history, shows them)")
+
+
+def unknown_note(paths: list[str], shown: int = 5) -> str:
+    """What a context says of the files given that nothing is known about (a typo must show)."""
+    named = ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+    return (f"nothing is known about {named} yet: not in the project, and no memory names "
+            f"{'it' if len(paths) == 1 else 'them'}")
 
 
 def fuse(local: list[Hit], graph: list[Hit], limit: int) -> list[Hit]:
