@@ -1,0 +1,163 @@
+"""Whether what a listing of the work tree read has changed since, from ``stat`` alone.
+
+A ``Watch`` keeps the stat (type, size, mtime in ns, inode; ``None`` for a path that was absent)
+of every path whose change could change a listing, taken right after the listing ran. It holds
+while every one of them stats the same: no subprocess, no directory read.
+
+For git's list of untracked files (``untracked_watch``) the paths are git's own "untracked cache"
+set: a new, removed or renamed entry changes its parent directory's mtime, so every directory
+the listing could have read is watched (those of tracked files, those holding untracked files,
+and the other directories that git does not ignore: empty ones, ones holding only ignored files;
+``git check-ignore`` tells which), each untracked file (its content is its blob id), and every
+ignore source (the ``.gitignore`` files in those directories and above the root up to the work
+tree's top, ``info/exclude``, the global excludes file, the git config files that name it).
+Outside git (``walk_watch``) the walked directories and files.
+
+The racy-git rule: a file system stamps mtimes from a clock that lags the wall clock by up to a
+tick (a few ms here) and some stamp whole seconds, so a change in the same tick as the listing
+can leave an mtime equal to what the listing saw. A watch whose paths are not all safely older
+than the moment the listing started (``settled``: by ``RACY_FINE_NS``, ``RACY_COARSE_NS`` for an
+mtime of whole seconds) never holds: the next read lists again, and that listing is older than the
+change by then. Past ``MAX_WATCHED`` paths no watch is made (stat-ing them would cost about what
+the listing saves); the caller falls back to its time-to-live.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterable
+
+MAX_WATCHED = 20_000  # paths stat-ed per check: ~10 ms in Python; past it, the caller's TTL
+RACY_FINE_NS = 20_000_000  # a kernel tick is 1-10 ms: 20 ms covers the lag of its clock
+RACY_COARSE_NS = 2_000_000_000  # file systems with 1 s (ext3, HFS+) or 2 s (FAT) mtimes
+
+
+def _sig(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mode >> 12, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def settled(mtime_ns: int, at_ns: int) -> bool:
+    """Whether an mtime is safely older than the wall-clock moment ``at_ns`` (a change after
+    that moment cannot have stamped it): by ``RACY_FINE_NS``, or ``RACY_COARSE_NS`` for a
+    whole-second mtime."""
+    return mtime_ns < at_ns - (RACY_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_FINE_NS)
+
+
+class Watch:
+    """The stats of the paths a listing depended on, taken after it started at ``started_ns``."""
+
+    def __init__(self, paths: Iterable[str], started_ns: int):
+        self.stats = {p: _sig(p) for p in paths}
+        self.racy = any(not settled(s[2], started_ns) for s in self.stats.values() if s)
+
+    def holds(self) -> bool:
+        """Whether nothing watched changed (never, for a racy watch)."""
+        return not self.racy and all(_sig(p) == s for p, s in self.stats.items())
+
+
+def walk_watch(dirs: Iterable[str], files: Iterable[str], started_ns: int) -> Watch | None:
+    """The watch of a folder walk: the directories it read and the files it hashed."""
+    paths = [*dirs, *files]
+    return Watch(paths, started_ns) if len(paths) <= MAX_WATCHED else None
+
+
+def untracked_watch(root: Path, gitdir: Path, tracked: Iterable[str], listed: Iterable[str],
+                    started_ns: int) -> Watch | None:
+    """The watch of ``git ls-files -o --exclude-standard`` run in ``root`` from ``started_ns``:
+    ``tracked`` and ``listed`` are root-relative paths (a listed ``dir/`` is a nested repository,
+    not read by git). None past ``MAX_WATCHED`` paths or when git cannot say what it ignores."""
+    listed = list(listed)
+    files = [p for p in listed if not p.endswith("/")]
+    opaque = {p.rstrip("/") for p in listed if p.endswith("/")}
+    dirs: set[str] = {""}
+    for path in (*tracked, *listed):
+        parent = path.rstrip("/").rpartition("/")[0]
+        while parent not in dirs:
+            dirs.add(parent)
+            parent = parent.rpartition("/")[0]
+    ignore_files: list[str] = []
+    frontier = _subdirs(root, dirs, dirs | opaque, ignore_files)
+    while frontier:  # directories with nothing listed in them: git read them unless it ignores them
+        ignored = _ignored(root, frontier)
+        if ignored is None:
+            return None
+        kept = {d for d in frontier - ignored if not os.path.lexists(root / d / ".git")}
+        dirs |= kept
+        if len(dirs) > MAX_WATCHED:
+            return None
+        frontier = _subdirs(root, kept, dirs | opaque, ignore_files)
+    paths = [str(root / d) if d else str(root) for d in dirs]
+    paths += [str(root / p) for p in files] + ignore_files + _ignore_sources(root, gitdir)
+    return Watch(paths, started_ns) if len(paths) <= MAX_WATCHED else None
+
+
+def _subdirs(root: Path, dirs: Iterable[str], known: set[str], ignore_files: list[str]) -> set[str]:
+    """The subdirectories of ``dirs`` not in ``known`` (no ``.git``); the ``.gitignore`` files
+    met are added to ``ignore_files``."""
+    out: set[str] = set()
+    for d in dirs:
+        try:
+            entries = list(os.scandir(root / d if d else root))
+        except OSError:
+            continue
+        for e in entries:
+            rel = f"{d}/{e.name}" if d else e.name
+            if e.name == ".gitignore":
+                ignore_files.append(e.path)
+            elif e.name != ".git" and rel not in known and e.is_dir(follow_symlinks=False):
+                out.add(rel)
+    return out
+
+
+def _ignored(root: Path, paths: set[str]) -> set[str] | None:
+    """Which of ``paths`` (root-relative) git ignores; None when git fails."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "check-ignore", "-z", "--stdin"],
+                             input="\0".join(sorted(paths)).encode("utf-8", "surrogateescape"),
+                             capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode not in (0, 1):  # 1: none ignored
+        return None
+    return {p.decode("utf-8", "surrogateescape") for p in out.stdout.split(b"\0") if p}
+
+
+def common_dir(gitdir: Path) -> Path:
+    """The repository's shared git folder (a linked worktree's ``commondir``, else ``gitdir``)."""
+    try:
+        rel = (gitdir / "commondir").read_text(errors="replace").strip()
+    except OSError:
+        return gitdir
+    return (gitdir / rel) if rel else gitdir
+
+
+def _ignore_sources(root: Path, gitdir: Path) -> list[str]:
+    """The ignore files outside the watched directories, present or not: ``.gitignore`` above
+    ``root`` up to the work tree's top, ``info/exclude``, the global excludes file and the
+    config files that may name it."""
+    out: list[str] = []
+    for folder in () if (root / ".git").exists() else root.parents:
+        out.append(str(folder / ".gitignore"))
+        if (folder / ".git").exists():
+            break
+    common = common_dir(gitdir)
+    home = Path.home()
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "git"
+    out += [str(common / "info" / "exclude"), str(common / "config"),
+            str(gitdir / "config.worktree"), str(home / ".gitconfig"), str(xdg / "config"),
+            str(xdg / "ignore"), "/etc/gitconfig"]
+    try:
+        named = subprocess.run(["git", "-C", str(root), "config", "--path", "--get",
+                                "core.excludesFile"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        named = ""
+    if named:
+        out.append(named if os.path.isabs(named) else str(root / named))
+    return out
