@@ -219,6 +219,21 @@ def test_past_the_cap_the_list_is_kept_for_its_time_to_live(tmp_path, monkeypatc
     assert len(listings) == 2
 
 
+def test_a_wide_watch_is_checked_only_once_the_list_is_older_than_its_time_to_live(
+        tmp_path, monkeypatch, listings):
+    monkeypatch.setattr(tree, "CHECK_EACH_READ", 3)
+    monkeypatch.setattr(tree, "UNTRACKED_TTL", 1e9)
+    root = repo(tmp_path)
+    first = untracked(root)
+    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    assert untracked(root) == first and len(listings) == 1  # checked, nothing changed
+    monkeypatch.setattr(tree, "UNTRACKED_TTL", 1e9)
+    _new_file(root)
+    assert untracked(root) == first  # young: reused unchecked, as before the watch
+    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    assert "src/fresh.py" in untracked(root) and len(listings) == 2
+
+
 def test_outside_git_a_walk_is_reused_until_a_file_or_folder_changes(tmp_path, monkeypatch):
     root = tmp_path / "plain"
     (root / "src").mkdir(parents=True)

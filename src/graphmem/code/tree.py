@@ -15,8 +15,10 @@ yet committed is anchored and gets freshness. Their list is kept with a ``Watch`
 ignore source, taken at the listing. It is listed again only when one of them changed (or a file
 the index tracked left it while staying on disk), a stat check of a few hundred paths instead
 of a walk of the work tree; a commit reuses it too. The racy-git rule guards a change in the
-same tick as the listing. Past ``tree_watch.MAX_WATCHED`` paths there is no watch and the list
-is reused for ``UNTRACKED_TTL`` seconds as before; a caller can ask for a fresh listing
+same tick as the listing. A watch of more than ``CHECK_EACH_READ`` paths is checked only once
+the list is ``UNTRACKED_TTL`` seconds old (reused unchecked until then, as before the watch);
+past ``tree_watch.MAX_WATCHED`` paths there is no watch and the list is listed again after the
+TTL; a caller can ask for a fresh listing
 (``untracked_age=0``: a write naming a path that is a file on disk but not in the snapshot).
 Outside git the walk keeps a watch of the folders and files it read the same way, so a read
 (``max_age=0``) walks again only after a change.
@@ -42,7 +44,8 @@ SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".m
              "dist", "build", ".pytest_cache", ".auto-claude"}
 MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
 WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
-UNTRACKED_TTL = 2.0  # seconds a git snapshot's list of untracked files is reused
+UNTRACKED_TTL = 2.0  # seconds an unwatched (or too widely watched) untracked list is reused
+CHECK_EACH_READ = 5_000  # watched paths stat-ed at every read (~6 ms); past it, after the TTL
 MAX_PARSE_BYTES = 1_000_000
 MAX_CACHED_BLOBS = 100_000
 
@@ -223,11 +226,16 @@ def _holds(watch: Watch | None) -> bool:
 
 
 def _list_holds(snap: Snapshot, ttl: float) -> bool:
-    """Whether ``snap``'s untracked list is still git's: its watch holds, or, without one
-    (too many paths to stat), it was listed less than ``ttl`` seconds ago."""
-    if snap.watch is not None:
-        return snap.watch.holds()
-    return time.monotonic() - snap.untracked_at < ttl
+    """Whether ``snap``'s untracked list is still git's: its watch holds (checked at every
+    read up to ``CHECK_EACH_READ`` paths, past that once the list is ``ttl`` seconds old), or,
+    without a watch (too many paths), it was listed less than ``ttl`` seconds ago."""
+    young = time.monotonic() - snap.untracked_at < ttl
+    if snap.watch is None or young and len(snap.watch.stats) > CHECK_EACH_READ:
+        return young
+    if not snap.watch.holds():
+        return False
+    snap.untracked_at = time.monotonic()  # as good as a listing made now
+    return True
 
 
 def _warm_history(root: Path, head: str) -> None:
