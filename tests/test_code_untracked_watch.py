@@ -43,6 +43,9 @@ def repo(tmp_path: Path) -> Path:
     (root / "logs").mkdir()
     (root / "logs" / "run.log").write_text("noise\n")  # a folder of ignored files only
     (root / "empty").mkdir()
+    (root / "src" / "deep" / "later").mkdir()  # an empty folder beside tracked files
+    (root / "vendored" / "lib").mkdir(parents=True)  # a nested repository: git lists it whole
+    git(root / "vendored" / "lib", "init", "-q")
     time.sleep(0.05)  # older than the racy margin: the first listing can be trusted
     return root
 
@@ -97,6 +100,10 @@ def _in_empty_folder(root: Path) -> None:
     (root / "empty" / "first.py").write_text("first = 1\n")
 
 
+def _in_nested_empty_folder(root: Path) -> None:
+    (root / "src" / "deep" / "later" / "mod.py").write_text("mod = 1\n")
+
+
 def _beside_ignored_files(root: Path) -> None:
     (root / "logs" / "parse.py").write_text("parse = 1\n")
 
@@ -128,6 +135,7 @@ EXPECT = {  # change -> (paths that must be untracked after it, paths that must 
     _new_subdir: ({"src/cli/flags.py"}, set()),
     _nested_dirs: ({"src/a/b/c/deep.py"}, set()),
     _in_empty_folder: ({"empty/first.py"}, set()),
+    _in_nested_empty_folder: ({"src/deep/later/mod.py"}, set()),
     _beside_ignored_files: ({"logs/parse.py"}, {"logs/run.log"}),
     _edited: ({"src/draft.py"}, set()),
     _gitignore_hides: (set(), {"src/draft.py"}),
@@ -160,6 +168,7 @@ def test_nothing_is_listed_again_while_nothing_changed(tmp_path, monkeypatch, li
         assert untracked(root) == first
     (root / "src" / "pay.py").write_text(PAY + "# edited, not added\n")  # a tracked file's edit
     (root / "build" / "gen" / "new.py").write_text("ignored = 1\n")  # inside an ignored folder
+    (root / "vendored" / "lib" / "x.py").write_text("x = 1\n")  # inside a nested repository
     assert untracked(root) == first
     assert len(listings) == 1
 

@@ -34,11 +34,10 @@ import threading
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable
 
 from .history import blob_id, blob_texts, git_dir, read_regular
 from .symbols import Symbol, language_of, parse_symbols
-from .tree_watch import Watch, common_dir, settled, untracked_watch, walk_watch
+from .tree_watch import Watch, common_dir, folders, settled, untracked_watch, walk_watch
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              "dist", "build", ".pytest_cache", ".auto-claude"}
@@ -102,6 +101,11 @@ class Snapshot:
     def tracked(self) -> list[str]:
         """The paths of the index (in git; every file outside it)."""
         return [p for p in self.files if p not in self.untracked]
+
+    @cached_property
+    def tracked_dirs(self) -> set[str]:
+        """The folders holding a tracked file (root-relative, '' the root)."""
+        return folders(self.tracked)
 
     def outdated(self) -> bool:
         """Whether the repository's HEAD or index moved since this snapshot was read (read
@@ -201,7 +205,7 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
             return hit[1]
     snap = None
     if gitdir and hit and hit[0] == key:  # the same commit and index: only untracked files moved
-        snap = _with_untracked(hit[1], *_untracked(root, gitdir, hit[1].tracked))
+        snap = _with_untracked(hit[1], *_untracked(root, gitdir, hit[1].tracked_dirs))
         if snap is hit[1]:
             return snap
     elif gitdir:  # a new commit or index: the untracked list is reused while it holds
@@ -275,14 +279,14 @@ def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot |
                                   for p in listed.tracked):
         listed = None  # untracked now (``git rm --cached``), or ignored: git decides
     if listed is None:
-        return _with_untracked(snap, *_untracked(root, gitdir, files))
+        return _with_untracked(snap, *_untracked(root, gitdir, snap.tracked_dirs))
     out = _with_untracked(snap, {p: b for p, b in listed.untracked.items() if p not in files},
                           listed.watch)
     out.untracked_at = listed.untracked_at  # as old as the list it took
     return out
 
 
-def _untracked(root: Path, gitdir: Path, tracked: Iterable[str]
+def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]
                ) -> tuple[dict[str, str], Watch | None]:
     """Files git does not track and does not ignore -> blob ids of their bytes (at most
     ``MAX_WALK_FILES``, each at most ``MAX_PARSE_BYTES``; a spec's memory folder left out),
@@ -311,7 +315,7 @@ def _untracked(root: Path, gitdir: Path, tracked: Iterable[str]
             files[path] = blob
             if len(files) >= MAX_WALK_FILES:
                 break  # git lists in order: the files after it are left out the same way
-    return files, untracked_watch(root, gitdir, tracked, listed, started)
+    return files, untracked_watch(root, gitdir, tracked_dirs, listed, started)
 
 
 def _in_memory_folder(root: Path, folder: str, seen: dict[str, bool]) -> bool:
@@ -337,6 +341,8 @@ def _with_untracked(snap: Snapshot, untracked: dict[str, str], watch: Watch | No
     new = Snapshot(snap.root, snap.head, {**untracked, **tracked}, git=True)
     new.untracked = {p: b for p, b in untracked.items() if p not in tracked}
     new.watch = watch
+    if "tracked_dirs" in snap.__dict__:  # the same index
+        new.tracked_dirs = snap.tracked_dirs
     return new
 
 

@@ -50,11 +50,12 @@ def settled(mtime_ns: int, at_ns: int) -> bool:
 
 
 class Watch:
-    """The stats of the paths a listing depended on, taken after it started at ``started_ns``."""
+    """The stats of the paths a listing depended on, taken after it started at ``started_ns``
+    (``stats``: path -> its signature, or None when it was absent)."""
 
-    def __init__(self, paths: Iterable[str], started_ns: int):
-        self.stats = {p: _sig(p) for p in paths}
-        self.racy = any(not settled(s[2], started_ns) for s in self.stats.values() if s)
+    def __init__(self, stats: dict[str, tuple | None], started_ns: int):
+        self.stats = stats
+        self.racy = any(not settled(s[2], started_ns) for s in stats.values() if s)
 
     def holds(self) -> bool:
         """Whether nothing watched changed (never, for a racy watch)."""
@@ -64,61 +65,94 @@ class Watch:
 def walk_watch(dirs: Iterable[str], files: Iterable[str], started_ns: int) -> Watch | None:
     """The watch of a folder walk: the directories it read and the files it hashed."""
     paths = [*dirs, *files]
-    return Watch(paths, started_ns) if len(paths) <= MAX_WATCHED else None
+    if len(paths) > MAX_WATCHED:
+        return None
+    return Watch({p: _sig(p) for p in paths}, started_ns)
 
 
-def untracked_watch(root: Path, gitdir: Path, tracked: Iterable[str], listed: Iterable[str],
+def untracked_watch(root: Path, gitdir: Path, tracked_dirs: set[str], listed: Iterable[str],
                     started_ns: int) -> Watch | None:
     """The watch of ``git ls-files -o --exclude-standard`` run in ``root`` from ``started_ns``:
-    ``tracked`` and ``listed`` are root-relative paths (a listed ``dir/`` is a nested repository,
-    not read by git). None past ``MAX_WATCHED`` paths or when git cannot say what it ignores."""
+    ``tracked_dirs`` (``folders`` of the tracked files) and ``listed`` are root-relative (a listed
+    ``dir/`` is a nested repository, not read by git). None past ``MAX_WATCHED`` paths or when
+    git cannot say what it ignores."""
     listed = list(listed)
-    files = [p for p in listed if not p.endswith("/")]
     opaque = {p.rstrip("/") for p in listed if p.endswith("/")}
-    dirs: set[str] = {""}
-    for path in (*tracked, *listed):
+    dirs = folders(listed, set(tracked_dirs))
+    base = str(root)
+    stats: dict[str, tuple | None] = {}
+    frontier = _scan(base, dirs, dirs | opaque, stats)
+    while frontier:  # directories with nothing listed in them: git read them unless it ignores them
+        if len(stats) > MAX_WATCHED:
+            return None
+        ignored = _ignored(root, frontier)
+        if ignored is None:
+            return None
+        kept = {d for d in frontier - ignored if not os.path.lexists(f"{base}/{d}/.git")}
+        dirs |= kept
+        frontier = _scan(base, kept, dirs | opaque, stats)
+    for p in listed:
+        if not p.endswith("/"):
+            stats[f"{base}/{p}"] = _sig(f"{base}/{p}")
+    for p in _ignore_sources(root, gitdir):
+        stats[p] = _sig(p)
+    return Watch(stats, started_ns) if len(stats) <= MAX_WATCHED else None
+
+
+def folders(paths: Iterable[str], dirs: set[str] | None = None) -> set[str]:
+    """``dirs`` with every folder that holds one of ``paths`` (root-relative, '' the root)."""
+    dirs = {""} if dirs is None else dirs
+    for path in paths:
         parent = path.rstrip("/").rpartition("/")[0]
         while parent not in dirs:
             dirs.add(parent)
             parent = parent.rpartition("/")[0]
-    ignore_files: list[str] = []
-    frontier = _subdirs(root, dirs, dirs | opaque, ignore_files)
-    while frontier:  # directories with nothing listed in them: git read them unless it ignores them
-        ignored = _ignored(root, frontier)
-        if ignored is None:
-            return None
-        kept = {d for d in frontier - ignored if not os.path.lexists(root / d / ".git")}
-        dirs |= kept
-        if len(dirs) > MAX_WATCHED:
-            return None
-        frontier = _subdirs(root, kept, dirs | opaque, ignore_files)
-    paths = [str(root / d) if d else str(root) for d in dirs]
-    paths += [str(root / p) for p in files] + ignore_files + _ignore_sources(root, gitdir)
-    return Watch(paths, started_ns) if len(paths) <= MAX_WATCHED else None
+    return dirs
 
 
-def _subdirs(root: Path, dirs: Iterable[str], known: set[str], ignore_files: list[str]) -> set[str]:
-    """The subdirectories of ``dirs`` not in ``known`` (no ``.git``); the ``.gitignore`` files
-    met are added to ``ignore_files``."""
+def _scan(base: str, dirs: Iterable[str], known: set[str], stats: dict) -> set[str]:
+    """Stat ``dirs`` (root-relative) and the ``.gitignore`` in each into ``stats``; return their
+    subdirectories not in ``known`` (none named ``.git``). A folder is read only when its link
+    count says it holds more subfolders than ``known`` has (2 + subfolders on most file systems;
+    1, always read, where it is not counted)."""
+    children: dict[str, int] = {}
+    for d in known:
+        if d:
+            parent = d.rpartition("/")[0]
+            children[parent] = children.get(parent, 0) + 1
     out: set[str] = set()
     for d in dirs:
+        path = f"{base}/{d}" if d else base
         try:
-            entries = list(os.scandir(root / d if d else root))
+            st = os.stat(path)
+        except OSError:
+            stats[path] = None
+            continue
+        stats[path] = (st.st_mode >> 12, st.st_size, st.st_mtime_ns, st.st_ino)
+        if st.st_nlink == 2 + children.get(d, 0):
+            ignore = _sig(f"{path}/.gitignore")
+            if ignore is not None:
+                stats[f"{path}/.gitignore"] = ignore
+            continue
+        try:
+            entries = list(os.scandir(path))
         except OSError:
             continue
         for e in entries:
             rel = f"{d}/{e.name}" if d else e.name
             if e.name == ".gitignore":
-                ignore_files.append(e.path)
+                stats[e.path] = _sig(e.path)
             elif e.name != ".git" and rel not in known and e.is_dir(follow_symlinks=False):
                 out.add(rel)
     return out
 
 
 def _ignored(root: Path, paths: set[str]) -> set[str] | None:
-    """Which of ``paths`` (root-relative) git ignores; None when git fails."""
+    """Which of ``paths`` (root-relative folders, none holding a tracked file: the index is not
+    read) git ignores; None when git fails."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "check-ignore", "-z", "--stdin"],
+        out = subprocess.run(["git", "-C", str(root), "check-ignore", "--no-index", "-z",
+                              "--stdin"],
                              input="\0".join(sorted(paths)).encode("utf-8", "surrogateescape"),
                              capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
@@ -137,6 +171,9 @@ def common_dir(gitdir: Path) -> Path:
     return (gitdir / rel) if rel else gitdir
 
 
+_excludes_named: dict[tuple, str] = {}  # (root, config files' stats) -> core.excludesFile
+
+
 def _ignore_sources(root: Path, gitdir: Path) -> list[str]:
     """The ignore files outside the watched directories, present or not: ``.gitignore`` above
     ``root`` up to the work tree's top, ``info/exclude``, the global excludes file and the
@@ -149,15 +186,21 @@ def _ignore_sources(root: Path, gitdir: Path) -> list[str]:
     common = common_dir(gitdir)
     home = Path.home()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "git"
-    out += [str(common / "info" / "exclude"), str(common / "config"),
-            str(gitdir / "config.worktree"), str(home / ".gitconfig"), str(xdg / "config"),
-            str(xdg / "ignore"), "/etc/gitconfig"]
-    try:
-        named = subprocess.run(["git", "-C", str(root), "config", "--path", "--get",
-                                "core.excludesFile"], capture_output=True, text=True,
-                               timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        named = ""
+    configs = [str(common / "config"), str(gitdir / "config.worktree"), str(home / ".gitconfig"),
+               str(xdg / "config"), "/etc/gitconfig"]
+    out += [str(common / "info" / "exclude"), str(xdg / "ignore"), *configs]
+    key = (str(root), *(_sig(p) for p in configs))
+    named = _excludes_named.get(key)
+    if named is None:  # read again only when a config file changed
+        try:
+            named = subprocess.run(["git", "-C", str(root), "config", "--path", "--get",
+                                    "core.excludesFile"], capture_output=True, text=True,
+                                   timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            named = ""
+        if len(_excludes_named) > 64:
+            _excludes_named.clear()
+        _excludes_named[key] = named
     if named:
         out.append(named if os.path.isabs(named) else str(root / named))
     return out
