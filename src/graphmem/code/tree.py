@@ -12,9 +12,10 @@ In git, files that are untracked but not ignored (``git ls-files -o --exclude-st
 part of the snapshot too, hashed from their bytes as outside git: a memory about a new file not
 yet committed is anchored and gets freshness. Their list is kept with a ``Watch``
 (``tree_watch.py``): the stats of the directories git reads, of each untracked file and of every
-ignore source, taken at the listing. It is listed again only when one of them changed (or a file
-the index tracked left it while staying on disk), a stat check of a few hundred paths instead
-of a walk of the work tree; a commit reuses it too. The racy-git rule guards a change in the
+ignore source, taken at the listing. It is listed again only when a folder or ignore file
+changed (or a file the index tracked left it while staying on disk), a stat check of a few
+hundred paths instead of a walk of the work tree; an untracked file whose stat changed is
+hashed again alone; a commit reuses the list too. The racy-git rule guards a change in the
 same tick as the listing. A watch of more than ``CHECK_EACH_READ`` paths is checked only once
 the list is ``UNTRACKED_TTL`` seconds old (reused unchecked until then, as before the watch);
 past ``tree_watch.MAX_WATCHED`` paths there is no watch and the list is listed again after the
@@ -198,19 +199,19 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
     key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
     with _lock:
         hit = _snapshots.get(str(root))
-    if hit and hit[0] == key:
-        if not gitdir and (time.monotonic() - hit[1].made < max_age or _holds(hit[1].watch)):
+    if hit and hit[0] == key and not gitdir:
+        if time.monotonic() - hit[1].made < max_age or _holds(hit[1].watch):
             return hit[1]
-        if gitdir and not forced and _list_holds(hit[1], ttl):
-            return hit[1]
+    kept = _kept_list(hit[1], ttl) if gitdir and hit and hit[1].git and not forced else None
     snap = None
     if gitdir and hit and hit[0] == key:  # the same commit and index: only untracked files moved
-        snap = _with_untracked(hit[1], *_untracked(root, gitdir, hit[1].tracked_dirs))
+        if kept is not None and kept[0] is hit[1].untracked and kept[1] is hit[1].watch:
+            return hit[1]
+        snap = _with_untracked(hit[1], *(kept or _untracked(root, gitdir, hit[1].tracked_dirs)))
         if snap is hit[1]:
             return snap
     elif gitdir:  # a new commit or index: the untracked list is reused while it holds
-        holds = hit is not None and hit[1].git and not forced and _list_holds(hit[1], ttl)
-        snap = _git_snapshot(root, gitdir, key[2][1], hit[1] if holds else None)
+        snap = _git_snapshot(root, gitdir, key[2][1], hit[1] if kept else None, kept)
     if snap is None:
         snap = _walk_snapshot(root)
     if gitdir and snap.git:
@@ -229,17 +230,33 @@ def _holds(watch: Watch | None) -> bool:
     return watch is not None and watch.holds()
 
 
-def _list_holds(snap: Snapshot, ttl: float) -> bool:
-    """Whether ``snap``'s untracked list is still git's: its watch holds (checked at every
-    read up to ``CHECK_EACH_READ`` paths, past that once the list is ``ttl`` seconds old), or,
-    without a watch (too many paths), it was listed less than ``ttl`` seconds ago."""
+def _kept_list(snap: Snapshot, ttl: float) -> tuple[dict[str, str], Watch | None] | None:
+    """``snap``'s untracked files (path -> blob id) and their watch as they are now, without
+    ``git ls-files -o``: its watch's folders and ignore files hold (checked at every read up to
+    ``CHECK_EACH_READ`` paths, past that once the list is ``ttl`` seconds old) and the files
+    edited since are hashed again; or, without a watch (too many paths), it was listed less
+    than ``ttl`` seconds ago. None when git must list them again."""
+    watch = snap.watch
     young = time.monotonic() - snap.untracked_at < ttl
-    if snap.watch is None or young and len(snap.watch.stats) > CHECK_EACH_READ:
-        return young
-    if not snap.watch.holds():
-        return False
+    if watch is None or young and watch.size > CHECK_EACH_READ:
+        return (snap.untracked, watch) if young else None
+    if not watch.names_hold():
+        return None
     snap.untracked_at = time.monotonic()  # as good as a listing made now
-    return True
+    edited = watch.edited()
+    if not edited:
+        return snap.untracked, watch
+    if len(snap.untracked) >= MAX_WALK_FILES:
+        return None  # a file dropped or added would move the cut: git lists them in order
+    started = time.time_ns()
+    files = dict(snap.untracked)
+    for path in edited:  # the same names: only these files' bytes may have changed
+        blob = _hash(os.path.join(snap.root, path), MAX_PARSE_BYTES)
+        if blob is None:
+            files.pop(path, None)
+        else:
+            files[path] = blob
+    return files, watch.with_files(edited, started)
 
 
 def _warm_history(root: Path, head: str) -> None:
@@ -251,11 +268,11 @@ def _warm_history(root: Path, head: str) -> None:
                      name="graphmem-history").start()
 
 
-def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot | None = None
-                  ) -> Snapshot | None:
-    """The snapshot of the index at ``commit``, with the untracked files (those ``listed``
-    holds, when given: its list still holds, and no file it tracked left the index while
-    staying on disk, which would make it untracked)."""
+def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot | None = None,
+                  kept: tuple[dict[str, str], Watch | None] | None = None) -> Snapshot | None:
+    """The snapshot of the index at ``commit``, with the untracked files (those ``kept`` of
+    the ``listed`` snapshot, when given: its list still holds, and no file it tracked left the
+    index while staying on disk, which would make it untracked)."""
     try:
         head = commit if re.fullmatch(r"[0-9a-f]{40}", commit or "") else subprocess.run(
             ["git", "-C", str(root), "rev-parse", "-q", "--verify", "HEAD"],
@@ -278,10 +295,9 @@ def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot |
     if listed is not None and any(p not in files and os.path.lexists(root / p)
                                   for p in listed.tracked):
         listed = None  # untracked now (``git rm --cached``), or ignored: git decides
-    if listed is None:
+    if listed is None or kept is None:
         return _with_untracked(snap, *_untracked(root, gitdir, snap.tracked_dirs))
-    out = _with_untracked(snap, {p: b for p, b in listed.untracked.items() if p not in files},
-                          listed.watch)
+    out = _with_untracked(snap, {p: b for p, b in kept[0].items() if p not in files}, kept[1])
     out.untracked_at = listed.untracked_at  # as old as the list it took
     return out
 
@@ -301,6 +317,7 @@ def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]
         return {}, None
     files: dict[str, str] = {}
     listed: list[str] = []
+    hashed: list[str] = []
     memory_dirs: dict[str, bool] = {}
     for raw in out.stdout.split(b"\0"):
         path = raw.decode("utf-8", "surrogateescape")
@@ -311,11 +328,13 @@ def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]
         if _in_memory_folder(root, folder, memory_dirs):
             continue
         blob = _hash(os.path.join(root, path), MAX_PARSE_BYTES)  # no big data file read
+        if not path.endswith("/"):  # a nested repository, not a file
+            hashed.append(path)
         if blob is not None:
             files[path] = blob
             if len(files) >= MAX_WALK_FILES:
                 break  # git lists in order: the files after it are left out the same way
-    return files, untracked_watch(root, gitdir, tracked_dirs, listed, started)
+    return files, untracked_watch(root, gitdir, tracked_dirs, listed, hashed, started)
 
 
 def _in_memory_folder(root: Path, folder: str, seen: dict[str, bool]) -> bool:

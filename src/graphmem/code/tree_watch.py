@@ -1,25 +1,28 @@
 """Whether what a listing of the work tree read has changed since, from ``stat`` alone.
 
 A ``Watch`` keeps the stat (type, size, mtime in ns, inode; ``None`` for a path that was absent)
-of every path whose change could change a listing, taken right after the listing ran. It holds
-while every one of them stats the same: no subprocess, no directory read.
+of every path whose change could change a listing, taken right after the listing ran: no
+subprocess and no directory read while they all stat the same.
 
-For git's list of untracked files (``untracked_watch``) the paths are git's own "untracked cache"
-set: a new, removed or renamed entry changes its parent directory's mtime, so every directory
-the listing could have read is watched (those of tracked files, those holding untracked files,
-and the other directories that git does not ignore: empty ones, ones holding only ignored files;
-``git check-ignore`` tells which), each untracked file (its content is its blob id), and every
-ignore source (the ``.gitignore`` files in those directories and above the root up to the work
-tree's top, ``info/exclude``, the global excludes file, the git config files that name it).
+For git's list of untracked files (``untracked_watch``) the paths are those of git's own
+"untracked cache": a new, removed or renamed entry changes its parent directory's mtime, so every
+directory the listing could have read is watched (those of tracked files, those holding
+untracked files, and the other directories git does not ignore: empty ones, ones holding only
+ignored files; ``git check-ignore`` tells which, and a directory's link count tells which hold
+subdirectories nothing listed explains, so only those are read), every ignore source (the
+``.gitignore`` files in them and above the root up to the work tree's top, ``info/exclude``, the
+global excludes file, the git config files that may name it): a change there lists again. Each
+untracked file is watched apart (``files``): its change only asks for its blob id again.
 Outside git (``walk_watch``) the walked directories and files.
 
 The racy-git rule: a file system stamps mtimes from a clock that lags the wall clock by up to a
 tick (a few ms here) and some stamp whole seconds, so a change in the same tick as the listing
-can leave an mtime equal to what the listing saw. A watch whose paths are not all safely older
-than the moment the listing started (``settled``: by ``RACY_FINE_NS``, ``RACY_COARSE_NS`` for an
-mtime of whole seconds) never holds: the next read lists again, and that listing is older than the
-change by then. Past ``MAX_WATCHED`` paths no watch is made (its check would cost a good part of
-a listing, and its memory grows with the tree); the caller falls back to its time-to-live.
+can leave an mtime equal to what the listing saw. A folder or ignore file not safely older than
+the moment the listing started (``settled``: by ``RACY_FINE_NS``, ``RACY_COARSE_NS`` for an
+mtime of whole seconds) makes the watch never hold: the next read lists again, by which time
+the change is older than the listing. Such a file is hashed again at the next read. Past
+``MAX_WATCHED`` paths no watch is made (its memory grows with the tree, its check nears a
+listing's cost); the caller falls back to its time-to-live.
 """
 
 from __future__ import annotations
@@ -50,16 +53,41 @@ def settled(mtime_ns: int, at_ns: int) -> bool:
 
 
 class Watch:
-    """The stats of the paths a listing depended on, taken after it started at ``started_ns``
-    (``stats``: path -> its signature, or None when it was absent)."""
+    """The stats of the paths a listing depended on, taken after it started at ``started_ns``:
+    ``stats`` (folders, ignore files: a change changes which files there are) and ``files``
+    (root-relative -> stat: a change changes only that file's blob id); None for an absent path."""
 
-    def __init__(self, stats: dict[str, tuple | None], started_ns: int):
-        self.stats = stats
+    def __init__(self, stats: dict[str, tuple | None], started_ns: int, root: str = "",
+                 files: dict[str, tuple | None] | None = None):
+        self.stats, self.root, self.files = stats, root, files or {}
         self.racy = any(not settled(s[2], started_ns) for s in stats.values() if s)
+        self.unsettled = {p for p, s in self.files.items() if s and not settled(s[2], started_ns)}
+
+    @property
+    def size(self) -> int:
+        return len(self.stats) + len(self.files)
+
+    def names_hold(self) -> bool:
+        """Whether no folder or ignore file changed (never, for a racy watch)."""
+        return not self.racy and all(_sig(p) == s for p, s in self.stats.items())
+
+    def edited(self) -> list[str]:
+        """The watched files whose stat changed, or was too recent to trust (racy)."""
+        return [p for p, s in self.files.items()
+                if p in self.unsettled or _sig(f"{self.root}/{p}") != s]
 
     def holds(self) -> bool:
-        """Whether nothing watched changed (never, for a racy watch)."""
-        return not self.racy and all(_sig(p) == s for p, s in self.stats.items())
+        """Whether nothing watched changed."""
+        return self.names_hold() and not self.edited()
+
+    def with_files(self, paths: list[str], started_ns: int) -> "Watch":
+        """This watch with the stats of ``paths`` (files of it, read again from
+        ``started_ns``) taken now."""
+        new = Watch({}, started_ns, self.root, {p: _sig(f"{self.root}/{p}") for p in paths})
+        new.stats, new.racy = self.stats, self.racy
+        new.unsettled |= self.unsettled - set(paths)
+        new.files = {**self.files, **new.files}
+        return new
 
 
 def walk_watch(dirs: Iterable[str], files: Iterable[str], started_ns: int) -> Watch | None:
@@ -71,11 +99,12 @@ def walk_watch(dirs: Iterable[str], files: Iterable[str], started_ns: int) -> Wa
 
 
 def untracked_watch(root: Path, gitdir: Path, tracked_dirs: set[str], listed: Iterable[str],
-                    started_ns: int) -> Watch | None:
+                    hashed: Iterable[str], started_ns: int) -> Watch | None:
     """The watch of ``git ls-files -o --exclude-standard`` run in ``root`` from ``started_ns``:
-    ``tracked_dirs`` (``folders`` of the tracked files) and ``listed`` are root-relative (a listed
-    ``dir/`` is a nested repository, not read by git). None past ``MAX_WATCHED`` paths or when
-    git cannot say what it ignores."""
+    ``tracked_dirs`` (``folders`` of the tracked files), ``listed`` (its output: a ``dir/`` is a
+    nested repository, not read by git) and ``hashed`` (the listed files whose bytes the snapshot
+    holds) are root-relative. None past ``MAX_WATCHED`` paths or when git cannot say what it
+    ignores."""
     listed = list(listed)
     opaque = {p.rstrip("/") for p in listed if p.endswith("/")}
     dirs = folders(listed, set(tracked_dirs))
@@ -91,12 +120,10 @@ def untracked_watch(root: Path, gitdir: Path, tracked_dirs: set[str], listed: It
         kept = {d for d in frontier - ignored if not os.path.lexists(f"{base}/{d}/.git")}
         dirs |= kept
         frontier = _scan(base, kept, dirs | opaque, stats)
-    for p in listed:
-        if not p.endswith("/"):
-            stats[f"{base}/{p}"] = _sig(f"{base}/{p}")
     for p in _ignore_sources(root, gitdir):
         stats[p] = _sig(p)
-    return Watch(stats, started_ns) if len(stats) <= MAX_WATCHED else None
+    files = {p: _sig(f"{base}/{p}") for p in hashed}
+    return Watch(stats, started_ns, base, files) if len(stats) + len(files) <= MAX_WATCHED else None
 
 
 def folders(paths: Iterable[str], dirs: set[str] | None = None) -> set[str]:
