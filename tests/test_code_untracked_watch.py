@@ -65,6 +65,15 @@ def listings(monkeypatch):
     return runs
 
 
+@pytest.fixture
+def listed(tmp_path, monkeypatch) -> Path:
+    """``repo`` read once, with the time-to-live always past."""
+    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    root = repo(tmp_path)
+    untracked(root)
+    return root
+
+
 def untracked(root: Path) -> dict[str, str]:
     snap = tree.snapshot(root, max_age=0)
     return {p: b for p, b in snap.files.items() if p in snap.untracked}
@@ -160,9 +169,8 @@ def test_a_change_of_the_work_tree_shows_in_the_next_snapshot(tmp_path, monkeypa
     assert after == untracked(root)
 
 
-def test_nothing_is_listed_again_while_nothing_changed(tmp_path, monkeypatch, listings):
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
-    root = repo(tmp_path)
+def test_nothing_is_listed_again_while_nothing_changed(listings, listed):
+    root = listed
     first = untracked(root)
     for _ in range(5):
         assert untracked(root) == first
@@ -173,11 +181,8 @@ def test_nothing_is_listed_again_while_nothing_changed(tmp_path, monkeypatch, li
     assert len(listings) == 1
 
 
-def test_an_edit_of_an_untracked_file_hashes_it_again_without_a_listing(tmp_path, monkeypatch,
-                                                                        listings):
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
-    root = repo(tmp_path)
-    untracked(root)
+def test_an_edit_of_an_untracked_file_hashes_it_again_without_a_listing(listings, listed):
+    root = listed
     for n in range(3):  # read at once after each edit: the racy stat is hashed again next time
         (root / "src" / "draft.py").write_text(f"def draft():\n    return {n}{n}\n")
         assert untracked(root)["src/draft.py"] == blob(root, "src/draft.py")
@@ -185,11 +190,8 @@ def test_an_edit_of_an_untracked_file_hashes_it_again_without_a_listing(tmp_path
     assert len(listings) == 1
 
 
-def test_a_commit_reads_the_index_again_but_not_the_untracked_list(tmp_path, monkeypatch,
-                                                                    listings):
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
-    root = repo(tmp_path)
-    untracked(root)
+def test_a_commit_reads_the_index_again_but_not_the_untracked_list(listings, listed):
+    root = listed
     git(root, "add", "src/draft.py")
     git(root, "commit", "-q", "-m", "draft")
     snap = tree.snapshot(root, max_age=0)
