@@ -9,7 +9,11 @@ each task is timed cold: ``search`` on even tasks, ``context`` at 4,000 tokens o
 other call follows, untimed). With ``--profile N`` each stage's milliseconds and cProfile's N costliest
 functions are printed (see ``codemem.Profiled``); with ``--slowest N`` the stages of the search
 (``SEARCH_STAGES`` too) are clocked without a profiler and the N slowest calls of each kind are
-printed stage by stage, beside the median call. Quality is not scored here: ``codemem.py``.
+printed stage by stage, beside the median call. With ``--pause SECONDS`` each timed call waits
+that long first, as an agent's searches minutes apart do (past ``UNTRACKED_TTL``: the code
+snapshot's untracked list is then checked or read again); ``git ls-files -o`` runs are counted
+and the snapshot's listing (``tree._untracked``) is clocked as a stage. Quality is not scored
+here: ``codemem.py``.
 
     .venv/bin/python bench/codemem_latency.py --dataset pytest [--at 60] [--profile 30]
 """
@@ -27,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _codemem_replay import SPEC, Repo, load_dataset, write_session  # noqa: E402
-from _common import need, pct, table, write_json  # noqa: E402
+from _common import ListingCounter, need, pct, table, write_json  # noqa: E402
 from codemem import DATA, Profiled  # noqa: E402
 
 # the local index's half of a search, clocked with ``--slowest`` (module, function)
@@ -42,7 +46,7 @@ SEARCH_STAGES = (("graphmem.facade.session_log", "EpisodeLog.settle"),
                  ("graphmem.index.storage", "IndexStore.rows"),
                  ("graphmem.index.storage", "IndexStore.rows_by_id"),
                  ("graphmem.index.local_search", "hit_of"), ("graphmem.code.tree", "snapshot"),
-                 ("graphmem.code.freshness", "named_code"))
+                 ("graphmem.code.tree", "_untracked"), ("graphmem.code.freshness", "named_code"))
 
 
 def keep_state(name: str, data: dict, state: Path, stop: int) -> None:
@@ -82,7 +86,9 @@ def run(name: str, args) -> dict:
         shutil.copytree(state, work, symlinks=True)
         root = work / "project"
         repo = Repo.resume(root, saved)
-        prof = Profiled(args.profile, SEARCH_STAGES if args.slowest else (), bool(args.slowest))
+        prof = Profiled(args.profile, SEARCH_STAGES if args.slowest or args.pause else (),
+                        bool(args.slowest or args.pause))
+        listings = ListingCounter()
         kinds: list[str] = []  # "search" or "context", per timed call
         lat: dict[str, list[float]] = {"search": [], "context": [], "write": []}
         start = saved["next"]
@@ -104,6 +110,7 @@ def run(name: str, args) -> dict:
                     continue
                 mem.search("warm up before the tasks of this point", scope="project", limit=1)
                 for text in by_after[i]:  # as codemem.py times them: one cold call per task
+                    time.sleep(args.pause)
                     t = time.perf_counter()
                     with prof:
                         if n % 2 == 0:
@@ -119,13 +126,21 @@ def run(name: str, args) -> dict:
                         mem.search(text, scope="project", limit=20)
                     n += 1
         prof.report(name)
+        listings.stop()
     if args.slowest:
         for kind in ("search", "context"):
             stages = [c for c, k in zip(prof.calls, kinds) if k == kind]
             slowest(name, kind, list(zip(lat[kind], stages)), args.slowest)
     out = {k: {"p50": pct(v, 50), "p95": pct(v, 95), "n": len(v)} for k, v in lat.items()}
     out["spans"] = {k: {"p50": pct(v, 50), "p95": pct(v, 95)} for k, v in prof.spans.items()}
+    out["ls_files_o_runs"] = listings.runs
+    if args.pause:
+        table(f"{name}: stages of the timed calls, {args.pause} s apart (ms; git ls-files -o ran "
+              f"{listings.runs} times in the run)", ["stage", "calls", "p50", "p95"],
+              [[k, len(v), pct(v, 50), pct(v, 95)] for k, v in sorted(prof.spans.items())
+               if k in ("snapshot", "_untracked", "DerivedStores.search_local")])
     return out
+
 
 
 def slowest(name: str, kind: str, calls: list[tuple[float, dict]], n: int) -> None:
@@ -152,6 +167,8 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=None, metavar="N")
     ap.add_argument("--slowest", type=int, default=None, metavar="N",
                     help="clock the stages (no profiler) and print the N slowest calls' times")
+    ap.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
+                    help="wait before each timed call (an agent's spacing; > UNTRACKED_TTL)")
     ap.add_argument("--out", default="codemem_latency")
     args = ap.parse_args()
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")
@@ -160,7 +177,8 @@ def main() -> int:
         res = results[name] = run(name, args)
         table(f"{name}: cold calls after a commit (load {os.getloadavg()[0]:.1f})",
               ["call", "n", "p50 ms", "p95 ms"],
-              [[k, v["n"], v["p50"], v["p95"]] for k, v in res.items() if k != "spans"])
+              [[k, v["n"], v["p50"], v["p95"]] for k, v in res.items()
+               if k in ("search", "context", "write")])
     results["load_average"] = os.getloadavg()
     write_json(args.out, results)
     return 0

@@ -3,15 +3,26 @@
 A ``Snapshot`` is cached against the repository's state: in git, HEAD plus the mtime of
 ``.git/index`` (both read from files, no subprocess), so a search reuses it until a commit,
 checkout or ``git add`` (edits not yet added are seen from the next one); outside git, a walk of
-the folder reused for ``WALK_TTL`` seconds, files re-hashed only when their size or mtime moved. Blob ids are git's
+the folder reused while its watch holds or for ``WALK_TTL`` seconds, files re-hashed only when
+their size or mtime moved. Blob ids are git's
 (``sha1("blob <size>\\0" + bytes)``) everywhere, from ``git ls-files -s`` in a repository and
 computed from the bytes outside one, so an anchor means the same thing in both.
 
 In git, files that are untracked but not ignored (``git ls-files -o --exclude-standard``) are
 part of the snapshot too, hashed from their bytes as outside git: a memory about a new file not
-yet committed is anchored and gets freshness. Their list is read again when it is older than
-``untracked_age`` (``UNTRACKED_TTL`` unless a caller asks for a fresh one: a write naming a path
-that is a file on disk but not in the snapshot does), one ``git ls-files -o`` each time.
+yet committed is anchored and gets freshness. Their list is kept with a ``Watch``
+(``tree_watch.py``): the stats of the directories git reads, of each untracked file and of every
+ignore source, taken at the listing. It is listed again only when a folder or ignore file
+changed (or a file the index tracked left it while staying on disk), a stat check of a few
+hundred paths instead of a walk of the work tree; an untracked file whose stat changed is
+hashed again alone; a commit reuses the list too. The racy-git rule guards a change in the
+same tick as the listing. A watch of more than ``CHECK_EACH_READ`` paths is checked only once
+the list is ``UNTRACKED_TTL`` seconds old (reused unchecked until then, as before the watch);
+past ``tree_watch.MAX_WATCHED`` paths there is no watch and the list is listed again after the
+TTL; a caller can ask for a fresh listing
+(``untracked_age=0``: a write naming a path that is a file on disk but not in the snapshot).
+Outside git the walk keeps a watch of the folders and files it read the same way, so a read
+(``max_age=0``) walks again only after a change.
 """
 
 from __future__ import annotations
@@ -27,12 +38,14 @@ from pathlib import Path
 
 from .history import blob_id, blob_texts, git_dir, read_regular
 from .symbols import Symbol, language_of, parse_symbols
+from .tree_watch import Watch, common_dir, folders, settled, untracked_watch, walk_watch
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              "dist", "build", ".pytest_cache", ".auto-claude"}
 MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
 WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
-UNTRACKED_TTL = 2.0  # seconds a git snapshot's list of untracked files is reused
+UNTRACKED_TTL = 2.0  # seconds an unwatched (or too widely watched) untracked list is reused
+CHECK_EACH_READ = 5_000  # watched paths stat-ed at every read (~6 ms); past it, after the TTL
 MAX_PARSE_BYTES = 1_000_000
 MAX_CACHED_BLOBS = 100_000
 
@@ -58,8 +71,7 @@ def _git_state(gitdir: Path) -> tuple:
     commit = head
     if head.startswith("ref:"):
         ref = head[4:].strip()
-        common = Path(_read(gitdir / "commondir") or ".")
-        base = common if common.is_absolute() else (gitdir / common)
+        base = common_dir(gitdir)
         commit = _read(gitdir / ref) or _read(base / ref) or f"packed:{ref}"
         if commit.startswith("packed:"):
             try:
@@ -83,7 +95,18 @@ class Snapshot:
         self.previous: Snapshot | None = None  # the one this replaced: definitions are updated
         self.untracked: dict[str, str] = {}  # in git: untracked, not ignored files (in ``files``)
         self.untracked_at = self.made
+        self.watch: Watch | None = None  # what its untracked list (or outside git, walk) read
         self.state: tuple | None = None  # in git: the repository state it was read at
+
+    @property
+    def tracked(self) -> list[str]:
+        """The paths of the index (in git; every file outside it)."""
+        return [p for p in self.files if p not in self.untracked]
+
+    @cached_property
+    def tracked_dirs(self) -> set[str]:
+        """The folders holding a tracked file (root-relative, '' the root)."""
+        return folders(self.tracked)
 
     def outdated(self) -> bool:
         """Whether the repository's HEAD or index moved since this snapshot was read (read
@@ -166,28 +189,29 @@ class Snapshot:
 def snapshot(root: str | Path, max_age: float = WALK_TTL,
              untracked_age: float | None = None) -> Snapshot:
     """The current snapshot of the project at ``root`` (cached against the repository state;
-    outside git, a walk at most ``max_age`` seconds old: reads pass 0, writes reuse one; in
-    git, untracked files listed at most ``untracked_age`` seconds ago)."""
+    outside git, a walk reused while its watch holds or for ``max_age`` seconds: reads pass 0,
+    writes reuse one; in git, the untracked files listed again only when their watch shows a
+    change, or, without a watch, when older than ``untracked_age``; 0 lists them again)."""
     root = Path(root)
-    untracked_age = UNTRACKED_TTL if untracked_age is None else untracked_age
+    forced = untracked_age is not None and untracked_age <= 0
+    ttl = UNTRACKED_TTL if untracked_age is None else untracked_age
     gitdir = git_dir(root)
     key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
     with _lock:
         hit = _snapshots.get(str(root))
-    if hit and hit[0] == key:
-        if not gitdir and time.monotonic() - hit[1].made < max_age:
+    if hit and hit[0] == key and not gitdir:
+        if time.monotonic() - hit[1].made < max_age or _holds(hit[1].watch):
             return hit[1]
-        if gitdir and time.monotonic() - hit[1].untracked_at < untracked_age:
-            return hit[1]
+    kept = _kept_list(hit[1], ttl) if gitdir and hit and hit[1].git and not forced else None
     snap = None
     if gitdir and hit and hit[0] == key:  # the same commit and index: only untracked files moved
-        snap = _with_untracked(hit[1], _untracked(root))
+        if kept is not None and kept[0] is hit[1].untracked and kept[1] is hit[1].watch:
+            return hit[1]
+        snap = _with_untracked(hit[1], *(kept or _untracked(root, gitdir, hit[1].tracked_dirs)))
         if snap is hit[1]:
             return snap
-    elif gitdir:  # a new commit or index: the untracked list is reused while it is young
-        young = hit is not None and hit[1].git and \
-            time.monotonic() - hit[1].untracked_at < untracked_age
-        snap = _git_snapshot(root, key[2][1], hit[1] if young else None)
+    elif gitdir:  # a new commit or index: the untracked list is reused while it holds
+        snap = _git_snapshot(root, gitdir, key[2][1], hit[1] if kept else None, kept)
     if snap is None:
         snap = _walk_snapshot(root)
     if gitdir and snap.git:
@@ -202,6 +226,39 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
     return snap
 
 
+def _holds(watch: Watch | None) -> bool:
+    return watch is not None and watch.holds()
+
+
+def _kept_list(snap: Snapshot, ttl: float) -> tuple[dict[str, str], Watch | None] | None:
+    """``snap``'s untracked files (path -> blob id) and their watch as they are now, without
+    ``git ls-files -o``: its watch's folders and ignore files hold (checked at every read up to
+    ``CHECK_EACH_READ`` paths, past that once the list is ``ttl`` seconds old) and the files
+    edited since are hashed again; or, without a watch (too many paths), it was listed less
+    than ``ttl`` seconds ago. None when git must list them again."""
+    watch = snap.watch
+    young = time.monotonic() - snap.untracked_at < ttl
+    if watch is None or young and watch.size > CHECK_EACH_READ:
+        return (snap.untracked, watch) if young else None
+    if not watch.names_hold():
+        return None
+    snap.untracked_at = time.monotonic()  # as good as a listing made now
+    edited = watch.edited()
+    if not edited:
+        return snap.untracked, watch
+    if len(snap.untracked) >= MAX_WALK_FILES:
+        return None  # a file dropped or added would move the cut: git lists them in order
+    started = time.time_ns()
+    files = dict(snap.untracked)
+    for path in edited:  # the same names: only these files' bytes may have changed
+        blob = _hash(os.path.join(snap.root, path), MAX_PARSE_BYTES)
+        if blob is None:
+            files.pop(path, None)
+        else:
+            files[path] = blob
+    return files, watch.with_files(edited, started)
+
+
 def _warm_history(root: Path, head: str) -> None:
     """Read the commits of a new HEAD in the background (freshness counts commits per file):
     a search after a write finds them read, or waits on the same lock instead of running git."""
@@ -211,10 +268,11 @@ def _warm_history(root: Path, head: str) -> None:
                      name="graphmem-history").start()
 
 
-def _git_snapshot(root: Path, commit: str = "", listed: Snapshot | None = None
-                  ) -> Snapshot | None:
-    """The snapshot of the index at ``commit``, with the untracked files (those ``listed``
-    holds, when given: its list is young enough to reuse)."""
+def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot | None = None,
+                  kept: tuple[dict[str, str], Watch | None] | None = None) -> Snapshot | None:
+    """The snapshot of the index at ``commit``, with the untracked files (those ``kept`` of
+    the ``listed`` snapshot, when given: its list still holds, and no file it tracked left the
+    index while staying on disk, which would make it untracked)."""
     try:
         head = commit if re.fullmatch(r"[0-9a-f]{40}", commit or "") else subprocess.run(
             ["git", "-C", str(root), "rev-parse", "-q", "--verify", "HEAD"],
@@ -234,34 +292,49 @@ def _git_snapshot(root: Path, commit: str = "", listed: Snapshot | None = None
         if len(parts) >= 3 and parts[0] != b"160000":  # not a submodule
             files[path.decode("utf-8", "surrogateescape")] = parts[1].decode()
     snap = Snapshot(root, head, files, git=True)
-    if listed is None:
-        return _with_untracked(snap, _untracked(root))
-    out = _with_untracked(snap, {p: b for p, b in listed.untracked.items() if p not in files})
+    if listed is not None and any(p not in files and os.path.lexists(root / p)
+                                  for p in listed.tracked):
+        listed = None  # untracked now (``git rm --cached``), or ignored: git decides
+    if listed is None or kept is None:
+        return _with_untracked(snap, *_untracked(root, gitdir, snap.tracked_dirs))
+    out = _with_untracked(snap, {p: b for p, b in kept[0].items() if p not in files}, kept[1])
     out.untracked_at = listed.untracked_at  # as old as the list it took
     return out
 
 
-def _untracked(root: Path) -> dict[str, str]:
+def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]
+               ) -> tuple[dict[str, str], Watch | None]:
     """Files git does not track and does not ignore -> blob ids of their bytes (at most
-    ``MAX_WALK_FILES``, each at most ``MAX_PARSE_BYTES``; a spec's memory folder left out)."""
+    ``MAX_WALK_FILES``, each at most ``MAX_PARSE_BYTES``; a spec's memory folder left out),
+    and the watch telling when that list may have changed (None: none could be made)."""
+    started = time.time_ns()
     try:
         out = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard",
                               "-z"], capture_output=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return {}
+        return {}, None
+    if out.returncode != 0:
+        return {}, None
     files: dict[str, str] = {}
+    listed: list[str] = []
+    hashed: list[str] = []
     memory_dirs: dict[str, bool] = {}
-    for raw in out.stdout.split(b"\0") if out.returncode == 0 else ():
+    for raw in out.stdout.split(b"\0"):
         path = raw.decode("utf-8", "surrogateescape")
+        if not path:
+            continue
+        listed.append(path)
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
-        if not path or _in_memory_folder(root, folder, memory_dirs):
+        if _in_memory_folder(root, folder, memory_dirs):
             continue
         blob = _hash(os.path.join(root, path), MAX_PARSE_BYTES)  # no big data file read
+        if not path.endswith("/"):  # a nested repository, not a file
+            hashed.append(path)
         if blob is not None:
             files[path] = blob
             if len(files) >= MAX_WALK_FILES:
-                break
-    return files
+                break  # git lists in order: the files after it are left out the same way
+    return files, untracked_watch(root, gitdir, tracked_dirs, listed, hashed, started)
 
 
 def _in_memory_folder(root: Path, folder: str, seen: dict[str, bool]) -> bool:
@@ -275,21 +348,26 @@ def _in_memory_folder(root: Path, folder: str, seen: dict[str, bool]) -> bool:
     return inside
 
 
-def _with_untracked(snap: Snapshot, untracked: dict[str, str]) -> Snapshot:
+def _with_untracked(snap: Snapshot, untracked: dict[str, str], watch: Watch | None
+                    ) -> Snapshot:
     """``snap`` when its untracked files are ``untracked`` (listed now), else a new snapshot of
-    the same commit and index with them."""
+    the same commit and index with them; either way watched by ``watch``."""
     if untracked == snap.untracked:
         snap.untracked_at = time.monotonic()
+        snap.watch = watch
         return snap
     tracked = {p: b for p, b in snap.files.items() if p not in snap.untracked}
     new = Snapshot(snap.root, snap.head, {**untracked, **tracked}, git=True)
     new.untracked = {p: b for p, b in untracked.items() if p not in tracked}
+    new.watch = watch
+    if "tracked_dirs" in snap.__dict__:  # the same index
+        new.tracked_dirs = snap.tracked_dirs
     return new
 
 
 def _hash(path: str, max_bytes: int | None = None) -> str | None:
     """The blob id of a regular file's bytes (None over ``max_bytes``), kept by (path, size,
-    mtime)."""
+    mtime) once that mtime is older than the read by more than the racy margin."""
     try:
         st = os.stat(path)
     except OSError:
@@ -298,11 +376,14 @@ def _hash(path: str, max_bytes: int | None = None) -> str | None:
         return None  # a FIFO, socket or device (or a link to one): reading it may never end
     blob = _blob_by_stat.get((path, st.st_size, st.st_mtime_ns))
     if blob is None:
+        now = time.time_ns()
         got = read_regular(path, max_bytes)  # a FIFO swapped in since the stat is not read
         if got is None:
             return None
-        data, st = got  # kept under the stat of the bytes read
-        blob = _blob_by_stat[(path, st.st_size, st.st_mtime_ns)] = blob_id(data)
+        data, st = got
+        blob = blob_id(data)
+        if settled(st.st_mtime_ns, now):  # else a write in the same tick keeps this stat
+            _blob_by_stat[(path, st.st_size, st.st_mtime_ns)] = blob
     return blob
 
 
@@ -312,19 +393,32 @@ def _memory_folder(path: str, name: str) -> bool:
 
 
 def _walk_snapshot(root: Path) -> Snapshot:
+    """The files under ``root`` (not a git work tree), and the watch of what the walk read."""
+    started = time.time_ns()
     files: dict[str, str] = {}
+    dirs_read: list[str] = []
+    names_seen: list[str] = []
     for folder, dirs, names in os.walk(root):
+        dirs_read.append(folder)
+        memory = [os.path.join(folder, d) for d in dirs if _memory_folder(os.path.join(folder, d), d)]
+        dirs_read += memory  # left out while it holds memories: watched for when it stops
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".graphmem")
-                   and not _memory_folder(os.path.join(folder, d), d)]
+                   and os.path.join(folder, d) not in memory]
         for name in names:
             p = os.path.join(folder, name)
+            names_seen.append(p)
             blob = _hash(p)
             if blob is None:
                 continue
             files[os.path.relpath(p, root).replace(os.sep, "/")] = blob
             if len(files) >= MAX_WALK_FILES:
-                return Snapshot(root, None, files, git=False)
-    return Snapshot(root, None, files, git=False)
+                break
+        else:
+            continue
+        break
+    snap = Snapshot(root, None, files, git=False)
+    snap.watch = walk_watch(dirs_read, names_seen, started)
+    return snap
 
 
 def forget() -> None:
