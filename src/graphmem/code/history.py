@@ -88,6 +88,15 @@ def git_dir(root: Path) -> Path | None:
     return None
 
 
+def common_dir(gitdir: Path) -> Path:
+    """The repository's shared git folder (a linked worktree's ``commondir``, else ``gitdir``)."""
+    try:
+        rel = (gitdir / "commondir").read_text(errors="replace").strip()
+    except OSError:
+        return gitdir
+    return (gitdir / rel) if rel else gitdir
+
+
 def _git(root: Path, *args: str, data: bytes | None = None, timeout: float = 30) -> bytes | None:
     try:
         out = subprocess.run(["git", "-C", str(root), *args], input=data, capture_output=True,
@@ -278,14 +287,7 @@ def _loose(root: Path, blob: str, limit: int = MAX_BLOB_BYTES) -> str | None:
     key = str(root)
     if key not in _objects:
         gitdir = git_dir(root)
-        common = None
-        if gitdir is not None:
-            try:
-                rel = (gitdir / "commondir").read_text().strip()
-                common = (gitdir / rel).resolve()
-            except OSError:
-                common = gitdir
-        _objects[key] = common / "objects" if common else None
+        _objects[key] = common_dir(gitdir) / "objects" if gitdir is not None else None
     folder = _objects[key]
     if folder is None or len(blob) != 40:
         return None

@@ -36,9 +36,9 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from .history import blob_id, blob_texts, git_dir, read_regular
+from .history import blob_id, blob_texts, common_dir, git_dir, read_regular
 from .symbols import Symbol, language_of, parse_symbols
-from .tree_watch import Watch, common_dir, folders, settled, untracked_watch, walk_watch
+from .tree_watch import Watch, folders, settled, untracked_watch, walk_watch
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              "dist", "build", ".pytest_cache", ".auto-claude"}

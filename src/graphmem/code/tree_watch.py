@@ -32,6 +32,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
+from .history import common_dir
+
 MAX_WATCHED = 100_000  # paths a watch keeps (a check ~1.2 us each); past it, the caller's TTL
 RACY_FINE_NS = 20_000_000  # a kernel tick is 1-10 ms: 20 ms covers the lag of its clock
 RACY_COARSE_NS = 2_000_000_000  # file systems with 1 s (ext3, HFS+) or 2 s (FAT) mtimes
@@ -187,15 +189,6 @@ def _ignored(root: Path, paths: set[str]) -> set[str] | None:
     if out.returncode not in (0, 1):  # 1: none ignored
         return None
     return {p.decode("utf-8", "surrogateescape") for p in out.stdout.split(b"\0") if p}
-
-
-def common_dir(gitdir: Path) -> Path:
-    """The repository's shared git folder (a linked worktree's ``commondir``, else ``gitdir``)."""
-    try:
-        rel = (gitdir / "commondir").read_text(errors="replace").strip()
-    except OSError:
-        return gitdir
-    return (gitdir / rel) if rel else gitdir
 
 
 _excludes_named: dict[tuple, str] = {}  # (root, config files' stats) -> core.excludesFile
