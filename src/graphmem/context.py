@@ -123,7 +123,7 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
     there, or went to several files, the text keeps the path (the other names it lists there are
     still in it). The note is "a.py is now b.py" when a.py was renamed to one file, else one per
     moved symbol ("`refund` moved from a.py (deleted) to b.py", ``freshness.describe_move``)."""
-    from .code.freshness import describe_move, moves_of
+    from .code.freshness import describe_move, is_rename, moves_of
 
     moves = moves_of(fresh)
     homes: dict[str, set[str]] = {}
@@ -135,7 +135,7 @@ def _moved(text: str, fresh: dict) -> tuple[str, list[str]]:
         if old not in anchored_now and len(new) == 1:
             text = text.replace(old, next(iter(new)))
         here = [m for m in moves if m["from"] == old]
-        renamed = [m for m in here if m.get("what") == "file" or m.get("renamed")]
+        renamed = [m for m in here if is_rename(m)]
         if renamed and len(new) == 1:  # the file itself went to its new name: one note
             notes.append(describe_move(renamed[0]))
             continue

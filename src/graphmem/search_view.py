@@ -80,12 +80,7 @@ def _moves_shown(f: dict) -> str:
     """Up to three moves, "a.py -> b.py" for a file renamed, "`refund` a.py -> b.py" for a
     function that left a file still there, "`refund` a.py (deleted) -> b.py" for one that left
     a file now gone (``freshness.describe_move`` words them alike)."""
-    from .code.freshness import moves_of
+    from .code.freshness import describe_move, moves_of
 
-    def one(m: dict) -> str:
-        if m.get("what") == "file" or m.get("renamed") or not m.get("symbol"):
-            return f"{m['from']} -> {m['to']}"
-        return f"`{m['symbol']}` {m['from']}{' (deleted)' if m.get('left') else ''} -> {m['to']}"
-
-    shown = [one(m) for m in moves_of(f)]
+    shown = [describe_move(m, arrow=True) for m in moves_of(f)]
     return ", ".join(list(dict.fromkeys(shown))[:3])

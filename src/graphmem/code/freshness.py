@@ -268,13 +268,23 @@ def moves_of(fresh: dict) -> list[dict]:
             and isinstance(m.get("to"), str)]
 
 
-def describe_move(m: dict) -> str:
+def is_rename(m: dict) -> bool:
+    """Whether a move (``moves_of``) is its file's: renamed, where a symbol's move is the
+    function leaving a file that stays, or that was deleted."""
+    return m.get("what") == "file" or bool(m.get("renamed")) or not m.get("symbol")
+
+
+def describe_move(m: dict, arrow: bool = False) -> str:
     """One move as a reader should take it: "a.py is now b.py" for a renamed file,
     "`refund` moved from a.py (deleted) to b.py" for a function that left a file that is gone,
-    "`refund` moved from a.py to b.py" for one that left a file still there."""
-    if m.get("what") == "file" or m.get("renamed") or not m.get("symbol"):
-        return f"{m['from']} is now {m['to']}"
+    "`refund` moved from a.py to b.py" for one that left a file still there; with ``arrow``,
+    "a.py -> b.py" and "`refund` a.py (deleted) -> b.py" (``graphmem search``'s marks)."""
     gone = " (deleted)" if m.get("left") else ""
+    if arrow:
+        return f"{m['from']} -> {m['to']}" if is_rename(m) else \
+            f"`{m['symbol']}` {m['from']}{gone} -> {m['to']}"
+    if is_rename(m):
+        return f"{m['from']} is now {m['to']}"
     return f"`{m['symbol']}` moved from {m['from']}{gone} to {m['to']}"
 
 
