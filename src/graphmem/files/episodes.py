@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, parse_iso
 from .append_fds import AppendFds
-from .atomic import atomic_write_json, fsync_dir, repair_tail
+from .atomic import atomic_write_json, fsync_dir, repair_tail, write_all
 from .lock import folder_lock
 from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
 from .episode_items import step_item, summary_item, turn_item
@@ -273,9 +273,7 @@ class EpisodeStore:
                 st = os.fstat(fd)
             before = st.st_size  # we hold the lock: nobody else appends
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, data)
                 if self.fsync:
                     os.fdatasync(fd)
             except OSError as exc:
