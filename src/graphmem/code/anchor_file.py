@@ -90,10 +90,31 @@ def encode(rec: dict, known: set[str]) -> list[str]:
     return lines
 
 
+_TEXT_KEYS = ("blob", "symbol", "digest", "via")  # an anchor's optional text fields
+
+
+def _anchor_ok(a) -> bool:
+    """Whether one anchor has the shape readers rely on (a hand edit or a merge may break it)."""
+    if not isinstance(a, dict) or not isinstance(a.get("path"), str):
+        return False
+    if any(not isinstance(a.get(k), (str, type(None))) for k in _TEXT_KEYS):
+        return False
+    lines = a.get("lines")
+    if lines is not None and not (isinstance(lines, list) and len(lines) == 2 and all(
+            isinstance(n, int) and not isinstance(n, bool) for n in lines)):
+        return False
+    return isinstance(a.get("touched"), (bool, type(None)))
+
+
 def _anchor_list(value) -> list[dict] | None:
-    if not isinstance(value, list):
+    """An anchor list, or None when it is not one or any of its anchors is malformed."""
+    if not isinstance(value, list) or not all(_anchor_ok(a) for a in value):
         return None
-    return [a for a in value if isinstance(a, dict) and isinstance(a.get("path"), str)]
+    return value
+
+
+def _optional_text(rec: dict, *keys: str) -> bool:
+    return all(isinstance(rec.get(k), (str, type(None))) for k in keys)
 
 
 class _Resolver:
@@ -113,14 +134,15 @@ class _Resolver:
 
     def resolve(self, rec: dict) -> dict | None:
         items = rec.get("items")
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items) \
+                or not _optional_text(rec, "head", "at", "session", "session_files"):
             return None
         inline = _anchor_list(rec.get("anchors"))
         if inline is not None:  # the format before sets
             self.inline += 1
             return {**rec, "anchors": inline}
         own_ref, via_ref = rec.get("anchors"), rec.get("session_files")
-        if own_ref is None and via_ref is None:
+        if own_ref is None and via_ref is None or not _optional_text(rec, "anchors"):
             return None
         own = self.sets.get(own_ref) if own_ref is not None else []
         via = self._session(via_ref) if via_ref is not None else []
@@ -188,26 +210,22 @@ class AnchorBook(JsonlTail):
         return self.lines > COMPACT_RATIO * needed
 
     def skipped(self, line: bytes) -> None:
-        log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)
+        log.warning("%s line %d: skipped a line that is not an anchor record, set or work line"
+                    " (not JSON, or fields of the wrong type): %.80r", self.path, self.line_no, line)
 
-    def take(self, rec: dict) -> None:
+    def take(self, rec: dict) -> bool:
         self.lines += 1
         if "work" in rec:
-            if self.works.take(rec):
-                self.work_lines += 1
-                self.last_head = rec["work"]
-            else:
-                log.warning("%s: skipped a malformed work line: %.80r", self.path, rec)
-            return
+            if not self.works.take(rec):
+                return False
+            self.work_lines += 1
+            self.last_head = rec["work"]
+            return True
         if "set" in rec:
-            if not self.resolver.add_set(rec):
-                log.warning("%s: skipped a malformed anchor set: %.80r", self.path, rec)
-            return
+            return self.resolver.add_set(rec)
         got = self.resolver.resolve(rec)
-        if got is None:
-            log.warning("%s: skipped an anchor record that names no readable anchors: %.80r",
-                        self.path, rec)
-            return
+        if got is None:  # names no readable anchors
+            return False
         for item_id in got["items"]:
             old = self.records.get(item_id)
             if old is not None and old is not got:  # its older record no longer decides
@@ -238,6 +256,7 @@ class AnchorBook(JsonlTail):
         if isinstance(got.get("session"), str):
             self._add_session(got)
             self.works.join(self.last_head, got["session"], got["items"])
+        return True
 
     def _add_session(self, rec: dict) -> None:
         got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
