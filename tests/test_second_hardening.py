@@ -1,0 +1,85 @@
+"""The smaller findings of issue 35 (finding 7): private append-only files and episode folders,
+anchors written while ``anchors refresh`` runs kept, ``list_sessions`` inside the MCP roots, the
+token file's mode checked while serving, and clear errors for a folder as token file and for
+``anchors refresh --project-dir /``."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from graphmem import Memory
+from test_code_freshness import PAY, project
+
+from conftest import run_cli
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_append_only_files_and_episode_folders_are_private(tmp_path, umask_022, monkeypatch):
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as m:
+        m.append_gotcha("`refund` in src/pay.py rounds cents, take 1")
+        m.append_gotcha("`refund` in src/pay.py rounds cents, take 2")  # a validity event
+        m.retire(m.search("refund")[0].id, "fixed")
+        sid = m.start_session()
+        m.record_turn(sid, "user", "the refund in src/pay.py rounds")
+        m.record_step(sid, "run", "ok", {"argv": ["pytest"]})
+        m.end_session(sid)
+    mem = spec / "memory"
+    episode = mem / "episodes" / sid
+    files = [mem / "anchors.jsonl", mem / "validity.jsonl", episode / "turns.jsonl",
+             episode / "steps.jsonl"]
+    assert {str(p.relative_to(mem)): mode(p) for p in files} == \
+        {str(p.relative_to(mem)): 0o600 for p in files}
+    folders = [mem / "episodes", episode, mem / "episodes" / ".locks"]
+    assert {str(p.relative_to(mem)): mode(p) for p in folders} == \
+        {str(p.relative_to(mem)): 0o700 for p in folders}
+    loose = {str(p.relative_to(mem)): oct(mode(p)) for p in mem.rglob("*")
+             if p.is_file() and mode(p) & 0o077}
+    assert loose == {}, loose
+
+
+def test_anchors_refresh_refuses_the_filesystem_root():
+    done = run_cli("anchors", "refresh", "--project-dir", "/")
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr
+    assert "project_dir" in done.stderr and "root" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("--rotate",)])
+def test_a_folder_as_token_file_is_a_clear_error(isolated_env: Path, args):
+    (isolated_env / "mcp_token").mkdir(parents=True)
+    done = run_cli("mcp", "token", *args)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "mcp_token" in done.stderr and ("folder" in done.stderr or "directory" in done.stderr.lower()), \
+        done.stderr
+
+
+def test_a_token_file_made_readable_while_serving_stops_being_accepted(spec_dir: Path,
+                                                                      isolated_env: Path):
+    from test_mcp_http_auth import _post, _server, _token
+
+    token = _token()
+    path = isolated_env / "mcp_token"
+    with _server("--spec-dir", str(spec_dir)) as url:
+        assert _post(url, token).status_code == 200
+        os.chmod(path, 0o644)  # readable by every local user: no secret any more
+        refused = _post(url, token)
+        assert refused.status_code == 401, refused.text
+        os.chmod(path, 0o600)
+        assert _post(url, token).status_code == 200
