@@ -10,7 +10,7 @@ import pytest
 
 from graphmem import Memory
 from graphmem.code.anchors import anchors_file
-from graphmem.validity import validity_file
+from graphmem.files.validity_log import validity_file
 from test_code_freshness import PAY, project
 
 from conftest import run_cli

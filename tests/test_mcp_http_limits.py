@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from graphmem.mcp_http import REQUEST_TIMEOUT
+from graphmem.serve.mcp_http import REQUEST_TIMEOUT
 from test_mcp_http_auth import _free_port, _post, _token
 
 LIMIT = 128

@@ -60,10 +60,10 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
 
 def _bad_lines(rows: list, spec_dir: Path) -> None:
     """The malformed lines of the spec's anchors and validity logs (readers skip them)."""
-    from .code.anchor_file import book
-    from .errors import StorageError
-    from .health import bad_lines_row
-    from .validity import validity_log
+    from ..code.anchor_file import book
+    from ..errors import StorageError
+    from ..files.validity_log import validity_log
+    from ..health import bad_lines_row
 
     for read in (book, validity_log):
         try:

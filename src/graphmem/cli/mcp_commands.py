@@ -92,7 +92,7 @@ def http_app(server, home: Path, host: str, port: int):
 
 
 async def _serve(app, host: str, port: int) -> None:
-    from .mcp_http import serve  # a request deadline; running out of descriptors is survived
+    from ..serve.mcp_http import serve  # a request deadline; running out of descriptors is survived
 
     await serve(app, host, port)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import socket
 import time
 from typing import Any
 
@@ -46,9 +47,20 @@ def exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) 
                      "wait until open ones close; half-sent requests are closed after "
                      f"{REQUEST_TIMEOUT:.0f}s")
             return
+        if _retry_after_close(context):
+            return  # the server closed (shutdown) before asyncio's accept retry came due
         loop.default_exception_handler(context)
     except Exception as exc:  # the handler of last resort: report plainly, never raise
         _say(f"graphmem: MCP server: {context.get('message', 'error')} ({exc!r})")
+
+
+def _retry_after_close(context: dict[str, Any]) -> bool:
+    """asyncio's accept retry (scheduled a second after ``EMFILE``) running once the listening
+    socket is closed: it fails on the closed socket's descriptor, harmlessly."""
+    handle = context.get("handle")
+    callback = getattr(handle, "_callback", None)
+    return getattr(callback, "__name__", "") == "_start_serving" and any(
+        isinstance(a, socket.socket) and a.fileno() == -1 for a in getattr(handle, "_args", ()) or ())
 
 
 def protocol_class() -> type:
