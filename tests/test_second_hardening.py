@@ -83,3 +83,28 @@ def test_a_token_file_made_readable_while_serving_stops_being_accepted(spec_dir:
         assert refused.status_code == 401, refused.text
         os.chmod(path, 0o600)
         assert _post(url, token).status_code == 200
+
+
+def test_list_sessions_workspace_is_confined_to_the_roots(spec_dir: Path, tmp_path: Path):
+    from graphmem.serve.mcp_server import build_server
+    from test_mcp import _data, _session, _text
+
+    elsewhere = tmp_path / "someone-elses-project"
+    elsewhere.mkdir()
+    with Memory(spec_dir) as m:  # a session of another workspace, in the same home's index
+        m.start_session(workspace=str(elsewhere))
+        m.start_session()
+    got = {}
+
+    async def steps(c):
+        for name, ws in (("outside", str(elsewhere)), ("root", "/"), ("dots", str(spec_dir / "../../../..")),
+                         ("inside", str(spec_dir.parent.parent))):
+            got[name] = await c.call_tool("list_sessions", {"workspace": ws})
+        got["default"] = await c.call_tool("list_sessions", {})
+
+    _session(build_server(spec_dir), steps)
+    for name in ("outside", "root", "dots"):
+        assert got[name].is_error, (name, _text(got[name]))
+        assert "workspace" in _text(got[name]) and "outside" in _text(got[name]), _text(got[name])
+    assert not got["inside"].is_error, _text(got["inside"])
+    assert len(_data(got["default"])["sessions"]) == 1
