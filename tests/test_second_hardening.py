@@ -108,3 +108,65 @@ def test_list_sessions_workspace_is_confined_to_the_roots(spec_dir: Path, tmp_pa
         assert "workspace" in _text(got[name]) and "outside" in _text(got[name]), _text(got[name])
     assert not got["inside"].is_error, _text(got["inside"])
     assert len(_data(got["default"])["sessions"]) == 1
+
+
+def test_anchors_refresh_keeps_records_of_items_written_while_it_runs(tmp_path, monkeypatch):
+    from graphmem.code.anchor_file import book, compact
+    from graphmem.code.anchors import backfill
+    from graphmem.files.walk import held_ids, project_items
+    from graphmem.identity import resolve_project
+
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as m:
+        m.append_gotcha("`refund` in src/pay.py rounds cents down")
+    proj = resolve_project(spec, root)
+    stale, _ = project_items(proj)  # what `anchors refresh` listed when it started
+    mem = Memory(spec, root)
+
+    def write(text: str) -> str:
+        before = held_ids(proj)(str(spec))
+        mem.append_gotcha(text)
+        (new,) = held_ids(proj)(str(spec)) - before
+        assert new in book(spec).records  # written with its anchors
+        return new
+
+    first = write("`refund` in src/pay.py keeps the order's currency")  # while refresh runs
+    backfill(root, stale)  # compacts (the file names more items than the list): keeps it
+    assert first in book(spec).records
+    second = write("`Client.charge` in src/pay.py retries twice")
+    backfill(root, stale, held_ids(proj))  # as the façade calls it
+    assert {first, second} <= set(book(spec).records)
+
+    held = held_ids(proj)
+
+    def racing(spec_dir=str(spec)):
+        ids = held(spec_dir)  # the files are read ...
+        racing.late = write("`Client.charge` in src/pay.py logs the amount")  # ... then a write lands
+        return ids
+
+    compact(spec, live=racing)
+    assert {first, second, racing.late} <= set(book(spec).records)
+    mem.close()
+
+
+def test_a_compaction_still_drops_items_the_files_no_longer_hold(tmp_path, monkeypatch):
+    from graphmem.code.anchor_file import book
+    from graphmem.code.anchors import backfill
+    from graphmem.files.walk import held_ids, project_items
+    from graphmem.identity import resolve_project
+
+    monkeypatch.setenv("GRAPHMEM_LOCAL_EMBEDDING_MODEL", "wordllama")
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as m:
+        m.append_gotcha("`refund` in src/pay.py rounds cents down")
+        m.append_gotcha("`Client.charge` in src/pay.py retries twice")
+    gone = {i.id for i in Memory(spec, root).items() if "retries" in i.text}
+    path = spec / "memory" / "gotchas.md"
+    path.write_text("".join(ln for ln in path.read_text().splitlines(keepends=True)
+                            if "retries" not in ln))
+    proj = resolve_project(spec, root)
+    items, _ = project_items(proj)
+    backfill(root, items, held_ids(proj))
+    assert gone and not gone & set(book(spec).records)
+    assert len(book(spec).records) == 1

@@ -38,13 +38,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..files.atomic import append_line, atomic_write_bytes, repair_tail
 from ..files.jsonl_tail import JsonlTail, tail
 from ..files.lock import folder_lock
-from ..files.safe import open_file, real_dir
+from ..files.safe import file_stat, open_file, real_dir
 from .changes import Works
 
 log = logging.getLogger("graphmem.code")
@@ -211,8 +212,15 @@ class AnchorBook(JsonlTail):
         return self.lines > COMPACT_RATIO * needed
 
     def skipped(self, line: bytes) -> None:
-        log.warning("%s line %d: skipped a line that is not an anchor record, set or work line"
-                    " (not JSON, or fields of the wrong type): %.80r", self.path, self.line_no, line)
+        try:  # the rare path: parsed again only to word the warning
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            rec = None
+        what = ("a line that is not JSON" if not isinstance(rec, dict) else
+                "a malformed work line" if "work" in rec else
+                "a malformed anchor set" if "set" in rec else
+                "an anchor record that names no readable anchors (or has fields of the wrong type)")
+        log.warning("%s line %d: skipped %s: %.80r", self.path, self.line_no, what, line)
 
     def take(self, rec: dict) -> bool:
         self.lines += 1
@@ -288,6 +296,20 @@ def append(spec_dir: str | Path, recs: Iterable[dict]) -> None:
         compact(spec_dir)
 
 
+def _items_named(data: bytes) -> set[str]:
+    """The item ids the anchor records in ``data`` name (whole lines only)."""
+    out: set[str] = set()
+    for line in data[:data.rfind(b"\n") + 1].splitlines():
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        items = rec.get("items") if isinstance(rec, dict) else None
+        if isinstance(items, list):
+            out.update(i for i in items if isinstance(i, str))
+    return out
+
+
 def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
     """The lines a reader of ``lines`` needs, in this format: the last record naming each item
     (of ``live`` ones, when given) and those that add a file to their session's list
@@ -330,15 +352,32 @@ def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
     return [line for i in sorted(keep) for line in encode(recs[i], known)]
 
 
-def compact(spec_dir: str | Path, live: set[str] | None = None) -> tuple[int, int]:
-    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after)."""
+def compact(spec_dir: str | Path,
+            live: set[str] | Callable[[], set[str]] | None = None) -> tuple[int, int]:
+    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after).
+
+    ``live``: the items whose records are kept (None: every item's). Given as a function (the
+    ids the spec's files hold), it is asked after the file's size is noted, outside the lock
+    (it reads files whose locks writers take before this one); a record appended past that size
+    names an item written since, and is kept whatever ``live`` said.
+    """
     path = anchors_file(spec_dir)
+    asked, mark = callable(live), None
+    if callable(live):
+        mark = file_stat(path)
+        live = live()
     with folder_lock(path.parent, name=LOCK_NAME):
         try:
             with open_file(path) as fh:
                 data = fh.read()
+                ino = os.fstat(fh.fileno()).st_ino
         except FileNotFoundError:
             return 0, 0
+        if asked and mark is not None and mark.st_ino != ino:
+            live = None  # replaced meanwhile: offsets mean nothing, keep every item's record
+        elif asked and live is not None:
+            start = data.rfind(b"\n", 0, mark.st_size if mark else 0) + 1  # from a line's start
+            live = live | _items_named(data[start:])
         body = data[:data.rfind(b"\n") + 1]  # a torn last line is dropped
         out = "".join(needed(body.splitlines(), live)).encode("utf-8")
         if len(out) < len(data):

@@ -62,6 +62,12 @@ def project_items(project: "Project") -> tuple[list["MemoryItem"], list[Path]]:
     return items, specs
 
 
+def held_ids(project: "Project"):
+    """``spec folder -> ids of the items its files hold now``, read when asked (what an anchor
+    compaction may keep: ``code.anchors.backfill``)."""
+    return lambda spec: {it.id for it in spec_items(project, Path(spec))}
+
+
 def spec_items(project: "Project", spec_dir: Path) -> list["MemoryItem"]:
     """Every searchable item held in one spec's files: insights, map, bullets and sessions."""
     from .episodes import EpisodeStore
