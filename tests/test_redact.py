@@ -63,6 +63,72 @@ VARIANTS = [
     ("query_secret", "https://x.blob.core.windows.net/c/f?sv=2021&sig=AbC%2Bd3FgH1jK", "AbC%2Bd3FgH1jK"),
 ]
 
+# The 28 formats of issue 35 finding 6: kind, sample, the part that must never be stored. Samples
+# follow each vendor's documented shape; none is a real credential.
+_HEX32 = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+_PPK = ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 1\n"
+        "AAAAC3NzaC1lZDI1NTE5AAAAIG5vdGFyZWFs\nPrivate-Lines: 1\n"
+        "AAAAIHByaXZhdGVrZXlieXRlc2hlcmVmb3J0aGV0ZXN0\n"
+        "Private-MAC: 0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9")
+FORMATS_35 = [
+    ("gitlab_token", "glpat-" + "xK9mP2qL7vR4tY8wZ1aB", "xK9mP2qL7vR4tY8wZ1aB"),
+    ("gitlab_token", "glrt-" + "t3_AbCdEfGhIjKlMnOpQrStUv", "t3_AbCdEfGhIjKlMnOpQrStUv"),
+    ("url_password", "GRAPHMEM_FALKORDB_URL=redis://:F4lk0rPassw0rd@graph.internal:6379",
+     "F4lk0rPassw0rd"),
+    ("azure_storage_key", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey="
+     "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4"
+     "YWJj==;EndpointSuffix=core.windows.net", "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy"),
+    ("npm_auth", "_auth=dXNlcjpzM2NyM3RwYXNzd29yZA==", "dXNlcjpzM2NyM3RwYXNzd29yZA=="),
+    ("pypi_token", "pypi-AgEIcHlwaS5vcmcCJDk4ZTBmNzQwLWE0ZDMtNGU1Zi1hYmNkLTEyMzQ1Njc4OTBhYgACKlsz",
+     "LWE0ZDMtNGU1Zi1hYmNkLTEyMzQ1Njc4OTBhYgACKlsz"),
+    ("sendgrid_key", "SG." + "aBcDeFgHiJkLmNoPqRsTuV" + "." + "wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ012",
+     "wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ012"),
+    ("vault_token", "VAULT_ADDR=https://vault:8200 vault login hvs." + "CAESIJ5s2xR0kKq3eZ9aB1cD2eF3g",
+     "CAESIJ5s2xR0kKq3eZ9aB1cD2eF3g"),
+    ("slack_token", "xoxe.xoxp-1-" + "Mi0yLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw", "Mi0yLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw"),
+    ("slack_token", "refresh with xoxe-1-" + "My0xLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw", "My0xLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw"),
+    ("twilio_key", "TWILIO_API_KEY_SID SK" + _HEX32, "SK" + _HEX32),
+    ("databricks_token", "databricks configure --token dapi" + _HEX32[::-1], "dapi" + _HEX32[::-1]),
+    ("shopify_token", "X-Shopify-Access-Token: shpat_" + _HEX32, "shpat_" + _HEX32),
+    ("atlassian_token", "jira token ATATT3xFfGF0" + "T5vQk2Lm8Nw4Rz7Yp1Xc6Bj9Hd3Gf0Ks5Aa2Ee8Ii4Oo7Uu1" + "=AB12CD34",
+     "T5vQk2Lm8Nw4Rz7Yp1Xc6Bj9Hd3Gf0Ks5Aa2Ee8Ii4Oo7Uu1"),
+    ("grafana_token", "glsa_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345" + "_" + "0a1b2c3d",
+     "AbCdEfGhIjKlMnOpQrStUvWxYz012345"),
+    ("newrelic_key", "NEW_RELIC_API_KEY NRAK-" + "A1B2C3D4E5F6G7H8I9J0K1L2M3N", "A1B2C3D4E5F6G7H8I9J0K1L2M3N"),
+    ("okta_token", "Authorization: SSWS 00QCjAl4MlV-WPXM6RzWgQ2vcsqk3W0b5Bm8oLz5yZ",
+     "00QCjAl4MlV-WPXM6RzWgQ2vcsqk3W0b5Bm8oLz5yZ"),
+    ("age_secret_key", "AGE-SECRET-KEY-1" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" + "QPZRY9X8GF2TVDW0S3JN54KHCE",
+     "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE"),
+    ("putty_private_key", _PPK, "AAAAIHByaXZhdGVrZXlieXRlc2hlcmVmb3J0aGV0ZXN0"),
+    ("basic_auth", "Authorization: Basic dXNlcjpTM2NyZXRQYXNzd29yZA==", "dXNlcjpTM2NyZXRQYXNzd29yZA=="),
+    ("curl_password", "curl -u deploy:Tr1ckyPassw0rd https://api.example.com/v1", "Tr1ckyPassw0rd"),
+    ("netrc_password", "machine api.example.com login deploy password N3trcS3cret", "N3trcS3cret"),
+    ("docker_auth", '~/.docker/config.json: {"auths": {"registry.example.com": {"auth": "ZGVwbG95OkQwY2tlclBhc3M="}}}',
+     "ZGVwbG95OkQwY2tlclBhc3M="),
+    ("mysql_password", "mysql -u root -pMyS3cretPw -h db.internal shop", "MyS3cretPw"),
+    ("env_secret", "DB_PASSWORD=CorrectHorseBatteryStaple", "CorrectHorseBatteryStaple"),
+    ("digitalocean_token", "dop_v1_" + _HEX32 + _HEX32[::-1], _HEX32 + _HEX32[::-1]),
+    ("postman_key", "PMAK-" + _HEX32[:24] + "-" + _HEX32 + "ab", _HEX32 + "ab"),
+    ("doppler_token", "DOPPLER_TOKEN dp.pt." + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfG",
+     "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfG"),
+    ("mailchimp_key", "mailchimp " + _HEX32 + "-us14", _HEX32 + "-us14"),
+    ("telegram_bot_token", "bot 123456789:AA" + "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw7", "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw7"),
+]
+
+# Shapes of those formats that keep their text: placeholders, prose, code.
+ORDINARY_35 = [
+    "curl -u user:<password> https://api.example.com",
+    "curl -u $USER:$TOKEN https://api.example.com",
+    "mysql -u root -p shop < dump.sql",
+    "mysql -h db -P3306 -u app -p",
+    "Use basic authentication for the admin panel",
+    "password = horse_battery_staple",
+    "DB_PASSWORD=${DB_PASSWORD}",
+    "the auth header is built in auth.py",
+    "machine learning login flow: the password field is validated client side",
+]
+
+
 # Ordinary code and prose that mention secrets without holding one: left exactly as they are.
 ORDINARY = [
     "token = tokenizer.encode(text)",
@@ -114,7 +180,17 @@ def test_every_shape_of_a_kind_is_redacted(kind, text, secret):
     assert out.startswith("see ")
 
 
-@pytest.mark.parametrize("line", ORDINARY)
+@pytest.mark.parametrize("kind,text,secret", FORMATS_35,
+                         ids=[f"{v[0]}-{i}" for i, v in enumerate(FORMATS_35)])
+def test_the_formats_of_issue_35_are_redacted(kind, text, secret):
+    out = redact_text(f"see {text} now")
+    assert secret not in out and f"[REDACTED:{kind}]" in out, out
+    assert out.startswith("see ") and out.endswith(" now")
+    one_line = redact_text(" ".join(text.split("\n")))  # as a one-line field holds it
+    assert secret not in one_line, one_line
+
+
+@pytest.mark.parametrize("line", ORDINARY + ORDINARY_35)
 def test_ordinary_code_lines_stay_unchanged(line):
     assert redact_text(line) == line
 

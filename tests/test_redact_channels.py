@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from test_mcp import _data, _session
-from test_redact import CORES, SECRETS
+from test_redact import CORES, FORMATS_35, SECRETS
 
 from conftest import run_cli
 
@@ -45,6 +45,7 @@ SAMPLES.update({
     "env_token": ("TOKEN=ab12cd34ef56gh", "ab12cd34ef56gh"),
     "env_secret_quoted": ("export SECRET='xK9#mP2qL7vR'", "xK9#mP2qL7vR"),
 })
+SAMPLES.update({f"{kind}_35_{i}": (text, core) for i, (kind, text, core) in enumerate(FORMATS_35)})
 
 
 def one_line(sample: str) -> str:

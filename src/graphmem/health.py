@@ -43,3 +43,14 @@ def drift_row(store: str, files: int, held: int, missing: int, extra: int,
     if missing or extra:
         detail += " (`graphmem doctor --fix`)"
     return row("drift", "ok" if missing == extra == 0 else "warn", detail)
+
+
+def bad_lines_row(path: object, count: int, bad: list[tuple[int, str]]) -> dict[str, str]:
+    """The line of an append-only JSON Lines file (``anchors.jsonl``, ``validity.jsonl``) whose
+    malformed lines readers skip: how many, and where the first ones are."""
+    name = getattr(path, "name", str(path))
+    if not count:
+        return row(name, "ok", "every line readable")
+    where = "; ".join(f"line {n}: {text[:60]!r}" for n, text in bad[:3])
+    return row(name, "warn", f"{path}: {count} malformed line(s) skipped by every reader ({where}"
+               f"{'; ...' if count > 3 else ''}); fix or delete them by hand")

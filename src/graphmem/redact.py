@@ -7,6 +7,11 @@ the vendor-specific ones, so a known key keeps its own name, and they leave valu
 code (``token = self.token``, ``api_key: SecretStr``, ``PASSWORD=${DB_PASSWORD}``) alone.
 In a mapping (metadata, payloads, insight extras), a value whose key names a secret
 (``{"password": ...}``) is a secret as a whole.
+
+The vendor formats follow each vendor's documented token shape. Maintained pattern sets were
+weighed first (issue 35): detect-secrets covers 6 of the 28 formats issue 35 lists, and its
+plugins import its scanner's settings and ``requests``; gitleaks' rules are Go (RE2) regexes in a
+Go repository, not a package. Neither fits a redaction run on every write, so the table is ours.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"(?i)(?:aws_?secret(?:_?access)?(?:_?key)?|secret_?access_?key)"
         r"[\"']?\s*[=:]?\s*[\"']?(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])")),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})")),
-    ("slack_token", re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}")),
+    ("slack_token", re.compile(r"\b(?:(?:xoxe\.)?xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}")),
     ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
     ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
     ("stripe_webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{20,}")),
@@ -49,9 +54,48 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("google_oauth_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{20,}")),
     ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
     ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}\b")),
+    # Vendors' documented token formats (issue 35): prefixes that only these tokens carry.
+    ("gitlab_token", re.compile(r"\b(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas"
+                                r"|glffct)-[A-Za-z0-9_\-]{20,}|GR1348941[A-Za-z0-9_\-]{20,})")),
+    ("grafana_token", re.compile(r"\b(?:glsa_[A-Za-z0-9]{20,}(?:_[A-Fa-f0-9]{1,8})?|glc_[A-Za-z0-9+/]{32,}={0,2})")),
+    ("pypi_token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}")),
+    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}")),
+    ("vault_token", re.compile(r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}")),
+    ("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
+    ("databricks_token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d+)?\b")),
+    ("shopify_token", re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
+    ("atlassian_token", re.compile(r"\bATATT3[A-Za-z0-9_\-=]{50,}")),
+    ("newrelic_key", re.compile(r"\b(?:NR(?:AK|II|AA|JS)-[A-Za-z0-9]{20,}|[a-f0-9]{36}NRAL)\b")),
+    ("okta_token", re.compile(r"\bSSWS[ \t]+(?P<s>[A-Za-z0-9_\-]{20,})")),
+    ("digitalocean_token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b")),
+    ("postman_key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b")),
+    ("doppler_token", re.compile(r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b")),
+    ("mailchimp_key", re.compile(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b")),
+    ("telegram_bot_token", re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b")),
+    ("age_secret_key", re.compile(r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b")),
+    ("putty_private_key", re.compile(  # the private lines of a .ppk file and their MAC
+        rf"Private-Lines:[ \t]*\d+(?:(?:{_NL}|[ \t])+[A-Za-z0-9+/=]{{8,}})+"
+        rf"(?:(?:{_NL}|[ \t])+Private-MAC:[ \t]*[0-9a-fA-F]+)?")),
+    ("azure_storage_key", re.compile(
+        r"\b(?:AccountKey|SharedAccessKey)=(?P<s>[A-Za-z0-9+/]{20,}={0,2})")),
+    ("npm_auth", re.compile(r"(?<![A-Za-z0-9])_auth[ \t]*=[ \t]*(?P<s>[^\s'\"]{6,})")),
+    # Credentials in the shapes of config files and command lines (values that read as
+    # placeholders, ``<password>``, ``${PASS}``, stay).
+    ("docker_auth", re.compile(
+        r"\\?\"(?:auth|identitytoken|registrytoken)\\?\"[ \t]*:[ \t]*\\?\"(?P<s>[A-Za-z0-9+/]{8,}={0,2})")),
+    ("basic_auth", re.compile(
+        r"(?i)authorization[\"']?[ \t]*[:=][ \t]*[\"']?basic[ \t]+(?P<s>[A-Za-z0-9+/]{8,}={0,2})")),
+    ("curl_password", re.compile(
+        r"\bcurl\b[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:'\"]*:(?P<s>(?!\$)[^\s'\"]+)")),
+    ("netrc_password", re.compile(  # machine h login u password p (one line, or one per line)
+        r"\b(?:machine|login)(?:\s|\\[nrt])+[^\s\\]+(?:\s|\\[nrt])+password(?:\s|\\[nrt])+"
+        r"(?P<s>[^\s\\]+)")),
+    ("mysql_password", re.compile(  # -pSECRET (joined: ``-p`` alone asks for it)
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb)\b[^\n|;&]*?[ \t]-p"
+        r"(?P<s>[^\s'\"\-][^\s'\"]*)")),
     ("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9_\-\.=~+/]{16,})")),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")),
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:(?P<s>[^\s@/]+)@")),
+    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:(?P<s>[^\s@/]+)@")),
     ("query_secret", re.compile(rf"(?i)[?&;]{_QUERY_NAME}=(?P<s>[^&#\s\"'<>$\{{}}\[\]]{{6,}})")),
     ("env_secret", re.compile(  # NAME=value, name: value, NAME = "value", "name": "value"
         rf"(?i){_SECRET_WORD}[\"']?[ \t]*[=:][ \t]*(?:(?P<q>[\"'`])(?P<s>[^\"'`\s]{{6,}})(?P=q)"
@@ -70,11 +114,26 @@ _TRIGGERS: dict[str, tuple[str, ...]] = {
     "stripe_key": ("_live_", "_test_"), "stripe_webhook_secret": ("whsec_",),
     "google_api_key": ("AIza",), "google_oauth_secret": ("GOCSPX-",),
     "huggingface_token": ("hf_",), "npm_token": ("npm_",), "bearer_token": ("bearer",),
+    # one trigger for a family of prefixes: fewer substring scans of every text, and a family's
+    # pattern runs only where its text is (``gl`` for GitLab and Grafana, ``shp`` for Shopify)
+    "gitlab_token": ("gl", "GR1348941"), "grafana_token": ("gl",), "pypi_token": ("pypi-AgE",),
+    "sendgrid_key": ("SG.",), "vault_token": ("hv",), "twilio_key": ("SK",),
+    "databricks_token": ("dapi",), "shopify_token": ("shp",), "atlassian_token": ("ATATT3",),
+    "newrelic_key": ("NR",), "okta_token": ("SSWS",), "digitalocean_token": ("_v1_",),
+    "postman_key": ("PMAK-",), "doppler_token": ("dp.",), "mailchimp_key": ("-us",),
+    "telegram_bot_token": (":AA",), "age_secret_key": ("AGE-SECRET-KEY-1",),
+    "putty_private_key": ("Private-Lines:",), "azure_storage_key": ("Key=",),
+    "npm_auth": ("_auth",), "docker_auth": ('"auth', "ytoken"), "basic_auth": ("basic",),
+    "curl_password": ("curl",), "netrc_password": ("machine", "login"),
+    "mysql_password": ("mysql", "mariadb"),
     "jwt": ("eyJ",), "url_password": ("://",),
     "query_secret": ("pass", "pwd", "token", "key", "secret", "auth", "sig"),
     "env_secret": ("pass", "secret", "token", "key", "credential"),
 }
-_CASELESS = {"aws_secret_key", "bearer_token", "query_secret", "env_secret"}
+_CASELESS = {"aws_secret_key", "bearer_token", "query_secret", "env_secret", "basic_auth"}
+# Kinds whose value may be a placeholder or a variable rather than a secret (see ``substitute``).
+_GENERIC = {"env_secret", "query_secret", "curl_password", "netrc_password", "mysql_password",
+            "npm_auth"}
 # The caseless patterns without (?i), for lower-cased text (see ``substitute``).
 _LOWER = {p: re.compile(p.pattern.removeprefix("(?i)")) for k, p in _PATTERNS if k in _CASELESS}
 # trigger -> the kinds it lets run, split by whether it is looked up in the text or lower-cased.
@@ -89,7 +148,17 @@ _PLACEHOLDER = re.compile(r"(.)\1*|%\(?\w*\)?s|\{\{.*\}\}|<[^>]*>|\$\{.*\}")  # 
 _CODE_VALUE = re.compile(
     r"[A-Za-z_]+"  # an identifier without digits: a variable, a type (SecretStr), None, true
     r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # attribute access: self.token, settings.API_KEY
+_LETTERS = re.compile(r"[A-Za-z]{6,}")
+_ENV_NAME = re.compile(r"[A-Z0-9_]+=")  # the name's secret word and "=", nothing between
 _NAME_ONLY = re.compile(rf"(?i)[\w.\-]*{_SECRET_WORD}")  # a mapping key naming a secret
+
+
+def _env_password(text: str, name_at: int, value_at: int, value: str) -> bool:
+    """Whether a letters-only value is an environment file's password, not code: ``NAME=value``
+    with an upper-case name written right against ``=`` (``DB_PASSWORD=CorrectHorseBattery``,
+    where code would read ``password = horse``)."""
+    return bool(_LETTERS.fullmatch(value) and _ENV_NAME.fullmatch(text, name_at, value_at)
+                and (name_at == 0 or not text[name_at - 1].islower()))
 
 
 def _kinds_present(text: str, low: str) -> set[str]:
@@ -129,7 +198,7 @@ def substitute(kind: str, pattern: re.Pattern, text: str, low: str | None = None
     """
     tag = f"[REDACTED:{kind}]"
     fast = _LOWER.get(pattern) if low is not None and len(low) == len(text) else None
-    generic = kind in ("env_secret", "query_secret")
+    generic = kind in _GENERIC
     group = "s" if "s" in pattern.groupindex else 0
     out, last = [], 0
     for m in (fast.finditer(low) if fast is not None else pattern.finditer(text)):
@@ -139,7 +208,8 @@ def substitute(kind: str, pattern: re.Pattern, text: str, low: str | None = None
             start, end = m.span("b")
         secret = text[start:end]
         if generic and (secret.startswith("[REDACTED:") or _PLACEHOLDER.fullmatch(secret)
-                        or bare and _CODE_VALUE.fullmatch(secret)):
+                        or bare and _CODE_VALUE.fullmatch(secret)
+                        and not _env_password(text, m.start(), start, secret)):
             continue
         out += [text[last:start], tag]
         last = end

@@ -51,10 +51,28 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
             rows.append(row("corrupt file", "warn", f"{path} (moved aside; inspect or delete it)"))
     else:
         rows.append(row("corrupt files", "ok", "none"))
+    _bad_lines(rows, ctx.spec_dir)
     stray = sorted(store.memory_dir.rglob(".*.tmp"))
     if stray:
         rows.append(row("temp files", "warn", f"{len(stray)} left by interrupted writes: "
                         + ", ".join(p.name for p in stray[:5])))
+
+
+def _bad_lines(rows: list, spec_dir: Path) -> None:
+    """The malformed lines of the spec's anchors and validity logs (readers skip them)."""
+    from ..code.anchor_file import book
+    from ..errors import StorageError
+    from ..files.validity_log import validity_log
+    from ..health import bad_lines_row
+
+    for read in (book, validity_log):
+        try:
+            got = read(spec_dir)
+        except StorageError as exc:  # a link in the file's place
+            rows.append(row("append-only log", "error", str(exc)))
+            continue
+        if got.ino is not None:
+            rows.append(bad_lines_row(got.path, got.bad_count, got.bad))
 
 
 def _project(sections: dict, settings: Any, ctx: DoctorContext) -> None:

@@ -92,9 +92,9 @@ def http_app(server, home: Path, host: str, port: int):
 
 
 async def _serve(app, host: str, port: int) -> None:
-    import uvicorn
+    from ..serve.mcp_http import serve  # a request deadline; running out of descriptors is survived
 
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    await serve(app, host, port)
 
 
 def parse_http(address: str, allow_remote: bool = False) -> tuple[str, int]:

@@ -38,13 +38,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..files.atomic import append_line, atomic_write_bytes, repair_tail
 from ..files.jsonl_tail import JsonlTail, tail
 from ..files.lock import folder_lock
-from ..files.safe import open_file, real_dir
+from ..files.safe import file_stat, open_file, real_dir
 from .changes import Works
 
 log = logging.getLogger("graphmem.code")
@@ -91,10 +92,31 @@ def encode(rec: dict, known: set[str]) -> list[str]:
     return lines
 
 
+_TEXT_KEYS = ("blob", "symbol", "digest", "via")  # an anchor's optional text fields
+
+
+def _anchor_ok(a) -> bool:
+    """Whether one anchor has the shape readers rely on (a hand edit or a merge may break it)."""
+    if not isinstance(a, dict) or not isinstance(a.get("path"), str):
+        return False
+    if any(not isinstance(a.get(k), (str, type(None))) for k in _TEXT_KEYS):
+        return False
+    lines = a.get("lines")
+    if lines is not None and not (isinstance(lines, list) and len(lines) == 2 and all(
+            isinstance(n, int) and not isinstance(n, bool) for n in lines)):
+        return False
+    return isinstance(a.get("touched"), (bool, type(None)))
+
+
 def _anchor_list(value) -> list[dict] | None:
-    if not isinstance(value, list):
+    """An anchor list, or None when it is not one or any of its anchors is malformed."""
+    if not isinstance(value, list) or not all(_anchor_ok(a) for a in value):
         return None
-    return [a for a in value if isinstance(a, dict) and isinstance(a.get("path"), str)]
+    return value
+
+
+def _optional_text(rec: dict, *keys: str) -> bool:
+    return all(isinstance(rec.get(k), (str, type(None))) for k in keys)
 
 
 class _Resolver:
@@ -114,14 +136,15 @@ class _Resolver:
 
     def resolve(self, rec: dict) -> dict | None:
         items = rec.get("items")
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items) \
+                or not _optional_text(rec, "head", "at", "session", "session_files"):
             return None
         inline = _anchor_list(rec.get("anchors"))
         if inline is not None:  # the format before sets
             self.inline += 1
             return {**rec, "anchors": inline}
         own_ref, via_ref = rec.get("anchors"), rec.get("session_files")
-        if own_ref is None and via_ref is None:
+        if own_ref is None and via_ref is None or not _optional_text(rec, "anchors"):
             return None
         own = self.sets.get(own_ref) if own_ref is not None else []
         via = self._session(via_ref) if via_ref is not None else []
@@ -189,26 +212,29 @@ class AnchorBook(JsonlTail):
         return self.lines > COMPACT_RATIO * needed
 
     def skipped(self, line: bytes) -> None:
-        log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)
+        try:  # the rare path: parsed again only to word the warning
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            rec = None
+        what = ("a line that is not JSON" if not isinstance(rec, dict) else
+                "a malformed work line" if "work" in rec else
+                "a malformed anchor set" if "set" in rec else
+                "an anchor record that names no readable anchors (or has fields of the wrong type)")
+        log.warning("%s line %d: skipped %s: %.80r", self.path, self.line_no, what, line)
 
-    def take(self, rec: dict) -> None:
+    def take(self, rec: dict) -> bool:
         self.lines += 1
         if "work" in rec:
-            if self.works.take(rec):
-                self.work_lines += 1
-                self.last_head = rec["work"]
-            else:
-                log.warning("%s: skipped a malformed work line: %.80r", self.path, rec)
-            return
+            if not self.works.take(rec):
+                return False
+            self.work_lines += 1
+            self.last_head = rec["work"]
+            return True
         if "set" in rec:
-            if not self.resolver.add_set(rec):
-                log.warning("%s: skipped a malformed anchor set: %.80r", self.path, rec)
-            return
+            return self.resolver.add_set(rec)
         got = self.resolver.resolve(rec)
-        if got is None:
-            log.warning("%s: skipped an anchor record that names no readable anchors: %.80r",
-                        self.path, rec)
-            return
+        if got is None:  # names no readable anchors
+            return False
         for item_id in got["items"]:
             old = self.records.get(item_id)
             if old is not None and old is not got:  # its older record no longer decides
@@ -239,6 +265,7 @@ class AnchorBook(JsonlTail):
         if isinstance(got.get("session"), str):
             self._add_session(got)
             self.works.join(self.last_head, got["session"], got["items"])
+        return True
 
     def _add_session(self, rec: dict) -> None:
         got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
@@ -267,6 +294,20 @@ def append(spec_dir: str | Path, recs: Iterable[dict]) -> None:
         append_line(path, text, sync=False)  # derived: reindex writes it again
     if book(spec_dir).wants_compaction():
         compact(spec_dir)
+
+
+def _items_named(data: bytes) -> set[str]:
+    """The item ids the anchor records in ``data`` name (whole lines only)."""
+    out: set[str] = set()
+    for line in data[:data.rfind(b"\n") + 1].splitlines():
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        items = rec.get("items") if isinstance(rec, dict) else None
+        if isinstance(items, list):
+            out.update(i for i in items if isinstance(i, str))
+    return out
 
 
 def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
@@ -311,15 +352,32 @@ def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
     return [line for i in sorted(keep) for line in encode(recs[i], known)]
 
 
-def compact(spec_dir: str | Path, live: set[str] | None = None) -> tuple[int, int]:
-    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after)."""
+def compact(spec_dir: str | Path,
+            live: set[str] | Callable[[], set[str]] | None = None) -> tuple[int, int]:
+    """Rewrite ``anchors.jsonl`` with only the lines readers need -> (bytes before, after).
+
+    ``live``: the items whose records are kept (None: every item's). Given as a function (the
+    ids the spec's files hold), it is asked after the file's size is noted, outside the lock
+    (it reads files whose locks writers take before this one); a record appended past that size
+    names an item written since, and is kept whatever ``live`` said.
+    """
     path = anchors_file(spec_dir)
+    asked, mark = callable(live), None
+    if callable(live):
+        mark = file_stat(path)
+        live = live()
     with folder_lock(path.parent, name=LOCK_NAME):
         try:
             with open_file(path) as fh:
                 data = fh.read()
+                ino = os.fstat(fh.fileno()).st_ino
         except FileNotFoundError:
             return 0, 0
+        if asked and mark is not None and mark.st_ino != ino:
+            live = None  # replaced meanwhile: offsets mean nothing, keep every item's record
+        elif asked and live is not None:
+            start = data.rfind(b"\n", 0, mark.st_size if mark else 0) + 1  # from a line's start
+            live = live | _items_named(data[start:])
         body = data[:data.rfind(b"\n") + 1]  # a torn last line is dropped
         out = "".join(needed(body.splitlines(), live)).encode("utf-8")
         if len(out) < len(data):

@@ -23,7 +23,7 @@ import re
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..models import MemoryItem
 from graphmem.code import changes
@@ -268,8 +268,16 @@ def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: s
     return [changes.line(snap, work, at, changes.item_ids(items), sessions)]
 
 
-def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
-    """For ``reindex``: anchor every item whose spec's ``anchors.jsonl`` does not name it yet."""
+def backfill(project_dir: str | Path, items: list[MemoryItem],
+             held: Callable[[str], set[str]] | None = None) -> int:
+    """For ``reindex`` and ``anchors refresh``: anchor every item whose spec's ``anchors.jsonl``
+    does not name it yet.
+
+    ``items`` were listed before this runs, so a writer may have added items (and their anchor
+    records) since: the records of items the files no longer hold are dropped only by asking
+    ``held(spec)`` (the ids the spec's files hold now) under the compaction's lock, where no
+    append can come between; without it no item's record is dropped.
+    """
     by_spec: dict[str, list[MemoryItem]] = {}
     for it in items:  # an item names its spec relative to the project root
         if it.spec:
@@ -286,7 +294,7 @@ def backfill(project_dir: str | Path, items: list[MemoryItem]) -> int:
             written += record(project_dir, spec, missing, with_work=False)  # old items: no new work
             if len(known) > len(its) + written or b.inline:  # items the files no longer hold,
                 # or records in the format before sets: the file is written again in this one
-                compact(spec, live={it.id for it in its})
+                compact(spec, live=None if held is None else (lambda spec=spec: held(spec)))
         except OSError as exc:
             log.warning("anchors of %s not written: %s", spec, exc)
     return written

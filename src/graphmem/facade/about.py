@@ -96,13 +96,14 @@ class About:
         ones to the graph again (their files' ``RENAMED_TO`` edges). Reads never wait for it."""
         from ..files import SpecStore
         from ..files.lock import folder_lock
-        from ..files.walk import project_items
+        from ..files.walk import held_ids, project_items
         from ..code.anchors import backfill
 
         project = Path(self.scope.root)
         await self.episodes.settle()
         items, specs = project_items(self.scope.project)
-        written = backfill(project, items)
+        # items written while this runs keep their anchor records (``held_ids``: asked late)
+        written = backfill(project, items, held_ids(self.scope.project))
         counts: dict[str, int] = {}
         moved: set[str] = set()
         late = False

@@ -132,8 +132,9 @@ class DerivedSync:
             items = stamp(items, self.settings, project.root)  # this machine's files: its items
         counts = await self.backends.reindex_local(project, items)
         from ..code.anchors import backfill
+        from ..files.walk import held_ids
 
-        counts["anchors"] = backfill(project.root, items)
+        counts["anchors"] = backfill(project.root, items, held_ids(project))
         counts["specs"] = len(specs)
         counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
         return counts

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..errors import StorageError
 from .safe import open_fd, open_file
 
 
@@ -60,20 +61,41 @@ def atomic_write_json(path: Path, data: Any, *, sort_keys: bool = False) -> None
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False))
 
 
-def append_line(path: Path, line: str, *, sync: bool = True) -> None:
-    """Append one complete line (or several, as one text) with a single ``write`` and fsync it
-    (``sync=False`` for derived files that ``reindex`` writes again).
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``: a short write (a full disk, a file size limit) is
+    continued, and one that cannot go on raises ``OSError`` (never a silent success)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:  # regular files do not return 0 for a non-empty write; never loop on it
+            raise OSError(28, "no space left: nothing written")
+        view = view[n:]
 
-    Used for append-only files (bullets, JSON Lines). The caller holds the folder lock. A line is
-    written whole by one system call; after a power cut a torn last line is possible, and
-    readers drop a final line that lacks its newline (``repair_tail`` truncates it on the next write).
+
+def append_line(path: Path, line: str, *, sync: bool = True) -> None:
+    """Append one complete line (or several, as one text) and fsync it (``sync=False`` for
+    derived files that ``reindex`` writes again).
+
+    Used for append-only files (bullets, JSON Lines). The caller holds the folder lock. The line
+    is written whole or not at all: a write that stops short (a full disk, a file size limit)
+    cuts what it wrote and raises ``StorageError``, so no torn line is left for the next append's
+    ``repair_tail`` to cut. After a power cut a torn last line is still possible; readers drop a
+    final line that lacks its newline (``repair_tail`` truncates it on the next write).
     """
     data = (line.rstrip("\n") + "\n").encode("utf-8")
     fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # never appends through a link
     try:
-        os.write(fd, data)
-        if sync:
-            os.fdatasync(fd)
+        before = os.fstat(fd).st_size  # the caller holds the lock: nobody else appends
+        try:
+            write_all(fd, data)
+            if sync:
+                os.fdatasync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, before)  # a failed append leaves no partial line behind
+            except OSError:
+                pass
+            raise StorageError(f"cannot append to {path}: {exc}") from None
     finally:
         os.close(fd)
 

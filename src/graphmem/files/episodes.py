@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..errors import NotFoundError, StorageError, ValidationError
 from ..models import MemoryItem, parse_iso
 from .append_fds import AppendFds
-from .atomic import atomic_write_json, fsync_dir, repair_tail
+from .atomic import atomic_write_json, fsync_dir, repair_tail, write_all
 from .lock import folder_lock
-from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dirs
+from .safe import file_stat, is_link, open_fd, open_file, read_bytes, real_dir, real_dirs
 from .episode_items import step_item, summary_item, turn_item
 from .salvage import CorruptFileWarning, quarantine, salvage_utf8
 
@@ -116,7 +116,8 @@ class EpisodeStore:
 
     def lock(self, sid: str):
         """The cross-process lock of one session (shared with the sessions of its hash bucket)."""
-        real_dirs(self.memory_dir, self.root, self._locks, create=True)  # links refused, not followed
+        real_dir(self.memory_dir, create=True)  # links refused, not followed
+        real_dirs(self.root, self._locks, create=True, mode=0o700)  # private, as the files are
         return folder_lock(self._locks, name=self._paths(sid)[4])
 
     def _real_folder(self, sid: str) -> bool:
@@ -137,7 +138,7 @@ class EpisodeStore:
         sid = meta["session_id"]
         with self.lock(sid):
             try:
-                self.session_dir(sid).mkdir()
+                self.session_dir(sid).mkdir(mode=0o700)
             except FileExistsError:
                 raise ValidationError(f"session {sid} already exists", field="session_id") from None
             try:
@@ -273,9 +274,7 @@ class EpisodeStore:
                 st = os.fstat(fd)
             before = st.st_size  # we hold the lock: nobody else appends
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, data)
                 if self.fsync:
                     os.fdatasync(fd)
             except OSError as exc:

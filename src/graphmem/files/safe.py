@@ -30,8 +30,9 @@ def _link_error(path: Path | str) -> StorageError:
                         "folder (remove the link, or replace it with a real file or folder)")
 
 
-def real_dir(path: Path, create: bool = False) -> bool:
-    """True when ``path`` is a real folder, False when absent (created first when ``create``).
+def real_dir(path: Path, create: bool = False, mode: int = 0o777) -> bool:
+    """True when ``path`` is a real folder, False when absent (created first when ``create``,
+    with ``mode`` less the umask).
 
     A link, or something else than a folder, in its place is a ``StorageError``.
     """
@@ -41,10 +42,10 @@ def real_dir(path: Path, create: bool = False) -> bool:
         if not create:
             return False
         try:
-            os.mkdir(path)
+            os.mkdir(path, mode)
         except FileNotFoundError:  # its parent is missing too (a spec folder made on first use)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            os.makedirs(path, exist_ok=True)
+            os.makedirs(path, mode, exist_ok=True)
         except FileExistsError:
             pass  # another process made it meanwhile: check what it is
         st = os.lstat(path)
@@ -55,9 +56,9 @@ def real_dir(path: Path, create: bool = False) -> bool:
     return True
 
 
-def real_dirs(*paths: Path, create: bool = False) -> bool:
+def real_dirs(*paths: Path, create: bool = False, mode: int = 0o777) -> bool:
     """``real_dir`` of each path, outermost first; False at the first one that is absent."""
-    return all(real_dir(p, create) for p in paths)
+    return all(real_dir(p, create, mode) for p in paths)
 
 
 def is_link(path: Path | str) -> bool:
@@ -81,8 +82,9 @@ def file_stat(path: Path) -> os.stat_result | None:
     return st
 
 
-def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that refuses a link or anything but a regular file (FileNotFoundError passes)."""
+def open_fd(path: Path | str, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` that refuses a link or anything but a regular file (FileNotFoundError passes).
+    A file it creates is the owner's alone (0600), as atomic writes' temp files are."""
     try:
         fd = os.open(path, flags | _NOFOLLOW, mode)
     except OSError as exc:

@@ -52,15 +52,19 @@ class ValidityLog(JsonlTail):
     def reset(self) -> None:
         self.events: dict[str, dict] = {}
 
-    def take(self, rec: dict) -> None:
-        # a damaged or foreign line must not hide a memory: only the states graphmem writes count
-        if isinstance(rec.get("item"), str) and rec.get("state") in STATES:
-            self.events[rec["item"]] = rec
-        else:
-            log.warning("%s: skipped a line that is not a validity event: %.80r", self.path, rec)
+    def take(self, rec: dict) -> bool:
+        # a damaged or foreign line must not hide a memory: only the states graphmem writes count,
+        # with every field of the type graphmem writes (a hand edit or a merge may break one)
+        if not isinstance(rec.get("item"), str) or rec.get("state") not in STATES or any(
+                not isinstance(rec.get(k), (str, type(None)))
+                for k in ("by", "reason", "invalid_at", "recorded_at")):
+            return False
+        self.events[rec["item"]] = rec
+        return True
 
     def skipped(self, line: bytes) -> None:
-        log.warning("%s: skipped a line that is not JSON: %.80r", self.path, line)
+        log.warning("%s line %d: skipped a line that is not a validity event (not JSON, or fields"
+                    " of the wrong type): %.80r", self.path, self.line_no, line)
 
 
 def validity_log(spec_dir: str | Path) -> ValidityLog:

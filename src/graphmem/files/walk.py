@@ -18,6 +18,13 @@ _LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
 def _memory_folders(project_dir: Path, holds) -> list[Path]:
     """The spec folders (parents of a ``memory/``) under ``project_dir`` whose memory folder
     ``holds(root, dirs)``; hidden graphmem folders and tool folders are skipped."""
+    real = os.path.realpath(project_dir)
+    if os.path.dirname(real) == real:  # "/" (or a drive's root): the whole filesystem
+        from ..errors import ValidationError
+
+        raise ValidationError(f"{project_dir} is the filesystem's root, not a project: graphmem "
+                              "would walk every folder on the machine for spec folders; name the "
+                              "project's own folder", field="project_dir")
     found = []
     for root, dirs, _files in os.walk(project_dir):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".graphmem"))
@@ -53,6 +60,12 @@ def project_items(project: "Project") -> tuple[list["MemoryItem"], list[Path]]:
     for spec in episode_specs(project.root):
         items.extend(EpisodeStore(spec).items(project))
     return items, specs
+
+
+def held_ids(project: "Project"):
+    """``spec folder -> ids of the items its files hold now``, read when asked (what an anchor
+    compaction may keep: ``code.anchors.backfill``)."""
+    return lambda spec: {it.id for it in spec_items(project, Path(spec))}
 
 
 def spec_items(project: "Project", spec_dir: Path) -> list["MemoryItem"]:

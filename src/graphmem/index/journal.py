@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import StorageError
+from ..files.atomic import write_all
 from ..files.safe import private_dir
 
 log = logging.getLogger("graphmem.index")
@@ -91,7 +92,7 @@ class Journal:
             raise StorageError(f"cannot write the index journal in {self.dir}: {exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held through the rename: replayers never see it free
-            os.write(fd, json.dumps(data, ensure_ascii=False).encode("utf-8"))
+            write_all(fd, json.dumps(data, ensure_ascii=False).encode("utf-8"))  # whole or raises
             os.fsync(fd)
             if unique:
                 os.replace(tmp, self.dir / name)

@@ -1,2 +1,3 @@
 """The MCP server (``mcp_server.py``: graphmem's tools for agents, over stdio or HTTP) and its
-HTTP auth (``mcp_auth.py``)."""
+HTTP auth (``mcp_auth.py``) and its defences against running out of descriptors and half-sent
+requests (``mcp_http.py``)."""

@@ -48,10 +48,13 @@ def read_token(home: Path) -> str | None:
             raise ConfigError(f"{path} is a symbolic link; remove it and run "
                               "`graphmem mcp token --rotate`") from None
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # a folder opens too: checked before reading it
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise ConfigError(f"{path} is {what}, not the token file; remove it and run "
+                          "`graphmem mcp token --rotate`")
     with os.fdopen(fd, "r", encoding="ascii", errors="replace") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{path} is not a regular file")
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
             # A token others can read is no secret: refuse rather than serve with it.
             raise ConfigError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o} owned by uid "
@@ -71,22 +74,26 @@ def write_token(home: Path, token: str, *, replace: bool = True) -> bool:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = token_path(home)
     tmp = home / f".{TOKEN_FILE}.{secrets.token_hex(8)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(token + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)  # replaces a link itself, never its target
-            return True
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.link(tmp, path)  # fails if a token (or anything) is already there
-            return True
-        except FileExistsError:
-            return False
-    finally:
-        tmp.unlink(missing_ok=True)
+            with os.fdopen(fd, "w", encoding="ascii") as f:
+                f.write(token + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            if replace:
+                os.replace(tmp, path)  # replaces a link itself, never its target
+                return True
+            try:
+                os.link(tmp, path)  # fails if a token (or anything) is already there
+                return True
+            except FileExistsError:
+                return False
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:  # a folder in the token's place, a full disk, a read-only home
+        hint = "; remove it" if exc.errno in (errno.EISDIR, errno.ENOTEMPTY) else ""
+        raise ConfigError(f"cannot write the token to {path}: {exc.strerror}{hint}") from None
 
 
 def get_token(home: Path) -> str:
@@ -128,7 +135,7 @@ class HttpGuard:
         self.home = Path(home)
         self.hosts = allowed_hosts(host, port)
         self.port = port
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._token: str | None = None
         get_token(self.home)  # generated now, so `graphmem mcp token` shows the one in use
 
@@ -167,12 +174,14 @@ class HttpGuard:
         return hmac.compare_digest(presented.strip().encode(), expected.encode())
 
     def _current_token(self) -> str | None:
-        """The token on disk, re-read when the file changes (a rotation takes effect at once)."""
+        """The token on disk, re-read when the file changes (a rotation takes effect at once,
+        and so does a chmod or chown: the change time moves, and a file others can read is
+        refused)."""
         try:
             st = os.stat(token_path(self.home), follow_symlinks=False)
         except OSError:
             return None  # deleted while serving: refuse everyone until a token exists again
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_mode, st.st_uid)
         if stamp != self._stamp:
             try:
                 self._token = read_token(self.home)

@@ -364,6 +364,13 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
                             workspace: Annotated[str | None, Field(
                                 description="workspace folder; default: the project")] = None,
                             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        if workspace is not None:  # a folder like any other: only inside the server's roots
+            try:
+                if not workspace.strip() or "\x00" in workspace:
+                    raise ValidationError("must be a folder path", field="workspace")
+                pool.confine("workspace", Path(workspace).expanduser())
+            except GraphmemError as exc:
+                raise _fail(exc) from None
         sessions = await use(spec_dir, project_dir,
                              lambda m: m.list_recent_sessions(workspace, limit=limit))
         return {"sessions": sessions}
