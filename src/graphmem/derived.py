@@ -364,18 +364,17 @@ class DerivedStores:
             if graph is None:
                 return "off"
             await graph.connect(force=True)
-            from .graph.server import external_endpoint
-            from .team import host
+            from .team import shared_owner
 
-            shared = external_endpoint(self.settings) is not None
-            if not shared:  # on a shared server teammates' items stay (``reindex`` stamped ours)
+            mine = shared_owner(self.settings)
+            if mine is None:  # on a shared server teammates' items stay (``reindex`` stamped ours)
                 await graph.drop_project(project)
             for start in range(0, len(items), 1000):  # each chunk gets the write timeout
                 await graph.save(items[start:start + 1000], extract=False)
-            if shared:
-                stale = await graph.item_ids(project, host=host(self.settings)) - {i.id for i in items}
-                if stale:  # gone from this machine's files: tombstoned for the others too
-                    await graph.delete_items(project, sorted(stale))
+            if mine is not None:
+                stale = await graph.item_ids(project, owner=mine) - {i.id for i in items}
+                if stale:  # gone from this home's files: tombstoned for the others too
+                    await graph.delete_items(project, sorted(stale), owner=mine)
         except GraphmemError as exc:
             log.warning("graph rebuild of %s failed: %s", project, exc)
             return f"failed: {exc}"
@@ -400,8 +399,11 @@ class DerivedStores:
 
             try:
                 graph = await self.graph_store()
-                if graph is not None:
-                    await graph.delete_spec(scope.project.key, scope.spec_key)
+                if graph is not None:  # on a shared server, this home's items only
+                    from .team import shared_owner
+
+                    await graph.delete_spec(scope.project.key, scope.spec_key,
+                                            shared_owner(self.settings))
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
@@ -418,8 +420,10 @@ class DerivedStores:
 
             try:
                 graph = await self.graph_store()
-                if graph is not None:
-                    await graph.delete_items(project, ids)
+                if graph is not None:  # on a shared server, this home's items only
+                    from .team import shared_owner
+
+                    await graph.delete_items(project, ids, owner=shared_owner(self.settings))
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove deleted items from the graph: %s", exc)
 

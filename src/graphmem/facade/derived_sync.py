@@ -175,11 +175,10 @@ class DerivedSync:
         key, spec = self.scope.project.key, self.scope.spec_key
         in_graph = await graph.item_ids(key, spec)
         own = in_graph
-        from ..graph.server import external_endpoint
+        from ..team import shared_owner
 
-        if external_endpoint(self.settings) is not None:  # a shared server: teammates' items
-            from ..team import host  # of this spec are theirs to keep, not extra
-
-            own = await graph.item_ids(key, spec, host=host(self.settings))
+        mine = shared_owner(self.settings)
+        if mine is not None:  # a shared server: teammates' items of this spec are theirs to
+            own = await graph.item_ids(key, spec, owner=mine)  # keep, not extra
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
                 "missing": sorted(items - in_graph), "extra": sorted(own - items)}
