@@ -4,6 +4,12 @@ and a teammate's item of the same id never replaces this home's own index row.""
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
 from graphmem import Memory, _sync
 from graphmem.graph import schema
 from graphmem.settings import Settings
@@ -113,3 +119,39 @@ def test_a_node_rewritten_over_my_item_does_not_replace_my_row(team):
         _sync.run(team_mod.pull(b.aio))
         (row,) = b.aio.backends.local.index.rows_by_id([b_id])
         assert row["text"] == "B: the scheduler runs in UTC" and row["project"] == key
+
+
+def _count(home: str, sql: str) -> int:
+    """One count from a home's index, read-only (0 while the database or table is missing)."""
+    try:
+        db = sqlite3.connect(f"file:{home}/index.sqlite3?mode=ro", uri=True)
+        try:
+            return db.execute(sql).fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_sync_that_loses_the_server_mid_pull_exits_non_zero(team):
+    """``graphmem sync`` whose server goes away while it takes in a big first pull says so on
+    stderr and exits 1; what it took in stays."""
+    srv, repos, envs = team
+    n = 2000  # eight pulls of 256: the server is stopped after the first one landed
+    with _mem(repos, "a", envs, "001-a") as a:
+        a.update_codebase_map({f"src/part_{i:04d}.py": f"part {i} of the importer" for i in range(n)})
+    spec_b = repos["b"] / "auto-claude" / "specs" / "002-b"
+    spec_b.mkdir(parents=True)
+    home = envs["b"]["GRAPHMEM_HOME"]
+    proc = subprocess.Popen([sys.executable, "-m", "graphmem.cli", "sync", "--spec-dir",
+                             str(spec_b)], env={**os.environ, **envs["b"]},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None \
+            and not _count(home, "SELECT count(*) FROM team_cursors"):
+        time.sleep(0.005)
+    srv.stop()
+    out, err = proc.communicate(timeout=120)
+    assert 0 < _count(home, "SELECT count(*) FROM search_items") < n  # stopped mid-pull
+    assert proc.returncode == 1, out + err
+    assert "sync did not finish" in err and "teammates' writes" in err

@@ -79,6 +79,9 @@ class DerivedStores:
                 local = h.source
             elif root is not None:
                 local = os.path.join(root, h.source) if h.source else root
+                if ".." in h.source and not os.path.normpath(local).startswith(
+                        os.path.join(root, "")):  # never a file out of the checkout
+                    local = None
             out.append(h.replaced(local_path=local))
         return out
 

@@ -159,7 +159,7 @@ async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
     # graph is spread over several searches instead of blocking one past its timeout.
     wanted, cut = [], len(rows)
     for i, (uuid, digest, _) in enumerate(rows):
-        if have.get(uuid) != digest and uuid not in mine and refused.get(uuid) != digest:
+        if have.get(uuid) != digest and uuid not in mine and refused.get(uuid) != str(digest):
             wanted.append(uuid)
             if len(wanted) >= budget:
                 cut = i + 1
@@ -198,7 +198,7 @@ async def _fetch(graph: Any, index: Any, gid: str, project: str, ids: list[str],
     for uuid, why in refuse.items():
         log.warning("graph item %r of %s refused: %s", uuid, project, why)
     if refuse:
-        index.refuse(gid, {u: (digests.get(u) or "", why) for u, why in refuse.items()})
+        index.refuse(gid, {u: (str(digests.get(u)), why) for u, why in refuse.items()})
     return fresh
 
 

@@ -153,13 +153,16 @@ class DerivedSync:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
         try:
             done = await self.backends.replay_outbox(outbox, force=True)
-            from ..team import pull_all
-
-            pulled = await pull_all(self)
-            return {**done, "pulled": pulled} if pulled is not None else done
         except GraphmemError as exc:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(),
                     "graph": f"unavailable: {exc}"}
+        from ..team import pull_all
+
+        try:
+            pulled = await pull_all(self)
+        except GraphmemError as exc:  # what was taken in stays, the cursor where it got to
+            return {**done, "graph": f"failed taking in teammates' writes: {exc}"}
+        return {**done, "pulled": pulled} if pulled is not None else done
 
     async def drift(self) -> dict[str, Any]:
         """Items in this spec's files but not in the graph, and graph items no file holds."""
