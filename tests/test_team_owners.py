@@ -105,7 +105,7 @@ def test_two_homes_on_one_machine_keep_each_others_items_on_reindex(tmp_path, te
 def test_a_node_rewritten_over_my_item_does_not_replace_my_row(team):
     """Even a node rewritten in the graph over my item (same id) leaves my own row as my files
     hold it: the pull takes in no id this home's files hold."""
-    from graphmem import team as team_mod
+    from graphmem.facade import team as team_mod
 
     srv, repos, envs = team
     with _mem(repos, "b", envs, "005-mine") as b:

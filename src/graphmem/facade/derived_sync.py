@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 from ..models import MemoryItem, SaveReport
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef, DerivedStores
+    from graphmem.facade.derived import DerivedRef, DerivedStores
     from ..files.outbox import Outbox
     from ..identity import Project
-    from ..scope import Scope
+    from graphmem.facade.scope import Scope
     from ..settings import Settings
 
 log = logging.getLogger("graphmem")
@@ -90,7 +90,7 @@ class DerivedSync:
         report.items = len(items)
         await self.adopt()
         if items:
-            from ..code import record_anchors
+            from graphmem.code import record_anchors
 
             # anchors first: the graph write links the items to the code they name
             record_anchors(self.scope.root, self.scope.spec_dir, items)
@@ -127,7 +127,7 @@ class DerivedSync:
         await self.settle()  # no queued session row may land after the rebuild
         items, specs = project_items(project)
         if self.settings.graph.mode != "off":
-            from ..team import stamp
+            from graphmem.facade.team import stamp
 
             items = stamp(items, self.settings, project.root)  # this machine's files: its items
         counts = await self.backends.reindex_local(project, items)
@@ -156,7 +156,7 @@ class DerivedSync:
         except GraphmemError as exc:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(),
                     "graph": f"unavailable: {exc}"}
-        from ..team import pull_all
+        from graphmem.facade.team import pull_all
 
         try:
             pulled = await pull_all(self)
@@ -178,7 +178,7 @@ class DerivedSync:
         key, spec = self.scope.project.key, self.scope.spec_key
         in_graph = await graph.item_ids(key, spec)
         own = in_graph
-        from ..team import shared_owner
+        from graphmem.facade.team import shared_owner
 
         mine = shared_owner(self.settings)
         if mine is not None:  # a shared server: teammates' items of this spec are theirs to

@@ -10,7 +10,7 @@ import time
 from typing import Any, Callable
 
 from ..models import Hit
-from . import schema
+from graphmem.graph import schema
 from .feed import fetch_items
 from .foreign import fields
 from .schema import rrf
