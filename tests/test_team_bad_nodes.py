@@ -124,3 +124,24 @@ def test_validity_and_freshness_of_a_node_are_recomputed_here(team):
         assert hit["metadata"].get("author") == "mallory"  # shown as claimed
         assert "validity" not in hit["metadata"] and "removed" not in hit["metadata"]
         assert (hit["metadata"].get("freshness") or {}).get("reason") != "trust me"
+
+
+def test_big_items_are_spread_over_pulls_by_their_size(team):
+    """Items under the limit but big cost time to index here: one pull takes in at most its
+    budget of characters (at least one item), the cursor keeps the place, and ``sync`` takes
+    in the rest."""
+    from graphmem import _sync
+    from graphmem.facade import team as team_mod
+
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "001-a") as a:
+        for i in range(3):
+            assert a.append_gotcha(f"bulk note {i} " + "ledger " * 4000).graph == "written"
+    with _mem(repos, "b", envs, "002-b") as b:
+        first = _sync.run(team_mod.pull(b.aio, chars=50_000))
+        assert first["items"] == 1 and first["more"] is True
+        second = _sync.run(team_mod.pull(b.aio, chars=50_000))
+        assert second["items"] == 1 and second["more"] is True
+        assert b.sync()["pulled"]["items"] == 1
+        hits = b.search("bulk note ledger", scope="project", limit=10)
+        assert sorted(h.text[:11] for h in hits) == ["bulk note 0", "bulk note 1", "bulk note 2"]

@@ -33,6 +33,10 @@ log = logging.getLogger("graphmem.facade.team")
 # compose/ stops any query after TIMEOUT_DEFAULT (30 s), so no write lands later than that.
 MARGIN_MS = 35_000
 BUDGET = 256  # items one pull embeds at most (about 1.3 s with the default local model)
+# Characters one pull takes in at most (at least one item): an item near the size limit costs
+# seconds to index (a local write of 0.9 MB takes 3.4 s), so many of them are spread over
+# searches too, one of them per search at most.
+BUDGET_CHARS = 1_000_000
 # Teammates' items live in the local index under the project key plus this suffix (a control
 # character no project id may hold): ranked with the project's own rows, but never taken for
 # this machine's files by a reindex, a journal replay or doctor's index drift, which reconcile
@@ -126,9 +130,10 @@ def _item(row: list, project: str, max_bytes: int) -> MemoryItem:
     return MemoryItem(project=project, **fields(row, max_bytes))
 
 
-async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
+async def pull(mem: Any, budget: int = BUDGET, chars: int = BUDGET_CHARS) -> dict[str, int] | None:
     """Take in the project graph's changes after this home's cursor -> counts (``more``: the
-    budget of items to embed was reached, call again), or None when there is no shared server.
+    budget of items to embed, or of ``chars`` to take in, was reached: call again), or None
+    when there is no shared server.
     ``mem``: anything with ``settings``, ``backends`` and ``project`` (an ``AsyncMemory``, or
     its ``DerivedSync``).
     """
@@ -164,6 +169,17 @@ async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
             if len(wanted) >= budget:
                 cut = i + 1
                 break
+    # Their sizes first (nothing is sent whole yet): the pull stops before ``chars``.
+    sizes = await graph.item_sizes(project, wanted) if wanted else {}
+    spent, at = 0, {r[0]: i for i, r in enumerate(rows[:cut])}
+    for j, uuid in enumerate(wanted):
+        longest, total = sizes.get(uuid, (0, 0))
+        if longest > settings.max_item_bytes:
+            continue  # refused unread
+        if spent and spent + total > chars:
+            cut, wanted = at[uuid], wanted[:j]
+            break
+        spent += total
     more, rows = cut < len(rows), rows[:cut]
     latest = {r[0]: int(r[2]) for r in rows}
     gone = [uuid for uuid, written in tombs  # a tombstone wins over an older write of an item
@@ -171,7 +187,7 @@ async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
     drop = set(gone)
     wanted = [u for u in wanted if u not in drop]
     fresh = await _fetch(graph, index, gid, project, wanted, {r[0]: r[1] for r in rows},
-                         settings.max_item_bytes) if wanted else []
+                         settings.max_item_bytes, sizes) if wanted else []
     if fresh:
         await index.upsert(fresh)
     if gone:  # only the teammates' copies: a copy this machine's own files hold stays
@@ -182,11 +198,12 @@ async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
 
 
 async def _fetch(graph: Any, index: Any, gid: str, project: str, ids: list[str],
-                 digests: dict[str, str], max_bytes: int) -> list[MemoryItem]:
+                 digests: dict[str, str], max_bytes: int,
+                 sizes: dict[str, tuple[int, int]]) -> list[MemoryItem]:
     """The items ``ids`` fetched whole and checked as a local write is (size, fields, paths):
     a node that fails is refused with one warning, and not fetched again until it changes;
     one over the size limit is never sent whole."""
-    rows, over = await graph.items_by_id(project, ids, max_chars=max_bytes)
+    rows, over = await graph.items_by_id(project, ids, max_chars=max_bytes, sizes=sizes)
     refuse = {u: f"a field of {n} characters is over the limit of {max_bytes} bytes "
                  "(GRAPHMEM_MAX_ITEM_BYTES)" for u, n in over.items()}
     fresh = []

@@ -50,24 +50,38 @@ async def server_ms(store: Any, project: str) -> int:
 FETCH_CHARS = 8_000_000  # characters of node text one read asks for at most
 
 
-async def items_by_id(store: Any, project: str, ids: list[str],
-                      max_chars: int | None = None) -> tuple[list[list], dict[str, int]]:
+async def item_sizes(store: Any, project: str, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(longest field, all fields) in characters of the given items (those still in the
+    graph), without sending them."""
+    return await _sizes(store, schema.group_id(project), ids)
+
+
+async def _sizes(store: Any, gid: str, ids: list[str]) -> dict[str, tuple[int, int]]:
+    rows = await _by_id(store, gid, schema.ITEM_SIZES, list(dict.fromkeys(ids)))
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+async def items_by_id(store: Any, project: str, ids: list[str], max_chars: int | None = None,
+                      sizes: dict[str, tuple[int, int]] | None = None
+                      ) -> tuple[list[list], dict[str, int]]:
     """``HIT_FIELDS`` rows of the given items (those still in the graph; a field that is not
     a string comes back None), and the ids whose longest field is over ``max_chars`` (each with
-    that size): those are never sent whole."""
-    return await fetch_items(store, schema.group_id(project), ids, max_chars)
+    that size): those are never sent whole. ``sizes``: ``item_sizes`` already read."""
+    return await fetch_items(store, schema.group_id(project), ids, max_chars, sizes)
 
 
-async def fetch_items(store: Any, gid: str, ids: list[str],
-                      max_chars: int | None = None) -> tuple[list[list], dict[str, int]]:
+async def fetch_items(store: Any, gid: str, ids: list[str], max_chars: int | None = None,
+                      sizes: dict[str, tuple[int, int]] | None = None
+                      ) -> tuple[list[list], dict[str, int]]:
     """``items_by_id`` of one graph: sizes first, then the nodes within the limit, in reads of
     at most ``FETCH_CHARS`` characters."""
-    sizes = dict(await _by_id(store, gid, schema.ITEM_SIZES, list(dict.fromkeys(ids))))
-    over = {u: int(n) for u, n in sizes.items() if max_chars is not None and int(n) > max_chars}
+    if sizes is None:
+        sizes = await _sizes(store, gid, ids)
+    over = {u: n[0] for u, n in sizes.items() if max_chars is not None and n[0] > max_chars}
     rows, chunk, chars = [], [], 0
     for uuid in [u for u in dict.fromkeys(ids) if u in sizes and u not in over]:
         chunk.append(uuid)
-        chars += int(sizes[uuid])
+        chars += sizes[uuid][1]
         if chars >= FETCH_CHARS or len(chunk) >= BATCH:
             rows += await _by_id(store, gid, schema.CHECKED_ITEMS_BY_ID, chunk)
             chunk, chars = [], 0

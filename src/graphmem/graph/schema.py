@@ -263,14 +263,15 @@ HIT_FIELDS = ("n.uuid, n.gm_kind, n.summary, n.gm_project, n.gm_spec, n.gm_sessi
 # Reading nodes anyone with the password may have written: each field comes back as a list of
 # one string, or empty when it is missing or not a string (a number or a list, which would make
 # any string function fail the whole query); ``ITEM_SIZES`` gives each node's longest string
-# field (characters), so that a node over the size limit is never sent whole.
+# field and their sum (characters), so that a node over the size limit is never sent whole.
 _FIELDS = [f.strip() for f in HIT_FIELDS.split(",")][1:]
 _STRINGS = "[v IN [{}] WHERE typeOf(v) = 'String']"
 CHECKED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
                        + ", ".join(_STRINGS.format(f) for f in _FIELDS))
-ITEM_SIZES = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, reduce(m = 0, x IN "
-              + _STRINGS.format(", ".join(_FIELDS))
-              + " | CASE WHEN size(x) > m THEN size(x) ELSE m END)")
+ITEM_SIZES = ("MATCH (n:Entity) WHERE n.uuid IN $ids WITH n, "
+              + _STRINGS.format(", ".join(_FIELDS)) + " AS f RETURN n.uuid, "
+              "reduce(m = 0, x IN f | CASE WHEN size(x) > m THEN size(x) ELSE m END), "
+              "reduce(t = 0, x IN f | t + size(x))")
 # A node this home wrote (``team.owner``): by its writer, or, written before writers were
 # stamped, by its host.
 MINE = "(n.gm_writer = $writer OR (n.gm_writer IS NULL AND n.gm_host = $host))"

@@ -187,11 +187,16 @@ class GraphStore:
         """The server's clock (ms), the one ``gm_written`` stamps come from."""
         return await feed.server_ms(self, project)
 
-    async def items_by_id(self, project: str, ids: list[str],
-                          max_chars: int | None = None) -> tuple[list[list], dict[str, int]]:
+    async def item_sizes(self, project: str, ids: list[str]) -> dict[str, tuple[int, int]]:
+        """(longest field, all fields) in characters of the given items, without sending them."""
+        return await feed.item_sizes(self, project, ids)
+
+    async def items_by_id(self, project: str, ids: list[str], max_chars: int | None = None,
+                          sizes: dict[str, tuple[int, int]] | None = None
+                          ) -> tuple[list[list], dict[str, int]]:
         """``HIT_FIELDS`` rows of the given items (those still in the graph), and the ids of
         those with a field over ``max_chars`` (never sent whole)."""
-        return await feed.items_by_id(self, project, ids, max_chars)
+        return await feed.items_by_id(self, project, ids, max_chars, sizes)
 
     async def item_ids(self, project: str, spec: str | None = None,
                        owner: tuple[str, str] | None = None) -> set[str]:
