@@ -188,11 +188,12 @@ def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
         running = st["running"]
         rows.append(health.server_row(st))
         if st["external"]:
-            from graphmem.facade.team import author, host
+            from graphmem.facade.team import author, host, writer
 
             rows.append(row("team", "ok", f"shared server: items written here record "
                             f"{author(settings, ctx.project_dir)} on {host(settings)} "
-                            "(GRAPHMEM_AUTHOR, GRAPHMEM_HOST); searches take in teammates' writes"))
+                            "(GRAPHMEM_AUTHOR, GRAPHMEM_HOST), written by this home as "
+                            f"{writer(settings)}; searches take in teammates' writes"))
         rows.append(health.client_row())
     if ctx.spec_dir is None:
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from graphmem.cli.app import _console, _emit, _memory, _spec_args, command, status
@@ -110,7 +111,11 @@ def _cmd_sync(args: argparse.Namespace) -> int:
             print(f"from teammates: took in {d['pulled']['items']} item(s), dropped "
                   f"{d['pulled']['deleted']} deleted")
     _emit(args, data, show)
-    return 0 if data["remaining"] == 0 else 1
+    broken = sorted({s["graph"] for s in data.get("specs", [data])
+                     if s["graph"].startswith(("unavailable", "failed"))})
+    for why in broken:  # exit 0 only when everything was synced
+        print(f"graphmem: sync did not finish: graph {why}", file=sys.stderr)
+    return 0 if data["remaining"] == 0 and not broken else 1
 
 
 def _sync_args(p: argparse.ArgumentParser) -> None:

@@ -79,6 +79,9 @@ class DerivedStores:
                 local = h.source
             elif root is not None:
                 local = os.path.join(root, h.source) if h.source else root
+                if ".." in h.source and not os.path.normpath(local).startswith(
+                        os.path.join(root, "")):  # never a file out of the checkout
+                    local = None
             out.append(h.replaced(local_path=local))
         return out
 
@@ -364,18 +367,17 @@ class DerivedStores:
             if graph is None:
                 return "off"
             await graph.connect(force=True)
-            from graphmem.graph.server import external_endpoint
-            from graphmem.facade.team import host
+            from graphmem.facade.team import shared_owner
 
-            shared = external_endpoint(self.settings) is not None
-            if not shared:  # on a shared server teammates' items stay (``reindex`` stamped ours)
+            mine = shared_owner(self.settings)
+            if mine is None:  # on a shared server teammates' items stay (``reindex`` stamped ours)
                 await graph.drop_project(project)
             for start in range(0, len(items), 1000):  # each chunk gets the write timeout
                 await graph.save(items[start:start + 1000], extract=False)
-            if shared:
-                stale = await graph.item_ids(project, host=host(self.settings)) - {i.id for i in items}
-                if stale:  # gone from this machine's files: tombstoned for the others too
-                    await graph.delete_items(project, sorted(stale))
+            if mine is not None:
+                stale = await graph.item_ids(project, owner=mine) - {i.id for i in items}
+                if stale:  # gone from this home's files: tombstoned for the others too
+                    await graph.delete_items(project, sorted(stale), owner=mine)
         except GraphmemError as exc:
             log.warning("graph rebuild of %s failed: %s", project, exc)
             return f"failed: {exc}"
@@ -400,8 +402,11 @@ class DerivedStores:
 
             try:
                 graph = await self.graph_store()
-                if graph is not None:
-                    await graph.delete_spec(scope.project.key, scope.spec_key)
+                if graph is not None:  # on a shared server, this home's items only
+                    from graphmem.facade.team import shared_owner
+
+                    await graph.delete_spec(scope.project.key, scope.spec_key,
+                                            shared_owner(self.settings))
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove the cleared spec from the graph: %s", exc)
 
@@ -418,8 +423,10 @@ class DerivedStores:
 
             try:
                 graph = await self.graph_store()
-                if graph is not None:
-                    await graph.delete_items(project, ids)
+                if graph is not None:  # on a shared server, this home's items only
+                    from graphmem.facade.team import shared_owner
+
+                    await graph.delete_items(project, ids, owner=shared_owner(self.settings))
             except GraphmemError as exc:  # the files are gone; `graphmem doctor` shows drift
                 log.warning("could not remove deleted items from the graph: %s", exc)
 

@@ -154,13 +154,16 @@ class DerivedSync:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
         try:
             done = await self.backends.replay_outbox(outbox, force=True)
-            from graphmem.facade.team import pull_all
-
-            pulled = await pull_all(self)
-            return {**done, "pulled": pulled} if pulled is not None else done
         except GraphmemError as exc:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(),
                     "graph": f"unavailable: {exc}"}
+        from graphmem.facade.team import pull_all
+
+        try:
+            pulled = await pull_all(self)
+        except GraphmemError as exc:  # what was taken in stays, the cursor where it got to
+            return {**done, "graph": f"failed taking in teammates' writes: {exc}"}
+        return {**done, "pulled": pulled} if pulled is not None else done
 
     async def drift(self) -> dict[str, Any]:
         """Items in this spec's files but not in the graph, and graph items no file holds."""
@@ -176,11 +179,10 @@ class DerivedSync:
         key, spec = self.scope.project.key, self.scope.spec_key
         in_graph = await graph.item_ids(key, spec)
         own = in_graph
-        from ..graph.server import external_endpoint
+        from graphmem.facade.team import shared_owner
 
-        if external_endpoint(self.settings) is not None:  # a shared server: teammates' items
-            from graphmem.facade.team import host  # of this spec are theirs to keep, not extra
-
-            own = await graph.item_ids(key, spec, host=host(self.settings))
+        mine = shared_owner(self.settings)
+        if mine is not None:  # a shared server: teammates' items of this spec are theirs to
+            own = await graph.item_ids(key, spec, owner=mine)  # keep, not extra
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
                 "missing": sorted(items - in_graph), "extra": sorted(own - items)}

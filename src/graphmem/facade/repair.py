@@ -207,8 +207,11 @@ async def fix_graph(mem: Any) -> dict[str, Any]:
 
             await graph.save(stamp([i for i in await mem.items() if i.id in missing], mem.settings,
                                    mem.project_dir), extract=False)
-        if drift["extra"]:
-            await graph.delete_items(mem.project.key, drift["extra"])
+        if drift["extra"]:  # this home's own (drift counts no teammate's item as extra)
+            from graphmem.facade.team import shared_owner
+
+            await graph.delete_items(mem.project.key, drift["extra"],
+                                     owner=shared_owner(mem.settings))
     except GraphmemError as exc:
         return {"graph": f"failed: {exc}"}
     return {"graph": "written", "replayed": synced.get("replayed", 0), "added": len(missing),

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import functools
 import getpass
-import json
+import hashlib
 import logging
 import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from graphmem.models import MemoryItem, parse_iso
+from graphmem.models import MemoryItem
 
 log = logging.getLogger("graphmem.facade.team")
 
@@ -33,6 +33,10 @@ log = logging.getLogger("graphmem.facade.team")
 # compose/ stops any query after TIMEOUT_DEFAULT (30 s), so no write lands later than that.
 MARGIN_MS = 35_000
 BUDGET = 256  # items one pull embeds at most (about 1.3 s with the default local model)
+# Characters one pull takes in at most (at least one item): an item near the size limit costs
+# seconds to index (a local write of 0.9 MB takes 3.4 s), so many of them are spread over
+# searches too, one of them per search at most.
+BUDGET_CHARS = 1_000_000
 # Teammates' items live in the local index under the project key plus this suffix (a control
 # character no project id may hold): ranked with the project's own rows, but never taken for
 # this machine's files by a reindex, a journal replay or doctor's index drift, which reconcile
@@ -79,40 +83,57 @@ def host(settings: Any) -> str:
     return settings.team.host or socket.gethostname()
 
 
+def writer(settings: Any) -> str:
+    """Which home writes: its host and a digest of the machine's name and the home's folder,
+    so that two homes on one machine (or two machines given one GRAPHMEM_HOST) differ."""
+    where = str(Path(settings.home).expanduser().resolve())
+    tag = hashlib.sha256(f"{socket.gethostname()}\0{where}".encode("utf-8", "surrogatepass"))
+    return f"{host(settings)}#{tag.hexdigest()[:12]}"
+
+
+def owner(settings: Any) -> tuple[str, str]:
+    """(writer, host): what a shared graph's deletes and rebuilds of this home are limited to
+    (nodes written before writers were stamped are owned by their host)."""
+    return writer(settings), host(settings)
+
+
+def shared_owner(settings: Any) -> tuple[str, str] | None:
+    """``owner`` on a shared server (``GRAPHMEM_FALKORDB_URL``); None for a home's own graph,
+    where every node is this home's."""
+    from graphmem.graph.server import external_endpoint
+
+    return owner(settings) if external_endpoint(settings) is not None else None
+
+
 def stamp(items: list[MemoryItem], settings: Any, project_dir: Path | str | None) -> list[MemoryItem]:
-    """The items with ``author`` and ``host`` in their metadata (kept when already there)."""
+    """The items with ``author``, ``host`` and ``writer`` in their metadata (kept when already
+    there)."""
     if not items:
         return items
-    who, where = author(settings, project_dir), host(settings)
+    who, where, home = author(settings, project_dir), host(settings), writer(settings)
     out = []
     for it in items:
-        if "author" in it.metadata and "host" in it.metadata:
+        if "author" in it.metadata and "host" in it.metadata and "writer" in it.metadata:
             out.append(it)
         else:
             out.append(it.model_copy(update={"metadata": {"author": who, "host": where,
-                                                          **it.metadata}}))
+                                                          "writer": home, **it.metadata}}))
     return out
 
 
-def _item(row: list, project: str) -> MemoryItem:
-    """A graph row as the item the writer's files hold (spec and source stay relative to the
-    project root, which is where this machine has it checked out)."""
-    uuid, kind, text, _key, spec, session, when, meta, source = row[:9]
-    try:
-        metadata = json.loads(meta) if meta else {}
-    except ValueError:
-        metadata = {}
-    kw: dict[str, Any] = {}
-    t = parse_iso(when)
-    if t is not None:
-        kw["time"] = t
-    return MemoryItem(id=uuid, kind=kind, text=text or "", project=project, spec=spec or None,
-                      session=session or None, metadata=metadata, source=source or "", **kw)
+def _item(row: list, project: str, max_bytes: int) -> MemoryItem:
+    """A checked graph row (``feed.fetch_items``) as the item the writer's files hold (spec and
+    source relative to the project root, which is where this machine has it checked out); a
+    ValueError for a node that is not one (``graph/foreign.py``)."""
+    from graphmem.graph.foreign import fields
+
+    return MemoryItem(project=project, **fields(row, max_bytes))
 
 
-async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
+async def pull(mem: Any, budget: int = BUDGET, chars: int = BUDGET_CHARS) -> dict[str, int] | None:
     """Take in the project graph's changes after this home's cursor -> counts (``more``: the
-    budget of items to embed was reached, call again), or None when there is no shared server.
+    budget of items to embed, or of ``chars`` to take in, was reached: call again), or None
+    when there is no shared server.
     ``mem``: anything with ``settings``, ``backends`` and ``project`` (an ``AsyncMemory``, or
     its ``DerivedSync``).
     """
@@ -133,37 +154,69 @@ async def pull(mem: Any, budget: int = BUDGET) -> dict[str, int] | None:
         return {"items": 0, "deleted": 0, "read": 0, "more": False}  # no graph (yet)
     settled = await graph.server_ms(project) - MARGIN_MS  # every write stamped before has landed
     tombs = await graph.changes(project, tombs_at, tombstones=True)
-    have = index.hashes_by_id([r[0] for r in rows] + [t[0] for t in tombs])
+    ids = [r[0] for r in rows] + [t[0] for t in tombs]
+    have = index.hashes_by_id(ids, project=team_key(project))
+    # An id this machine's own files hold is theirs here: a teammate's node of the same id (the
+    # same spec name and file, or their write over it) never replaces it, nor deletes it.
+    mine = set(index.hashes_by_id(ids, project=project))
+    refused = index.refused(gid, ids)  # nodes refused once: not fetched again until they change
     # Take rows in feed order until ``budget`` of them need embedding: a first pull of a big
     # graph is spread over several searches instead of blocking one past its timeout.
     wanted, cut = [], len(rows)
     for i, (uuid, digest, _) in enumerate(rows):
-        if have.get(uuid) != digest:
+        if have.get(uuid) != digest and uuid not in mine and refused.get(uuid) != str(digest):
             wanted.append(uuid)
             if len(wanted) >= budget:
                 cut = i + 1
                 break
+    # Their sizes first (nothing is sent whole yet): the pull stops before ``chars``.
+    sizes = await graph.item_sizes(project, wanted) if wanted else {}
+    spent, at = 0, {r[0]: i for i, r in enumerate(rows[:cut])}
+    for j, uuid in enumerate(wanted):
+        longest, total = sizes.get(uuid, (0, 0))
+        if longest > settings.max_item_bytes:
+            continue  # refused unread
+        if spent and spent + total > chars:
+            cut, wanted = at[uuid], wanted[:j]
+            break
+        spent += total
     more, rows = cut < len(rows), rows[:cut]
     latest = {r[0]: int(r[2]) for r in rows}
     gone = [uuid for uuid, written in tombs  # a tombstone wins over an older write of an item
             if uuid in have and int(written) >= latest.get(uuid, -1)]
     drop = set(gone)
     wanted = [u for u in wanted if u not in drop]
-    # Only what this index lacks is fetched whole (the feed itself is ids, hashes and times).
-    fresh = []
-    for row in await graph.items_by_id(project, wanted) if wanted else []:
-        try:
-            fresh.append(_item(row, team_key(project)))
-        except (ValueError, TypeError) as exc:  # a node another program wrote: skip it, once
-            log.warning("skipped graph item %r of %s: not a graphmem item (%s)", row[0], project,
-                        str(exc).splitlines()[0])
+    fresh = await _fetch(graph, index, gid, project, wanted, {r[0]: r[1] for r in rows},
+                         settings.max_item_bytes, sizes) if wanted else []
     if fresh:
         await index.upsert(fresh)
-    if gone:  # a copy this machine's own files hold stays: the files here are the truth
+    if gone:  # only the teammates' copies: a copy this machine's own files hold stays
         gone_n = index.delete(project=team_key(project), ids=gone)
     index.advance_cursor(gid, project, _next(rows, settled, 2), _next(tombs, settled, 1))
     return {"items": len(fresh), "deleted": gone_n if gone else 0, "read": len(rows) + len(tombs),
             "more": more}
+
+
+async def _fetch(graph: Any, index: Any, gid: str, project: str, ids: list[str],
+                 digests: dict[str, str], max_bytes: int,
+                 sizes: dict[str, tuple[int, int]]) -> list[MemoryItem]:
+    """The items ``ids`` fetched whole and checked as a local write is (size, fields, paths):
+    a node that fails is refused with one warning, and not fetched again until it changes;
+    one over the size limit is never sent whole."""
+    rows, over = await graph.items_by_id(project, ids, max_chars=max_bytes, sizes=sizes)
+    refuse = {u: f"a field of {n} characters is over the limit of {max_bytes} bytes "
+                 "(GRAPHMEM_MAX_ITEM_BYTES)" for u, n in over.items()}
+    fresh = []
+    for row in rows:
+        try:
+            fresh.append(_item(row, team_key(project), max_bytes))
+        except ValueError as exc:  # pydantic's errors too: a node another program wrote
+            refuse[row[0]] = str(exc).splitlines()[0]
+    for uuid, why in refuse.items():
+        log.warning("graph item %r of %s refused: %s", uuid, project, why)
+    if refuse:
+        index.refuse(gid, {u: (str(digests.get(u)), why) for u, why in refuse.items()})
+    return fresh
 
 
 def _next(rows: list[list], settled: int, at: int) -> tuple[int, str]:

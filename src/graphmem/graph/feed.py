@@ -47,13 +47,56 @@ async def server_ms(store: Any, project: str) -> int:
     return int(res.result_set[0][0])
 
 
-async def items_by_id(store: Any, project: str, ids: list[str]) -> list[list]:
-    """``HIT_FIELDS`` rows of the given items (those still in the graph), in chunks; a chunk
-    cut short by the server's RESULTSET_SIZE is asked for again without what came back."""
-    gid, rows, pending = schema.group_id(project), [], list(dict.fromkeys(ids))
+FETCH_CHARS = 8_000_000  # characters of node text one read asks for at most
+
+
+async def item_sizes(store: Any, project: str, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """(longest field, all fields) in characters of the given items (those still in the
+    graph), without sending them."""
+    return await _sizes(store, schema.group_id(project), ids)
+
+
+async def _sizes(store: Any, gid: str, ids: list[str]) -> dict[str, tuple[int, int]]:
+    rows = await _by_id(store, gid, schema.ITEM_SIZES, list(dict.fromkeys(ids)))
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+async def items_by_id(store: Any, project: str, ids: list[str], max_chars: int | None = None,
+                      sizes: dict[str, tuple[int, int]] | None = None
+                      ) -> tuple[list[list], dict[str, int]]:
+    """``HIT_FIELDS`` rows of the given items (those still in the graph; a field that is not
+    a string comes back None), and the ids whose longest field is over ``max_chars`` (each with
+    that size): those are never sent whole. ``sizes``: ``item_sizes`` already read."""
+    return await fetch_items(store, schema.group_id(project), ids, max_chars, sizes)
+
+
+async def fetch_items(store: Any, gid: str, ids: list[str], max_chars: int | None = None,
+                      sizes: dict[str, tuple[int, int]] | None = None
+                      ) -> tuple[list[list], dict[str, int]]:
+    """``items_by_id`` of one graph: sizes first, then the nodes within the limit, in reads of
+    at most ``FETCH_CHARS`` characters."""
+    if sizes is None:
+        sizes = await _sizes(store, gid, ids)
+    over = {u: n[0] for u, n in sizes.items() if max_chars is not None and n[0] > max_chars}
+    rows, chunk, chars = [], [], 0
+    for uuid in [u for u in dict.fromkeys(ids) if u in sizes and u not in over]:
+        chunk.append(uuid)
+        chars += sizes[uuid][1]
+        if chars >= FETCH_CHARS or len(chunk) >= BATCH:
+            rows += await _by_id(store, gid, schema.CHECKED_ITEMS_BY_ID, chunk)
+            chunk, chars = [], 0
+    if chunk:
+        rows += await _by_id(store, gid, schema.CHECKED_ITEMS_BY_ID, chunk)
+    return [[r[0], *(v[0] if v else None for v in r[1:])] for r in rows], over
+
+
+async def _by_id(store: Any, gid: str, query: str, ids: list[str]) -> list[list]:
+    """Rows of ``query`` for ``ids``, in chunks; a chunk cut short by the server's
+    RESULTSET_SIZE is asked for again without what came back."""
+    rows, pending = [], list(ids)
     while pending:
         chunk, pending = pending[:BATCH], pending[BATCH:]
-        res = await store.query(gid, schema.ITEMS_BY_ID, {"ids": chunk}, ro=True)
+        res = await store.query(gid, query, {"ids": chunk}, ro=True)
         got = res.result_set if res is not None else []
         rows.extend(got)
         if got:  # an empty answer: the rest of the chunk was deleted meanwhile
@@ -63,16 +106,19 @@ async def items_by_id(store: Any, project: str, ids: list[str]) -> list[list]:
 
 
 async def item_ids(store: Any, project: str, spec: str | None = None,
-                   host: str | None = None) -> set[str]:
-    """Ids of the items a project graph holds (optionally of one spec, or written from one
-    machine: ``host``)."""
-    where = ("n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
-             + (" AND n.gm_host = $host" if host is not None else ""))
+                   owner: tuple[str, str] | None = None) -> set[str]:
+    """Ids of the items a project graph holds (optionally of one spec, or written by one home:
+    ``owner``, its (writer, host) as ``team.owner`` gives them)."""
+    where = "n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
+    if owner is not None:
+        where += " AND " + schema.MINE
+    writer, host = owner or ("", "")
     gid, ids, after = schema.group_id(project), set(), ""
     while True:
         res = await store.query(gid, f"MATCH (n:Entity) WHERE {where} AND n.uuid > $after "
                                 f"RETURN n.uuid ORDER BY n.uuid LIMIT {PAGE}",
-                                {"spec": spec or "", "after": after, "host": host or ""}, ro=True)
+                                {"spec": spec or "", "after": after, "writer": writer,
+                                 "host": host}, ro=True)
         page = [r[0] for r in res.result_set] if res is not None else []
         if not page:
             return ids

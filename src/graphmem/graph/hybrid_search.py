@@ -4,15 +4,15 @@ across graphs by RRF; only the winners' fields are fetched, and ``Hit`` s carry 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import time
-from datetime import datetime
 from typing import Any, Callable
 
 from ..models import Hit
 from graphmem.graph import schema
+from .feed import fetch_items
+from .foreign import fields
 from .schema import rrf
 
 log = logging.getLogger("graphmem.graph")
@@ -83,10 +83,17 @@ async def search(store: Any, query: str, projects: list[str] | None, kinds: list
     wanted: dict[str, list[str]] = {}
     for i in top:
         wanted.setdefault(home[ids[i]], []).append(ids[i])
-    fetched = await asyncio.gather(*(store.query(g, schema.ITEMS_BY_ID, {"ids": u}, ro=True)
+    limit_bytes = store.settings.max_item_bytes
+    fetched = await asyncio.gather(*(fetch_items(store, g, u, limit_bytes)
                                      for g, u in wanted.items()))
-    rows = {r[0]: r for res in fetched if res is not None for r in res.result_set}
-    return [_hit(rows[ids[i]], fused[i] / best) for i in top if ids[i] in rows]
+    rows, over = {}, {}
+    for got, too_big in fetched:
+        rows.update((r[0], r) for r in got)
+        over.update(too_big)
+    for uuid in over:
+        _refuse(uuid, f"a field over the limit of {limit_bytes} bytes (GRAPHMEM_MAX_ITEM_BYTES)")
+    hits = (_hit(rows[ids[i]], fused[i] / best, limit_bytes) for i in top if ids[i] in rows)
+    return [h for h in hits if h is not None]
 
 
 async def _same_embedder(store: Any, gids: list[str], strict: bool) -> list[str]:
@@ -122,7 +129,9 @@ async def _candidates(store: Any, gid: str, vec: list[float], ft: str, kinds: li
     params = {"vec": vec, "k": k, "kinds": kinds or [], "q": ft, "spec": spec or ""}
     # Ids and scores only: projecting fields (let alone vectors) for every candidate costs
     # more than the ranking itself; the winners' fields are fetched afterwards.
-    vq = (f"WITH {schema.VEC.format('$vec')} AS q MATCH (n:Entity) {where} WITH n, "
+    # A node without a vector (written by another program) has no cosine: not a candidate.
+    vq = (f"WITH {schema.VEC.format('$vec')} AS q MATCH (n:Entity) {where} "
+          f"AND n.name_embedding IS NOT NULL WITH n, "
           f"vec.cosineDistance(n.name_embedding, q) AS d ORDER BY d ASC LIMIT $k "
           f"RETURN n.uuid, 1 - d")
     tq = (f"CALL db.idx.fulltext.queryNodes('Entity', $q) YIELD node AS n, score {where} "
@@ -143,16 +152,26 @@ async def _candidates(store: Any, gid: str, vec: list[float], ft: str, kinds: li
             if uuid not in seen:
                 seen.add(uuid)
                 text.append((uuid, float(score) + (1e6 if tier == 0 else 0.0)))
-    return [(u, float(s)) for u, s in found[0]], text[:k]
+    return [(u, float(s)) for u, s in found[0] if isinstance(s, (int, float))], text[:k]
 
 
-def _hit(row: list, score: float) -> Hit:
-    uuid, kind, text, project, spec, session, when, meta, source = row[:9]
+_refused: set[str] = set()  # nodes this process warned about: one warning each, not one a search
+
+
+def _refuse(uuid: str, why: str) -> None:
+    if uuid not in _refused:
+        _refused.add(uuid)
+        log.warning("graph search skips node %r: %s", uuid, why)
+
+
+def _hit(row: list, score: float, max_bytes: int) -> Hit | None:
+    """A checked row as a hit (``foreign.py``); None, with one warning, for a node that is not
+    a graphmem item."""
     try:
-        metadata = json.loads(meta) if meta else {}
-    except ValueError:
-        metadata = {}
-    return Hit(id=uuid, kind=kind, text=text or "", score=score, project=project or "",
-               spec=spec or None, session=session or None,
-               time=datetime.fromisoformat(when) if when else None, metadata=metadata,
-               source=source or "", backend="graph")
+        # paths out of the project are dropped, not refused: this home's graph may hold items
+        # written before project keys, with absolute paths (``local_path`` is then the root)
+        return Hit(score=score, project=row[3] or "", backend="graph",
+                   **fields(row, max_bytes, strict_paths=False))
+    except ValueError as exc:  # pydantic's errors too
+        _refuse(row[0], str(exc).splitlines()[0])
+        return None

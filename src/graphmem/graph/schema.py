@@ -176,13 +176,15 @@ def build_batch(gid: str, items: list[MemoryItem], vectors: dict[str, list[float
                                               "gm_spec": item.spec or "", "gm_anchor": a_label}})
         label, relation = label_and_relation(item)
         vec = vectors[item.text]
-        nodes.setdefault(label, []).append({"uuid": item.id, "vec": vec, "props": {
-            "uuid": item.id, "name": _short_name(item), "group_id": gid, "summary": item.text,
-            "created_at": when, "gm_kind": item.kind, "gm_project": item.project,
-            "gm_spec": item.spec or "", "gm_session": item.session or "", "gm_time": when,
-            "gm_source": item.source, "gm_meta": json.dumps(item.metadata, default=str),
-            "gm_hash": item.content_hash(), "gm_author": str(item.metadata.get("author", "")),
-            "gm_host": str(item.metadata.get("host", ""))}})
+        props = {"uuid": item.id, "name": _short_name(item), "group_id": gid, "summary": item.text,
+                 "created_at": when, "gm_kind": item.kind, "gm_project": item.project,
+                 "gm_spec": item.spec or "", "gm_session": item.session or "", "gm_time": when,
+                 "gm_source": item.source, "gm_meta": json.dumps(item.metadata, default=str),
+                 "gm_hash": item.content_hash(), "gm_author": str(item.metadata.get("author", "")),
+                 "gm_host": str(item.metadata.get("host", ""))}
+        if item.metadata.get("writer"):  # which home wrote it (``team.writer``): its owner
+            props["gm_writer"] = str(item.metadata["writer"])
+        nodes.setdefault(label, []).append({"uuid": item.id, "vec": vec, "props": props})
         edges.append({"source": a_uuid, "target": item.id, "props": {
             "uuid": derived_id(item.id, a_uuid, "fact"), "name": relation, "fact": item.text,
             "group_id": gid, "episodes": [ep_uuid], "created_at": when, "valid_at": when,
@@ -258,6 +260,21 @@ CLAIM = ("MERGE (m:GraphmemMeta {key: 'graph'}) SET m.embedder = $name, m.dimens
 
 HIT_FIELDS = ("n.uuid, n.gm_kind, n.summary, n.gm_project, n.gm_spec, n.gm_session, n.gm_time, "
               "n.gm_meta, n.gm_source")
+# Reading nodes anyone with the password may have written: each field comes back as a list of
+# one string, or empty when it is missing or not a string (a number or a list, which would make
+# any string function fail the whole query); ``ITEM_SIZES`` gives each node's longest string
+# field and their sum (characters), so that a node over the size limit is never sent whole.
+_FIELDS = [f.strip() for f in HIT_FIELDS.split(",")][1:]
+_STRINGS = "[v IN [{}] WHERE typeOf(v) = 'String']"
+CHECKED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
+                       + ", ".join(_STRINGS.format(f) for f in _FIELDS))
+ITEM_SIZES = ("MATCH (n:Entity) WHERE n.uuid IN $ids WITH n, "
+              + _STRINGS.format(", ".join(_FIELDS)) + " AS f RETURN n.uuid, "
+              "reduce(m = 0, x IN f | CASE WHEN size(x) > m THEN size(x) ELSE m END), "
+              "reduce(t = 0, x IN f | t + size(x))")
+# A node this home wrote (``team.owner``): by its writer, or, written before writers were
+# stamped, by its host.
+MINE = "(n.gm_writer = $writer OR (n.gm_writer IS NULL AND n.gm_host = $host))"
 
 
 # ---- team: what changed since a cursor (``team.py``) ----------------------------------------
@@ -279,3 +296,9 @@ SET t.gm_written = timestamp()"""
 TOMBSTONE_SPEC = """MATCH (n:Entity) WHERE n.gm_spec = $spec AND n.gm_kind IS NOT NULL
 MERGE (t:GraphmemTombstone {uuid: n.uuid})
 SET t.gm_written = timestamp()"""
+
+
+def owned(cypher: str, owner: tuple[str, str] | None) -> str:
+    """``cypher``'s first ``WHERE`` narrowed to the nodes of ``owner`` ((writer, host), the
+    ``$writer`` and ``$host`` parameters), or unchanged for None (a graph of one home)."""
+    return cypher if owner is None else cypher.replace(" WHERE ", f" WHERE {MINE} AND ", 1)

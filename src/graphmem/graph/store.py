@@ -166,13 +166,16 @@ class GraphStore:
         None; ``extract=False`` skips that step (rebuilds: it would re-run every LLM call)."""
         return await writes.save(self, items, extract)
 
-    async def delete_spec(self, project: str, spec: str) -> None:
-        """Remove one spec's items, anchors and episodes from its project graph (tombstoned)."""
-        await writes.delete_spec(self, project, spec)
+    async def delete_spec(self, project: str, spec: str, owner: tuple[str, str] | None = None) -> None:
+        """Remove one spec's items (of ``owner`` only, when given), and its anchors and episodes
+        that no item is left in, from its project graph (tombstoned)."""
+        await writes.delete_spec(self, project, spec, owner)
 
-    async def delete_items(self, project: str, ids: list[str]) -> None:
-        """Remove items (and their fact edges) by id from their project graph (tombstoned)."""
-        await writes.delete_items(self, project, ids)
+    async def delete_items(self, project: str, ids: list[str],
+                           owner: tuple[str, str] | None = None) -> None:
+        """Remove items (of ``owner`` only, when given) and their fact edges by id from their
+        project graph (tombstoned)."""
+        await writes.delete_items(self, project, ids, owner)
 
     # ---- reads (``feed.py``, ``hybrid_search.py``) --------------------------------------------------
     async def changes(self, project: str, after: tuple[int, str] = (0, ""),
@@ -184,13 +187,22 @@ class GraphStore:
         """The server's clock (ms), the one ``gm_written`` stamps come from."""
         return await feed.server_ms(self, project)
 
-    async def items_by_id(self, project: str, ids: list[str]) -> list[list]:
-        """``HIT_FIELDS`` rows of the given items (those still in the graph)."""
-        return await feed.items_by_id(self, project, ids)
+    async def item_sizes(self, project: str, ids: list[str]) -> dict[str, tuple[int, int]]:
+        """(longest field, all fields) in characters of the given items, without sending them."""
+        return await feed.item_sizes(self, project, ids)
 
-    async def item_ids(self, project: str, spec: str | None = None, host: str | None = None) -> set[str]:
-        """Ids of the items a project graph holds (optionally of one spec, or one ``host``)."""
-        return await feed.item_ids(self, project, spec, host)
+    async def items_by_id(self, project: str, ids: list[str], max_chars: int | None = None,
+                          sizes: dict[str, tuple[int, int]] | None = None
+                          ) -> tuple[list[list], dict[str, int]]:
+        """``HIT_FIELDS`` rows of the given items (those still in the graph), and the ids of
+        those with a field over ``max_chars`` (never sent whole)."""
+        return await feed.items_by_id(self, project, ids, max_chars, sizes)
+
+    async def item_ids(self, project: str, spec: str | None = None,
+                       owner: tuple[str, str] | None = None) -> set[str]:
+        """Ids of the items a project graph holds (optionally of one spec, or of one home:
+        ``owner``, see ``team.owner``)."""
+        return await feed.item_ids(self, project, spec, owner)
 
     async def search(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
                      limit: int = 10, spec: str | None = None,

@@ -75,18 +75,51 @@ async def write_batch(store: Any, gid: str, items: list[MemoryItem]) -> None:
     await write_code(store, gid, items[0].project, items)
 
 
-async def delete_spec(store: Any, project: str, spec: str) -> None:
-    """Remove one spec's items, anchors and episodes from its project graph (leaving a
-    tombstone per item, so that other machines drop them too)."""
-    gid = schema.group_id(project)
-    await store.team_indexes(gid)
-    await store.query(gid, schema.TOMBSTONE_SPEC, {"spec": spec})
-    await store.query(gid, "MATCH (n) WHERE n.gm_spec = $spec DETACH DELETE n", {"spec": spec})
+# What a cleared spec leaves behind: its anchors and episodes that no item is left in (a
+# teammate's items of a spec of the same name keep theirs).
+_ORPHAN_ANCHORS = """MATCH (a:Entity) WHERE a.gm_spec = $spec AND a.gm_anchor IS NOT NULL
+OPTIONAL MATCH (a)-[:RELATES_TO]->(m:Entity) WHERE m.gm_kind IS NOT NULL
+WITH a, count(m) AS left WHERE left = 0 DETACH DELETE a"""
+_ORPHAN_EPISODES = """MATCH (ep:Episodic) WHERE ep.gm_spec = $spec
+OPTIONAL MATCH (ep)-[:MENTIONS]->(m:Entity) WHERE m.gm_kind IS NOT NULL
+WITH ep, count(m) AS left WHERE left = 0 DETACH DELETE ep"""
 
 
-async def delete_items(store: Any, project: str, ids: list[str]) -> None:
-    """Remove items (and their fact edges) by id from their project graph, leaving tombstones."""
+def _owner_params(owner: tuple[str, str] | None) -> dict[str, str]:
+    return {"writer": owner[0], "host": owner[1]} if owner is not None else {}
+
+
+async def delete_spec(store: Any, project: str, spec: str,
+                      owner: tuple[str, str] | None = None) -> None:
+    """Remove one spec's items (``owner``'s only, when given: a shared graph), and its anchors
+    and episodes no item is left in, from its project graph, leaving a tombstone per item
+    removed, so that other machines drop them too."""
     gid = schema.group_id(project)
     await store.team_indexes(gid)
-    await store.query(gid, schema.TOMBSTONE_IDS, {"ids": list(ids)})
-    await store.query(gid, "MATCH (n:Entity) WHERE n.uuid IN $ids DETACH DELETE n", {"ids": list(ids)})
+    params = {"spec": spec, **_owner_params(owner)}
+    if owner is None:
+        await store.query(gid, schema.TOMBSTONE_SPEC, params)
+        await store.query(gid, "MATCH (n) WHERE n.gm_spec = $spec DETACH DELETE n", params)
+        return
+    await store.query(gid, schema.owned(schema.TOMBSTONE_SPEC, owner), params)
+    await store.query(gid, schema.owned("MATCH (n:Entity) WHERE n.gm_spec = $spec AND "
+                                        "n.gm_kind IS NOT NULL DETACH DELETE n", owner), params)
+    await store.query(gid, _ORPHAN_ANCHORS, params)
+    await store.query(gid, _ORPHAN_EPISODES, params)
+
+
+async def delete_items(store: Any, project: str, ids: list[str],
+                       owner: tuple[str, str] | None = None) -> None:
+    """Remove items (``owner``'s only, when given) and their fact edges by id from their project
+    graph, leaving tombstones."""
+    gid = schema.group_id(project)
+    await store.team_indexes(gid)
+    params = {"ids": list(ids), **_owner_params(owner)}
+    if owner is not None:  # a teammate's node of the same id is theirs: neither tombstoned nor deleted
+        res = await store.query(gid, schema.owned("MATCH (n:Entity) WHERE n.uuid IN $ids "
+                                                  "RETURN n.uuid", owner), params, ro=True)
+        params["ids"] = [r[0] for r in res.result_set] if res is not None else []
+        if not params["ids"]:
+            return
+    await store.query(gid, schema.TOMBSTONE_IDS, params)
+    await store.query(gid, "MATCH (n:Entity) WHERE n.uuid IN $ids DETACH DELETE n", params)

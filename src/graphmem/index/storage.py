@@ -68,7 +68,13 @@ CREATE TABLE team_cursors (
   graph TEXT PRIMARY KEY, project TEXT NOT NULL, items_ms INTEGER NOT NULL,
   items_uuid TEXT NOT NULL, tombstones_ms INTEGER NOT NULL, tombstones_uuid TEXT NOT NULL,
   pulled_at REAL NOT NULL);
+"""), (2, """
+CREATE TABLE team_refused (
+  graph TEXT NOT NULL, uuid TEXT NOT NULL, hash TEXT NOT NULL, reason TEXT NOT NULL,
+  at REAL NOT NULL, PRIMARY KEY (graph, uuid));
 """)])
+# team 2: the shared graph's nodes a pull refused (too big, not a graphmem item, a path out of
+# the project), by content hash: warned about once, fetched again only when they change.
 
 # Bumped when the items derived from the files get other ids, so that a database marked under an
 # older version catches each project up once more (dropping the rows under the old ids). 2: a
@@ -350,10 +356,17 @@ class IndexStore:
         return [r[0] for r in db.select_in(
             self.conn, "SELECT DISTINCT hash FROM search_items WHERE id IN ({})", ids)]
 
-    def hashes_by_id(self, ids: Sequence[str]) -> dict[str, str]:
-        """Content hash of each given item id the index holds."""
-        return dict(db.select_in(self.conn, "SELECT id, hash FROM search_items WHERE id IN ({})",
-                                 ids))
+    def hashes_by_id(self, ids: Sequence[str], project: str | None = None) -> dict[str, str]:
+        """Content hash of each given item id the index holds (under the key ``project`` only,
+        when given)."""
+        if project is None:
+            return dict(db.select_in(self.conn, "SELECT id, hash FROM search_items WHERE id IN ({})",
+                                     ids))
+        pid = self.project_id(project)
+        if pid is None:
+            return {}
+        return dict(db.select_in(self.conn, "SELECT id, hash FROM search_items WHERE project_id="
+                                 f"{int(pid)} AND id IN ({{}})", ids))
 
     def hashes_by_rowid(self, rowids: Sequence[int]) -> dict[int, str]:
         """Content hash of each given rowid the index holds."""
@@ -458,6 +471,19 @@ class IndexStore:
             self.conn.execute("INSERT OR REPLACE INTO team_cursors VALUES (?, ?, ?, ?, ?, ?, ?)",
                               (graph, project, *max(old_items, items), *max(old_tombs, tombstones),
                                time.time()))
+
+    def refused(self, graph: str, uuids: Sequence[str]) -> dict[str, str]:
+        """uuid -> content hash of the given nodes of ``graph`` a pull refused."""
+        return {r[0]: r[1] for r in db.select_in(
+            self.conn, "SELECT uuid, hash, graph FROM team_refused WHERE uuid IN ({})", uuids)
+            if r[2] == graph}
+
+    def refuse(self, graph: str, nodes: dict[str, tuple[str, str]]) -> None:
+        """Record nodes of ``graph`` a pull refused: uuid -> (content hash, reason)."""
+        with self.transaction():
+            self.conn.executemany("INSERT OR REPLACE INTO team_refused VALUES (?, ?, ?, ?, ?)",
+                                  [(graph, u, h, why[:500], time.time())
+                                   for u, (h, why) in nodes.items()])
 
     def close(self) -> None:
         try:
