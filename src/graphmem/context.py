@@ -80,6 +80,25 @@ def validity_note(meta: dict) -> str:
     return f"{v['state']}: {reason}" if reason else str(v["state"])
 
 
+def replaced_note(meta: dict, shown: int = 3) -> str:
+    """What a current memory replaced, as one note ("was 2.31.0 until session 3, 2.28.1 until
+    session 2"), empty when it replaced nothing: from ``metadata["replaces"]``."""
+    chain = [r for r in meta.get("replaces") or () if isinstance(r, dict)]
+    parts = []
+    for r in chain[:shown]:
+        until = f" until {r['until']}" if r.get("until") else ""
+        if r.get("was"):
+            parts.append(f"{r['was']}{until}")
+        elif r.get("text"):
+            text = " ".join(str(r["text"]).split())
+            cut = text[:80] + ("..." if len(text) > 80 else "")
+            parts.append(f'"{cut}"{until}')
+    if not parts:
+        return ""
+    more = f" and {len(chain) - shown} earlier" if len(chain) > shown else ""
+    return ("was " if chain[0].get("was") else "replaces ") + ", ".join(parts) + more
+
+
 def _line(hit: Hit, project_dir: Path | None) -> str:
     """One bullet: moved paths rewritten to their current names, changed code marked, a turn
     quoted with its session, and where the memory applies (its anchored files, current names)."""
@@ -103,6 +122,9 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted by session 12: ..."
     if why:
         notes.append(why)
+    was = replaced_note(hit.metadata)  # "was 2.31.0 until session 3": the value it replaced
+    if was:
+        notes.insert(0, was)
     if hit.kind == "turn":
         who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
         when = f", {hit.time:%Y-%m-%d}" if hit.time else ""
@@ -185,6 +207,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     top = max((h.score for h in hits if _freshness(h).get("state") != "gone"), default=0.0)
     task_terms = None
     hidden = 0
+    folded: set[str] = set()  # older values a shown line names ("was 2.31.0 until session 3")
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
         if hit.kind not in section_of:
@@ -192,7 +215,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
             continue
         key = normalise(hit.text)  # after the floor: most hits are under it
-        if key in seen:
+        if key in seen or hit.id in folded:
             continue
         if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
             if task_terms is None:
@@ -211,6 +234,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
+        folded.update(r.get("id") for r in hit.metadata.get("replaces") or ()
+                      if isinstance(r, dict) and r.get("was"))
     if not any(chosen.values()) and not hidden and not retired and not where and not told:
         return ""
     parts = [header, where]

@@ -28,6 +28,9 @@ log = logging.getLogger("graphmem.validity")
 LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede of a spec at a time
 _in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
 _in_flight_guard = threading.Lock()
+VALUE_KINDS = ("insight", "gotcha", "pattern")  # the kinds whose values change (validity.statement)
+# insights folder -> session file name -> (its cache key, its statements); see _earlier_statements
+_session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
 
 
 @dataclass(eq=False)
@@ -164,6 +167,53 @@ class Validity:
         if flagged:
             await self.to_graph(flagged)
 
+    async def flag_value_updates(self, session_num: int, items: list[Any]) -> None:
+        """After session ``session_num`` saved ``items``: each of its insights, gotchas and
+        patterns stating a fact with a new value (``validity.statement``) replaces the latest
+        earlier session's note stating it with another value: judged by the LLM when one is
+        configured, else flagged possibly superseded (as ``flag_updates`` does for notes)."""
+        from ..validity import statement
+
+        mine = [it for it in items if it.kind in VALUE_KINDS and it.session == str(session_num)
+                and statement(it.text) is not None]
+        if not mine:
+            return
+        older = _earlier_statements(self.scope.files, session_num)
+        llm = None
+        for it in mine:
+            key = (it.kind, statement(it.text)[0])
+            last = older.get(key)
+            if last is None or last[1] == it.id or last[2] == statement(it.text)[1]:
+                continue  # nothing earlier, or the same value said again
+            if llm is None:
+                llm = self._supersession_llm() or False
+            judged = None
+            if llm:
+                judged = await self._judge(llm, it.kind, it.text, [(last[1], last[3])])
+            if judged is not None:
+                ids, reason = judged
+                done = self.log_while_valid(ids, "superseded", reason, it.id)
+            else:
+                done = self.log_while_valid([last[1]], POSSIBLY, f"replaced in session "
+                                            f"{session_num}: {it.text[:200]}", it.id)
+            if done:
+                await self.to_graph(done)
+
+    async def _judge(self, llm: Any, kind: str, text: str,
+                     candidates: list[tuple[str, str]]) -> tuple[list[str], str] | None:
+        """The LLM's judgement of ``candidates`` (ids it supersedes, reason), None without a
+        usable one (the rule decides)."""
+        from ..errors import GraphmemError
+        from ..supersession import judge
+
+        try:
+            ids, reason = await judge(llm, kind, text, candidates)
+        except GraphmemError as exc:
+            log.warning("supersession not judged: %s", exc)
+            return None
+        name = getattr(llm, "name", "the LLM")
+        return ids, f"judged by {name}: {reason}" if reason else f"judged by {name}"
+
     async def flag_reverts(self, session_num: int, lines: list[str], items: list[Any]) -> None:
         """After session ``session_num`` completed ``lines``: for each ``Revert "S"``, the
         earlier session that completed ``S`` is marked possibly superseded, with the reverting
@@ -215,9 +265,8 @@ class Validity:
     async def _judged_updates(self, llm: Any, kind: str, text: str, new_id: str,
                               bullets: list[str], rule_ids: list[str]) -> tuple[list[str], str] | None:
         """The LLM's judgement (ids it supersedes, reason), or None without a usable one."""
-        from ..errors import GraphmemError
         from ..models import stable_id
-        from ..supersession import judge, same_anchor
+        from ..supersession import same_anchor
 
         key, spec, spec_dir = self.scope.project.key, self.scope.spec_key, self.scope.spec_dir
         texts = {stable_id(key, spec, kind, b): b for b in bullets}
@@ -229,13 +278,7 @@ class Validity:
         candidates = [(i, texts[i]) for i in dict.fromkeys(order)]
         if not candidates:
             return [], ""
-        try:
-            ids, reason = await judge(llm, kind, text, candidates)
-        except GraphmemError as exc:  # a failed or unusable answer: the rule decides
-            log.warning("supersession not judged: %s", exc)
-            return None
-        return ids, f"judged by {getattr(llm, 'name', 'the LLM')}: {reason}" if reason else \
-            f"judged by {getattr(llm, 'name', 'the LLM')}"
+        return await self._judge(llm, kind, text, candidates)  # unusable: the rule decides
 
     async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
         """Mark a memory as no longer true (it stays in the files; searches hide it)."""
@@ -266,3 +309,30 @@ class Validity:
         items = [i for i in files.items() if i.id in wanted]
         if items:
             await self.derived.get().write_graph(files.memory_dir, self.scope.root, items)
+
+
+def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], tuple]:
+    """(kind, statement key) -> (session, id, values, text) of the latest note stating it among
+    the sessions numbered below ``before`` (each session file's statements cached by its
+    stat key, as ``SpecStore.sessions`` caches the file)."""
+    from ..validity import statement
+
+    cache = _session_statements.setdefault(str(files.insights_dir), {})
+    fresh: dict[str, tuple[Any, list[tuple]]] = {}
+    latest: dict[tuple[str, str], tuple] = {}
+    for path, sf in files.sessions():
+        got = cache.get(path.name)
+        if got is None or got[0] != sf.key:
+            n = sf.data.get("session_number")
+            notes = []
+            for it in files.session_items(sf.data, path) if isinstance(n, int) else ():
+                st = statement(it.text) if it.kind in VALUE_KINDS else None
+                if st is not None:
+                    notes.append(((it.kind, st[0]), (n, it.id, st[1], it.text)))
+            got = (sf.key, notes)
+        fresh[path.name] = got
+        for key, note in got[1]:
+            if note[0] < before and (key not in latest or note[0] >= latest[key][0]):
+                latest[key] = note
+    _session_statements[str(files.insights_dir)] = fresh
+    return latest
