@@ -122,14 +122,14 @@ def apply_validity(hits: list[Hit], include_history: bool,
         if where is not None and where not in logs:
             logs[where] = validity_log(where)
         vlog = logs[where] if where else None
-        ev = vlog.events.get(hit.id) if vlog else None
+        ev = (vlog.events.get(hit.id) if vlog else None) or shared_event(hit)
         order.append(hit.id)
         if vlog is not None:
             log_of[hit.id] = vlog
         if ev is None:
             shown[hit.id] = hit
             continue
-        head = vlog.current(hit.id) if ev.get("state") != "retired" else None
+        head = vlog.current(hit.id) if vlog and ev.get("state") != "retired" else None
         if head is not None and head not in heads:
             heads[head] = hit
             log_of[head] = vlog
@@ -152,6 +152,13 @@ def apply_validity(hits: list[Hit], include_history: bool,
             out.insert(out.index(next(x for x in out if x.id == by)) + 1, h)
             pos = {x.id: i for i, x in enumerate(out)}
     return with_replaced(out, log_of, fetch), hidden
+
+
+def shared_event(hit: Hit) -> dict | None:
+    """The validity a teammate's home shared with an item taken in from a shared graph
+    (``team.stamp``), when this home's files hold no event for it."""
+    ev = hit.metadata.get("shared_validity")
+    return ev if isinstance(ev, dict) and ev.get("state") in STATES else None
 
 
 def current_first(order: list[str], shown: dict[str, Hit], heads: dict[str, Hit],

@@ -298,11 +298,8 @@ class Validity:
         the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
         if self.settings.graph.mode == "off" or self.scope.spec_dir is None:
             return
-        from ..code.anchors import book
-
-        records = book(self.scope.spec_dir).records  # validity lives on ABOUT edges: anchored only
-        wanted = {i for i in item_ids if any(not a.get("via") for a in
-                                             (records.get(i) or {}).get("anchors") or ())}
+        # validity lives on ABOUT edges (anchored items) and in every item's shared metadata
+        wanted = set(item_ids)  # (``team.stamp``: a teammate's home hides them too)
         if not wanted:
             return
         files = self.scope.files

@@ -181,7 +181,7 @@ def build_batch(gid: str, items: list[MemoryItem], vectors: dict[str, list[float
             "created_at": when, "gm_kind": item.kind, "gm_project": item.project,
             "gm_spec": item.spec or "", "gm_session": item.session or "", "gm_time": when,
             "gm_source": item.source, "gm_meta": json.dumps(item.metadata, default=str),
-            "gm_hash": item.content_hash(), "gm_author": str(item.metadata.get("author", "")),
+            "gm_hash": feed_hash(item), "gm_author": str(item.metadata.get("author", "")),
             "gm_host": str(item.metadata.get("host", ""))}})
         edges.append({"source": a_uuid, "target": item.id, "props": {
             "uuid": derived_id(item.id, a_uuid, "fact"), "name": relation, "fact": item.text,
@@ -279,3 +279,12 @@ SET t.gm_written = timestamp()"""
 TOMBSTONE_SPEC = """MATCH (n:Entity) WHERE n.gm_spec = $spec AND n.gm_kind IS NOT NULL
 MERGE (t:GraphmemTombstone {uuid: n.uuid})
 SET t.gm_written = timestamp()"""
+
+
+def feed_hash(item: MemoryItem) -> str:
+    """The hash a teammate's pull compares (``team.pull``): the text's, and the validity state
+    the item was shared with (``team.stamp``), so a retire or supersede reaches the other homes
+    as a changed item."""
+    shared = item.metadata.get("shared_validity")
+    state = shared.get("state") if isinstance(shared, dict) else None
+    return item.content_hash() if not state else hash_id(item.content_hash(), str(state))[:16]
