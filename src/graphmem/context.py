@@ -71,7 +71,7 @@ def _freshness(hit: Hit) -> dict:
 
 
 def validity_note(meta: dict) -> str:
-    """A hit's validity mark as one line ("possibly superseded: reverted by session 12: ..."),
+    """A hit's validity mark as one line ("possibly superseded: reverted in session 12: ..."),
     empty when its metadata carries none: what ``context`` and ``graphmem search`` show."""
     v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
     if not v.get("state"):
@@ -119,7 +119,7 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
                      + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
     if fresh.get("reason"):
         notes.append(str(fresh["reason"]))  # "src/c.py is gone": part of its code is
-    why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted by session 12: ..."
+    why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted in session 12: ..."
     if why:
         notes.append(why)
     was = replaced_note(hit.metadata)  # "was 2.31.0 until session 3": the value it replaced

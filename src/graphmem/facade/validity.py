@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ log = logging.getLogger("graphmem.validity")
 LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede of a spec at a time
 _in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
 _in_flight_guard = threading.Lock()
+REVERTS_COMMIT = re.compile(r"\bThis reverts commit ([0-9a-fA-F]{7,40})\b")
 VALUE_KINDS = ("insight", "gotcha", "pattern")  # the kinds whose values change (validity.statement)
 # insights folder -> session file name -> (its cache key, its statements); see _earlier_statements
 _session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
@@ -222,6 +224,7 @@ class Validity:
         revert naming no earlier session changes nothing."""
         reverts = [(line, reverted_subject(line)) for line in lines]
         reverts = [(line, subject) for line, subject in reverts if subject]
+        await self._flag_reverted_commits(session_num, items)
         if not reverts:
             return
         from ..insight_shapes import entries
@@ -245,9 +248,33 @@ class Validity:
                     if it.kind == "file" or it.session != str(n) or it.id in known or \
                             it.id == by or not (whole or subject_key(it.text) == key):
                         continue  # said again by a later session, or already judged
-                    flagged += self.log_while_valid([it.id], POSSIBLY, f"reverted by session "
+                    flagged += self.log_while_valid([it.id], POSSIBLY, f"reverted in session "
                                                     f"{session_num}: {line.strip()}", by)
                 break
+        if flagged:
+            await self.to_graph(flagged)
+
+    async def _flag_reverted_commits(self, session_num: int, items: list[Any]) -> None:
+        """For each ``This reverts commit <sha>`` in session ``session_num``'s insights: the
+        insights, gotchas and patterns of the earlier sessions whose recorded work holds that
+        commit (``code/changes.py``: the commits between a work's base and its HEAD) are marked
+        possibly superseded, "reverted in session N"."""
+        shas = {m.group(1).lower() for it in items if it.kind == "insight"
+                for m in REVERTS_COMMIT.finditer(it.text)}
+        if not shas or self.scope.spec_dir is None:
+            return
+        by = next((it.id for it in items if it.kind == "insight"
+                   and REVERTS_COMMIT.search(it.text)), None)
+        known = validity_log(self.scope.spec_dir).events
+        flagged: list[str] = []
+        for sha, work in _works_holding(self.scope.root, self.scope.spec_dir, shas):
+            for s in work.get("sessions") or ():
+                if not str(s).isdigit() or int(s) >= session_num:
+                    continue
+                ids = [it.id for it in self.scope.files.insight_items(only_session=int(s))
+                       if it.kind != "file" and it.session == str(s) and it.id not in known]
+                flagged += self.log_while_valid(ids, POSSIBLY, f"reverted in session "
+                                                f"{session_num}: This reverts commit {sha[:12]}", by)
         if flagged:
             await self.to_graph(flagged)
 
@@ -333,3 +360,30 @@ def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], tuple]
                 latest[key] = note
     _session_statements[str(files.insights_dir)] = fresh
     return latest
+
+
+def _works_holding(root: Any, spec_dir: Any, shas: set[str]) -> list[tuple[str, dict]]:
+    """(sha, work) for each of ``shas`` (full or abbreviated commit ids) that a recorded work
+    of ``spec_dir`` holds: the commit is after the work's base and at or before its HEAD."""
+    from ..code.anchors import book
+    from ..code.history import history
+    from ..code.tree import snapshot
+
+    snap = snapshot(root)
+    h = history(root, getattr(snap, "head", None)) if snap is not None else None
+    if h is None:
+        return []
+    works = list(book(spec_dir).works.by_head.values())
+    out = []
+    for sha in sorted(shas):
+        full = [c for c in h.pos if c.startswith(sha)]
+        if len(full) != 1:
+            continue  # unknown here, or ambiguous
+        at = h.pos[full[0]]
+        for w in works:
+            top = h.pos.get(w["head"])
+            base = h.pos.get(w["base"]) if w.get("base") else -1
+            if top is not None and base is not None and base < at <= top:
+                out.append((sha, w))
+                break
+    return out
