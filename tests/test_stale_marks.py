@@ -341,3 +341,34 @@ def test_a_session_whose_commit_a_later_commit_reverts_is_marked_reverted_in_tha
         assert found[text]["reason"] == f"reverted in session 3: This reverts commit {sha[:12]}"
     assert found["Set up the payments module"] is None
     assert f"reverted in session 3: This reverts commit {sha[:12]}" in shown
+
+
+def test_a_failed_approach_is_marked_below_the_session_that_did_the_subtask(tmp_path):
+    """A session of subtask S recorded as failed: once a later session of S succeeds, what the
+    failed one did and tried is marked and ranks below the success; what it learned failing
+    (what_failed) stays a lesson. A failed session with no later success is not marked."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {
+            "subtask_id": "refund-cache", "success": False,
+            "approach_outcome": {"approach_used": "cache refunds in a module-level dict",
+                                 "status": "failed", "why_it_failed": "stale across workers"},
+            "what_worked": ["caching refunds in a module dict made the tests pass"],
+            "what_failed": ["a module-level refund cache goes stale across workers"]})
+        mem.save_session_insights(2, {"subtask_id": "other", "success": False,
+                                      "what_worked": ["caching invoices in a module dict"]})
+        before = marks(mem, "cache refunds module dict workers")
+        mem.save_session_insights(3, {
+            "subtask_id": "refund-cache", "success": True,
+            "approach_outcome": {"approach_used": "cache refunds in redis keyed by worker",
+                                 "status": "completed"},
+            "what_worked": ["caching refunds in redis keyed by worker"]})
+        after = marks(mem, "cache refunds module dict workers")
+        order = [h.text for h in mem.search("caching refunds module dict redis", scope="project")]
+    assert all(v is None for v in before.values())
+    tried = "caching refunds in a module dict made the tests pass"
+    assert after[tried]["state"] == "possibly superseded"
+    assert after[tried]["reason"] == "failed in session 1; subtask refund-cache done in session 3"
+    assert after["a module-level refund cache goes stale across workers"] is None  # a lesson
+    assert after["caching invoices in a module dict"] is None  # another subtask
+    assert order.index(tried) > min(order.index(t) for t in order if "redis" in t)

@@ -30,7 +30,9 @@ LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede o
 _in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
 _in_flight_guard = threading.Lock()
 REVERTS_COMMIT = re.compile(r"\bThis reverts commit ([0-9a-fA-F]{7,40})\b")
-VALUE_KINDS = ("insight", "gotcha", "pattern")  # the kinds whose values change (validity.statement)
+VALUE_KINDS = ("insight", "gotcha", "pattern")
+LESSON_FIELDS = ("what_failed", "recommendations", "recommendations_for_next_session")
+FAILED = {"failed", "failure", "error", "blocked", "rejected", "incomplete"}  # the kinds whose values change (validity.statement)
 # insights folder -> session file name -> (its cache key, its statements); see _earlier_statements
 _session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
 
@@ -254,6 +256,33 @@ class Validity:
         if flagged:
             await self.to_graph(flagged)
 
+    async def flag_failed_approaches(self, session_num: int, data: dict, items: list[Any]) -> None:
+        """After a successful session ``session_num`` of subtask S (``subtask_id``): the earlier
+        sessions of S recorded as failed (``success: false``, or an ``approach_outcome`` whose
+        status says so) are not lessons to follow; what they did and tried (not what failed,
+        their gotchas or recommendations: those are lessons) is marked possibly superseded,
+        "failed in session N; subtask S done in session M", and ranks below this session."""
+        subtask = data.get("subtask_id")
+        if data.get("success") is not True or not isinstance(subtask, (str, int)) \
+                or isinstance(subtask, bool) or failed_session(data):
+            return
+        by = next((it.id for it in items if it.session == str(session_num)
+                   and it.kind == "insight"), None)
+        known = validity_log(self.scope.require_spec()).events
+        flagged: list[str] = []
+        for _, sf in self.scope.files.sessions():
+            n = sf.data.get("session_number")
+            if not isinstance(n, int) or n >= session_num or \
+                    str(sf.data.get("subtask_id")) != str(subtask) or not failed_session(sf.data):
+                continue
+            ids = [it.id for it in self.scope.files.insight_items(only_session=n)
+                   if it.session == str(n) and it.id not in known and it.kind in ("insight", "pattern")
+                   and not str(it.metadata.get("field", "")).endswith(LESSON_FIELDS)]
+            flagged += self.log_while_valid(ids, POSSIBLY, f"failed in session {n}; subtask "
+                                            f"{subtask} done in session {session_num}", by)
+        if flagged:
+            await self.to_graph(flagged)
+
     async def _flag_reverted_commits(self, session_num: int, items: list[Any]) -> None:
         """For each ``This reverts commit <sha>`` in session ``session_num``'s insights: the
         insights, gotchas and patterns of the earlier sessions whose recorded work holds that
@@ -387,3 +416,14 @@ def _works_holding(root: Any, spec_dir: Any, shas: set[str]) -> list[tuple[str, 
                 out.append((sha, w))
                 break
     return out
+
+
+def failed_session(data: dict) -> bool:
+    """Whether a session recorded its approach as failed (``success: false``, or an
+    ``approach_outcome`` status such as "failed")."""
+    outcome = data.get("approach_outcome")
+    if not isinstance(outcome, dict):
+        outcome = (data.get("discoveries") or {}).get("approach_outcome") \
+            if isinstance(data.get("discoveries"), dict) else None
+    status = outcome.get("status") if isinstance(outcome, dict) else None
+    return data.get("success") is False or str(status).lower() in FAILED
