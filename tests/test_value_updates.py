@@ -132,7 +132,10 @@ def test_contradicting_gotchas_and_an_explicit_supersede_rank_the_current_first(
     assert old.id not in {h.id for h in billing}  # superseded: out of default results
     assert history[0].metadata["replaces"][0]["id"] == old.id
     assert history[0].metadata["replaces"][0]["was"] is None  # not one fact with two values
-    assert 'replaces "Wrap every handler of the billing service' in block
+    assert "replaces" not in billing[0].metadata  # its text stays out of default results
+    assert "Wrap every handler" not in block and "Billing handlers are idempotent" in block
+    assert "was 10 MB" not in block and limit[0].metadata["replaces"] == [
+        {"id": limit[1].id, "was": "10", "until": limit[0].metadata["replaces"][0]["until"]}]
 
 
 def test_an_llm_judges_a_value_update_of_insights_and_a_garbage_answer_leaves_the_rule(

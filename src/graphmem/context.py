@@ -81,22 +81,13 @@ def validity_note(meta: dict) -> str:
 
 
 def replaced_note(meta: dict, shown: int = 3) -> str:
-    """What a current memory replaced, as one note ("was 2.31.0 until session 3, 2.28.1 until
-    session 2"), empty when it replaced nothing: from ``metadata["replaces"]``."""
-    chain = [r for r in meta.get("replaces") or () if isinstance(r, dict)]
-    parts = []
-    for r in chain[:shown]:
-        until = f" until {r['until']}" if r.get("until") else ""
-        if r.get("was"):
-            parts.append(f"{r['was']}{until}")
-        elif r.get("text"):
-            text = " ".join(str(r["text"]).split())
-            cut = text[:80] + ("..." if len(text) > 80 else "")
-            parts.append(f'"{cut}"{until}')
-    if not parts:
-        return ""
+    """The values a current memory replaced, as one note ("was 2.31.0 until session 3, 2.28.1
+    until session 2"), empty when it replaced none: from ``metadata["replaces"]``."""
+    chain = [r for r in meta.get("replaces") or () if isinstance(r, dict) and r.get("was")]
+    parts = [f"{r['was']}" + (f" until {r['until']}" if r.get("until") else "")
+             for r in chain[:shown]]
     more = f" and {len(chain) - shown} earlier" if len(chain) > shown else ""
-    return ("was " if chain[0].get("was") else "replaces ") + ", ".join(parts) + more
+    return "was " + ", ".join(parts) + more if parts else ""
 
 
 def _line(hit: Hit, project_dir: Path | None) -> str:

@@ -151,7 +151,7 @@ def apply_validity(hits: list[Hit], include_history: bool,
             out.remove(h)
             out.insert(out.index(next(x for x in out if x.id == by)) + 1, h)
             pos = {x.id: i for i, x in enumerate(out)}
-    return with_replaced(out, log_of, fetch), hidden
+    return with_replaced(out, log_of, fetch, include_history), hidden
 
 
 def shared_event(hit: Hit) -> dict | None:
@@ -181,10 +181,13 @@ def current_first(order: list[str], shown: dict[str, Hit], heads: dict[str, Hit]
 
 
 def with_replaced(hits: list[Hit], log_of: dict[str, ValidityLog],
-                  fetch: Callable[[list[str]], list[Hit]] | None) -> list[Hit]:
+                  fetch: Callable[[list[str]], list[Hit]] | None,
+                  include_history: bool = True) -> list[Hit]:
     """Each hit that replaced others, with the chain in ``metadata["replaces"]``: newest first,
     each ``{id, text, session, was, until, state}`` (``was``: the old value when both state one
-    fact, ``changed_value``; ``until``: the session or date of the memory that replaced it)."""
+    fact, ``changed_value``; ``until``: the session or date of the memory that replaced it).
+    Without ``include_history`` only the values are told (``{id, was, until}``): a superseded
+    memory's text stays out of default results."""
     chains: dict[str, list[tuple[str, str]]] = {}  # head -> [(old id, the id that replaced it)]
     for h in hits:
         vlog = log_of.get(h.id)
@@ -220,7 +223,10 @@ def with_replaced(hits: list[Hit], log_of: dict[str, ValidityLog],
                            "session": old.session if old else None, "state": ev.get("state"),
                            "was": changed_value(old.text, newer.text) if old else None,
                            "until": (f"session {newer.session}" if newer.session else when)})
-        out.append(h.model_copy(update={"metadata": {**h.metadata, "replaces": listed}}))
+        if not include_history:
+            listed = [{k: r[k] for k in ("id", "was", "until")} for r in listed if r["was"]]
+        out.append(h.model_copy(update={"metadata": {**h.metadata, "replaces": listed}})
+                   if listed else h)
     return out
 
 
