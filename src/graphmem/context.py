@@ -65,6 +65,12 @@ def _where(hit: Hit, project_dir: Path | None) -> str:
     return f"{src}; {seen}" if seen else src
 
 
+def _current(hit: Hit) -> str | None:
+    """The id of the memory that replaced ``hit`` now (its validity mark's ``current``)."""
+    v = hit.metadata.get("validity")
+    return v.get("current") if isinstance(v, dict) else None
+
+
 def _freshness(hit: Hit) -> dict:
     f = hit.metadata.get("freshness")
     return f if isinstance(f, dict) else {}
@@ -206,8 +212,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
             continue
         key = normalise(hit.text)  # after the floor: most hits are under it
-        if key in seen or hit.id in folded:
-            continue
+        if key in seen or hit.id in folded or _current(hit) in folded:
+            continue  # an older value of a fact whose current line says it
         if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
             if task_terms is None:
                 task_terms = set(tokenize(task))
@@ -225,8 +231,10 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
-        folded.update(r.get("id") for r in hit.metadata.get("replaces") or ()
-                      if isinstance(r, dict) and r.get("was"))
+        if replaced_note(hit.metadata):  # the older values it names: their lines are folded
+            folded.add(hit.id)
+            folded.update(r.get("id") for r in hit.metadata.get("replaces") or ()
+                          if isinstance(r, dict))
     if not any(chosen.values()) and not hidden and not retired and not where and not told:
         return ""
     parts = [header, where]

@@ -21,10 +21,11 @@ its insights, gotchas and patterns when ``S`` was its first subtask, its title, 
 ``S`` alone).
 
 **Values that change** (``statement``), in one sentence: two notes of one kind state the same
-fact with two values when they read the same once their values are blanked (numbers and versions
-anywhere; a name or path after the ``to``/``=`` of a change verb, or after a leading ``use``),
-at least two words of three letters or more are left to say what the fact is about, and the
-values differ. Issue and PR references (``#123``) and a commit type prefix (``build(deps):``)
+fact with two values when they announce a version of one package ("bump/upgrade/update/pin P
+[from A] to B", "P==B", whatever the other words), or when they read the same once their values
+are blanked (numbers and versions anywhere; a name or path after the ``to``/``=`` of a change
+verb, or after a leading ``use``) with at least two words of three letters or more left to say
+what the fact is about; and the values differ. Issue and PR references (``#123``) and a commit type prefix (``build(deps):``)
 are not part of the statement, so "Fix #12 in the parser" never replaces "Fix #34 in the
 parser". The newer note is the current one: it takes the rank of the best note it replaces
 (``current_first``), and carries the chain in ``metadata["replaces"]`` ("was 2.31.0 until
@@ -136,6 +137,7 @@ def apply_validity(hits: list[Hit], include_history: bool,
         if include_history or ev.get("state") == POSSIBLY:
             shown[hit.id] = hit.model_copy(update={"metadata": {**hit.metadata, "validity": {
                 "state": ev.get("state"), "reason": ev.get("reason"), "by": ev.get("by"),
+                "current": head,
                 "valid_at": hit.time.isoformat() if hit.time else None,
                 "invalid_at": ev.get("invalid_at"), "recorded_at": ev.get("recorded_at")}}})
         else:
@@ -260,6 +262,15 @@ _SLOT = re.compile(r"^(?P<head>(?:switch|switched|change|changed|move|moved|set|
 _USE = re.compile(r"^(?P<head>(?:use|prefer)\s+)(?P<value>[^\s,;]+)"
                   r"(?P<tail>\s+(?:for|as|instead)\b.*)$")
 _SUBJECT_WORD = re.compile(r"[a-z][a-z_-]{2,}")
+# a package's version announced: "bump(s)/upgrade/update/pin P [from A] to B", "P==B" (P may be a
+# markdown link or carry extras: "[anyio[trio]](https://...)"); B has a dot, and ends the clause
+_VERSION_END = r"(?=\s*$|[.,;:)]|\s+(?:in|for|on|with|and|via|-)\b|\s*[(\[])"
+_DEP = re.compile(r"\b(?:bump(?:s|ed)?|upgrade[sd]?|update[sd]?|pin(?:s|ned)?)\s+(?:the\s+)?"
+                  r"\[?(?P<pkg>[a-z][\w.-]*?)(?:\[[\w,]*\])?\]?(?:\(\S*?\))?"
+                  r"(?:\s+(?:dependency|package|library|module|pin))?"
+                  r"(?:\s+from\s+v?\d[\w.]*)?\s+to\s+v?(?P<new>\d+(?:\.\w+)+)" + _VERSION_END)
+_PIN = re.compile(r"(?<![\w.-])(?P<pkg>[a-z][\w.-]*)(?:\[[\w,]*\])?\s*==\s*v?(?P<new>\d+(?:\.\w+)+)"
+                  + _VERSION_END)
 _statements: dict[str, tuple[str, tuple[str, ...]] | None] = {}
 _skeletons: dict[str, tuple[int, dict[str, list[str]]]] = {}
 
@@ -275,6 +286,10 @@ def statement(text: str) -> tuple[str, tuple[str, ...]] | None:
     from .models import normalise
 
     norm = _TYPE_PREFIX.sub("", " ".join(_REFS.sub(" ", normalise(text)).split())).rstrip(".!;")
+    dep = _DEP.search(norm) or _PIN.search(norm)
+    if dep:  # one fact in whatever words: the package's version
+        _statements[text] = got = (f"version of {dep.group('pkg')}", (dep.group("new"),))
+        return got
     values: list[str] = []
     m = _SLOT.match(norm) or _USE.match(norm)
     if m and not _NUMBER.fullmatch(m.group("value")):

@@ -186,20 +186,20 @@ class Validity:
         llm = None
         for it in mine:
             key = (it.kind, statement(it.text)[0])
-            last = older.get(key)
-            if last is None or last[1] == it.id or last[2] == statement(it.text)[1]:
+            last = [n for n in older.get(key, ()) if n[1] != it.id and n[2] != statement(it.text)[1]]
+            if not last:
                 continue  # nothing earlier, or the same value said again
             if llm is None:
                 llm = self._supersession_llm() or False
             judged = None
             if llm:
-                judged = await self._judge(llm, it.kind, it.text, [(last[1], last[3])])
+                judged = await self._judge(llm, it.kind, it.text, [(n[1], n[3]) for n in last])
             if judged is not None:
                 ids, reason = judged
                 done = self.log_while_valid(ids, "superseded", reason, it.id)
             else:
-                done = self.log_while_valid([last[1]], POSSIBLY, f"replaced in session "
-                                            f"{session_num}: {it.text[:200]}", it.id)
+                done = self.log_while_valid([n[1] for n in last], POSSIBLY, f"replaced in "
+                                            f"session {session_num}: {it.text[:200]}", it.id)
             if done:
                 await self.to_graph(done)
 
@@ -364,15 +364,15 @@ class Validity:
             await self.derived.get().write_graph(files.memory_dir, self.scope.root, items)
 
 
-def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], tuple]:
-    """(kind, statement key) -> (session, id, values, text) of the latest note stating it among
-    the sessions numbered below ``before`` (each session file's statements cached by its
-    stat key, as ``SpecStore.sessions`` caches the file)."""
+def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], list[tuple]]:
+    """(kind, statement key) -> [(session, id, values, text)] of the notes stating it in the
+    latest session numbered below ``before`` that states it (each session file's statements
+    cached by its stat key, as ``SpecStore.sessions`` caches the file)."""
     from ..validity import statement
 
     cache = _session_statements.setdefault(str(files.insights_dir), {})
     fresh: dict[str, tuple[Any, list[tuple]]] = {}
-    latest: dict[tuple[str, str], tuple] = {}
+    latest: dict[tuple[str, str], list[tuple]] = {}
     for path, sf in files.sessions():
         got = cache.get(path.name)
         if got is None or got[0] != sf.key:
@@ -385,8 +385,13 @@ def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], tuple]
             got = (sf.key, notes)
         fresh[path.name] = got
         for key, note in got[1]:
-            if note[0] < before and (key not in latest or note[0] >= latest[key][0]):
-                latest[key] = note
+            if note[0] >= before:
+                continue
+            had = latest.get(key)
+            if had is None or note[0] > had[0][0]:
+                latest[key] = [note]
+            elif note[0] == had[0][0]:
+                had.append(note)
     _session_statements[str(files.insights_dir)] = fresh
     return latest
 
