@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import run_cli
-from test_team import team  # noqa: F401  (the fixture)
+from test_team import _mem, team  # noqa: F401  (team: the fixture)
 from graphmem import Memory
 from test_code_freshness import project
 
@@ -79,9 +79,7 @@ def test_after_a_graph_rebuild(tmp_path, graph_on):
         assert_history_hidden(*shown(mem))
 
 
-def test_after_a_team_pull(team):
-    from test_team import _mem
-
+def test_after_a_team_pull(team):  # noqa: F811  (the fixture imported above)
     srv, repos, envs = team
     with _mem(repos, "a", envs, "001-a") as a:
         write_history(a)

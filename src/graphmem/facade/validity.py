@@ -1,5 +1,5 @@
 """Validity on the façade: ``retire``, and the events the notes' writes log (``supersede`` and
-the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.validity``."""
+the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.files.validity_log``."""
 
 from __future__ import annotations
 
@@ -15,24 +15,24 @@ from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
 from ..files.lock import folder_lock
 from ..models import parse_iso, utcnow
-from ..validity import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
+from graphmem.files.validity_log import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
                         subject_key, validity_file, validity_log)
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef
-    from ..scope import Scope
+    from graphmem.facade.derived import DerivedRef
+    from graphmem.facade.scope import Scope
     from ..settings import Settings
     from .session_log import EpisodeLog
     from .write_rules import WriteRules
 
-log = logging.getLogger("graphmem.validity")
+log = logging.getLogger("graphmem.files.validity_log")
 LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede of a spec at a time
 _in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
 _in_flight_guard = threading.Lock()
 REVERTS_COMMIT = re.compile(r"\bThis reverts commit ([0-9a-fA-F]{7,40})\b")
-VALUE_KINDS = ("insight", "gotcha", "pattern")
+VALUE_KINDS = ("insight", "gotcha", "pattern")  # whose values change (validity_log.statement)
 LESSON_FIELDS = ("what_failed", "recommendations", "recommendations_for_next_session")
-FAILED = {"failed", "failure", "error", "blocked", "rejected", "incomplete"}  # the kinds whose values change (validity.statement)
+FAILED = {"failed", "failure", "error", "blocked", "rejected", "incomplete"}
 # insights folder -> session file name -> (its cache key, its statements); see _earlier_statements
 _session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
 
@@ -53,7 +53,7 @@ class Validity:
         if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
             raise ValidationError("must be a memory id (24 hex characters, as search returns)",
                                   field="id")
-        from ..team import team_key
+        from graphmem.facade.team import team_key
 
         rows = self.derived.get().local.index.rows_by_id([item_id])
         key = self.scope.project.key  # a teammate's memory taken in from a shared graph too
@@ -176,7 +176,7 @@ class Validity:
         patterns stating a fact with a new value (``validity.statement``) replaces the latest
         earlier session's note stating it with another value: judged by the LLM when one is
         configured, else flagged possibly superseded (as ``flag_updates`` does for notes)."""
-        from ..validity import statement
+        from graphmem.files.validity_log import statement
 
         mine = [it for it in items if it.kind in VALUE_KINDS and it.session == str(session_num)
                 and statement(it.text) is not None]
@@ -208,7 +208,7 @@ class Validity:
         """The LLM's judgement of ``candidates`` (ids it supersedes, reason), None without a
         usable one (the rule decides)."""
         from ..errors import GraphmemError
-        from ..supersession import judge
+        from graphmem.rules.supersession import judge
 
         try:
             ids, reason = await judge(llm, kind, text, candidates)
@@ -229,7 +229,7 @@ class Validity:
         await self._flag_reverted_commits(session_num, items)
         if not reverts:
             return
-        from ..insight_shapes import entries
+        from graphmem.files.insight_shapes import entries
         from ..models import normalise
 
         sessions = [(sf.data.get("session_number"), sf) for _, sf in self.scope.files.sessions()]
@@ -322,7 +322,7 @@ class Validity:
                               bullets: list[str], rule_ids: list[str]) -> tuple[list[str], str] | None:
         """The LLM's judgement (ids it supersedes, reason), or None without a usable one."""
         from ..models import stable_id
-        from ..supersession import same_anchor
+        from graphmem.rules.supersession import same_anchor
 
         key, spec, spec_dir = self.scope.project.key, self.scope.spec_key, self.scope.spec_dir
         texts = {stable_id(key, spec, kind, b): b for b in bullets}
@@ -368,7 +368,7 @@ def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], list[t
     """(kind, statement key) -> [(session, id, values, text)] of the notes stating it in the
     latest session numbered below ``before`` that states it (each session file's statements
     cached by its stat key, as ``SpecStore.sessions`` caches the file)."""
-    from ..validity import statement
+    from graphmem.files.validity_log import statement
 
     cache = _session_statements.setdefault(str(files.insights_dir), {})
     fresh: dict[str, tuple[Any, list[tuple]]] = {}
