@@ -27,9 +27,9 @@ are blanked (numbers and versions anywhere; a name or path after the ``to``/``=`
 verb, or after a leading ``use``) with at least two words of three letters or more left to say
 what the fact is about; and the values differ. Issue and PR references (``#123``) and a commit
 type prefix (``build(deps):``) are not part of the statement, so "Fix #12 in the parser" never
-replaces "Fix #34 in the parser". The newer note is the current one: it takes the rank of the best note it replaces
-(``current_first``), and carries the chain in ``metadata["replaces"]`` ("was 2.31.0 until
-session 3").
+replaces "Fix #34 in the parser". The newer note is the current one: it takes the rank of the
+best note it replaces (``current_first``), and carries the chain in ``metadata["replaces"]``
+("was 2.31.0 until session 3").
 """
 
 from __future__ import annotations
