@@ -4,7 +4,8 @@ Replays each dataset as its README's protocol says: the project is a git reposit
 session by session (skeleton source files from the symbol lists), each session is written through
 ``save_session_insights``, ``update_codebase_map``, ``append_gotcha``/``append_pattern`` and the
 episodic sessions API, and every task asks ``search`` and ``context`` at its point in the history.
-Scores recall@5/10, nDCG@10, Hit@10, MRR, FileRecall@B, StaleLeak@10, StaleLeakText, CurrentHit,
+Value-update questions built from the dataset's own history (``_codemem_values.py``) join the
+tasks. Scores recall@5/10, nDCG@10, Hit@10, MRR, FileRecall@B, StaleLeak@10, StaleLeakText, CurrentHit,
 tokens per task and search/context latency, beside BM25, recency and random baselines over the
 same memories in the same run.
 
@@ -26,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _codemem_replay import (Items, Repo, load_dataset, normalise, plain_context,
                              start, write_session)
+from _codemem_values import old_first, value_tasks
 from _common import need, pct, table, write_json
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
@@ -147,6 +149,8 @@ def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[s
         pos = big.find(cur)
         olds = [big.find(a) for a in task.get("stale_answers") or [] if a in big]
         out["stalefirst"] = float(bool(olds) and (pos < 0 or min(olds) < pos))
+        if task["type"] == "value_update":  # "from 5.1.5 to 5.1.6" states 5.1.6: by line
+            out["stalefirst"] = old_first(task, big)
     above = current_above(task, big, shown or texts, marks)
     out.update(above)
     return out
@@ -349,6 +353,8 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
     lo = data["meta"].get("task_window", [0, len(sessions)])[0]
     tasks = spread([t for t in data["tasks"] if t["after"] < len(sessions)
                     and (not args.types or t["type"] in args.types)], args.tasks)
+    if args.values and (not args.types or "value_update" in args.types):  # _codemem_values.py
+        tasks += [t for t in value_tasks(name) if t["after"] < len(sessions)]
     root = tmp / name / "project"
     by_after, last, repo, spec = start(root, data, tasks)
     settings = Settings.load(home=str(tmp / name / "home"))
@@ -513,6 +519,14 @@ def report(name: str, res: dict, budgets: list[int]) -> list[list]:
           f"{lat['anchors']['p95']:.1f} ms); anchors.jsonl {res['anchors_bytes'] / 1e6:.2f} MB, "
           f"{res.get('anchors_compacted_bytes', 0) / 1e6:.2f} MB compacted",
           ["ranker", "type", "n", *cols], trows)
+    vcols = ["currenthit", "stalefirst", "hit@10", "r@10", "overmark@10", "staleleak@10"]
+    vrows = [[rk, *(block["value_update"].get(c, float("nan")) for c in vcols)]
+             for rk, block in res["rankers"].items() if "value_update" in block]
+    if vrows:
+        table(f"{name}: value questions ({vrows and res['rankers']['graphmem']['value_update']['n']}"
+              f"; currenthit: the current version in the {b}-token context, stalefirst: an old "
+              "version stated first or the current one missing, hit@10: the announcing session "
+              "in the top 10)", ["ranker", *vcols], vrows)
     labels = ("REVERTED", "GONE", "OVERWRITTEN", "SYMBOL_GONE", "SYMBOL_MOVED")
     leak_cols = ["staleleak@10", "staleleak_strict@10", "overmark@10", *(f"leak_{x}" for x in labels)]
     table(f"{name}: what leaks, by label (share of top-10 hits per task; overmark: current hits "
@@ -528,6 +542,8 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=None, help="at most N tasks, spread evenly")
     ap.add_argument("--budgets", default="1000,4000")
     ap.add_argument("--types", default=None, help="only tasks of these types (e.g. locate)")
+    ap.add_argument("--no-values", dest="values", action="store_false",
+                    help="leave out the value-update questions (bench/codemem_values.jsonl)")
     ap.add_argument("--out", default="codemem")
     ap.add_argument("--profile", type=int, default=None, metavar="N",
                     help="profile the timed calls; print the N costliest functions")

@@ -372,7 +372,9 @@ def test_retire_and_supersede_are_logged_hidden_by_default_and_shown_with_histor
     assert every["Refund webhooks arrive twice"]["state"] == "retired"
     assert every["Refund webhooks arrive twice"]["valid_at"] and every[
         "Refund webhooks arrive twice"]["invalid_at"]
-    assert "7.4" not in ctx and "2 matching memories left out: retired or superseded" in ctx
+    # the old line is left out; the current one says the value it replaced (issue 34)
+    assert "Pin pytest to 7.4" not in ctx and "2 matching memories left out: retired or superseded" in ctx
+    assert "Pin pytest to 8.2 in the CI image" in ctx and "[was 7.4 until 20" in ctx
     log = [json.loads(x) for x in (spec / "memory" / "validity.jsonl").read_text().splitlines()]
     assert [e["state"] for e in log] == ["superseded", "retired"]
     assert "Pin pytest to 7.4" in (spec / "memory" / "gotchas.md").read_text()  # the files keep it

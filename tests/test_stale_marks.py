@@ -48,19 +48,19 @@ def test_a_revert_chain_marks_the_reverted_work_possibly_superseded_naming_the_s
     # only the reverted commit of session 2, naming who reverted it
     assert partial["Drop the refund audit table"]["state"] == "possibly superseded"
     assert partial["Drop the refund audit table"]["reason"] == \
-        'reverted by session 3: Revert "Drop the refund audit table"'
+        'reverted in session 3: Revert "Drop the refund audit table"'
     assert partial["Rename refund helpers"] is None and partial["refund helpers read better"] is None
     assert partial["Refund cleanup (#20)"] is None
     # session 1's title was reverted: all it learned is flagged, its file's purpose is not
     for text in ("Retry refunds three times (#12)", "refund retries back off exponentially",
                  "refund retries need an idempotency key"):
         assert whole[text]["state"] == "possibly superseded"
-        assert whole[text]["reason"].startswith("reverted by session 4: ")
+        assert whole[text]["reason"].startswith("reverted in session 4: ")
     assert all(v is None for t, v in whole.items() if t.startswith("src/pay.py"))
     assert 'refund retries back off exponentially' in shown
-    assert "possibly superseded: reverted by session 4: Revert \"Retry refunds three times" in shown
+    assert "possibly superseded: reverted in session 4: Revert \"Retry refunds three times" in shown
     assert again['Revert "Retry refunds three times (#12)" (#31)']["reason"].startswith(
-        "reverted by session 5: ")
+        "reverted in session 5: ")
     # each memory is flagged once, even when the reverting session is saved again
     assert len(log) == len({e["item"] for e in log}) == 5
     assert {e["state"] for e in log} == {"possibly superseded"}
@@ -143,7 +143,7 @@ def test_the_cli_search_shows_why_a_hit_is_stale(tmp_path):
         at = next(i for i, line in enumerate(lines) if line.strip() == text)
         return "\n".join(lines[at:at + 3])
 
-    assert 'possibly superseded: reverted by session 2: Revert "Retry refunds three times"' in \
+    assert 'possibly superseded: reverted in session 2: Revert "Retry refunds three times"' in \
         shown("Retry refunds three times")
     assert "moved: src/pay.py -> src/billing.py" in shown(
         "refunds three times: src/pay.py holds the retry loop")
@@ -311,3 +311,64 @@ def test_a_work_whose_files_were_renamed_and_edited_since_is_not_gone(tmp_path):
         mem.save_session_insights(3, {"what_worked": ["settings live in src/config now"]})
         got = states(mem, "payment limits settings read once")
     assert got[lesson]["state"] == "current", got[lesson]
+
+
+def test_a_session_whose_commit_a_later_commit_reverts_is_marked_reverted_in_that_session(tmp_path):
+    """``This reverts commit <sha>`` (git's body of a revert) names the session whose recorded
+    work holds that commit; a sha no work holds, or none at all, marks nothing."""
+    import subprocess
+
+    from test_code_freshness import commit
+
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"subtasks_completed": ["Set up the payments module"]})
+        (root / "src/pay.py").write_text(PAY + "\n\ndef audit(order):\n    return order\n")
+        commit(root, "Add a refund audit hook")
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        mem.save_session_insights(2, {"subtasks_completed": ["Add a refund audit hook"],
+                                      "what_worked": ["the audit hook logs every refund"]})
+        subprocess.run(["git", "-C", str(root), "revert", "--no-edit", "HEAD"], check=True,
+                       capture_output=True)
+        mem.save_session_insights(3, {"subtasks_completed": ['Undo the audit hook'],
+                                      "what_worked": [f"This reverts commit {sha}.",
+                                                      "This reverts commit 0123456789abc."]})
+        found = marks(mem, "refund audit hook payments module")
+        shown = mem.context("refund audit hook logs every refund", max_tokens=1000)
+    for text in ("Add a refund audit hook", "the audit hook logs every refund"):
+        assert found[text]["state"] == "possibly superseded"
+        assert found[text]["reason"] == f"reverted in session 3: This reverts commit {sha[:12]}"
+    assert found["Set up the payments module"] is None
+    assert f"reverted in session 3: This reverts commit {sha[:12]}" in shown
+
+
+def test_a_failed_approach_is_marked_below_the_session_that_did_the_subtask(tmp_path):
+    """A session of subtask S recorded as failed: once a later session of S succeeds, what the
+    failed one did and tried is marked and ranks below the success; what it learned failing
+    (what_failed) stays a lesson. A failed session with no later success is not marked."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {
+            "subtask_id": "refund-cache", "success": False,
+            "approach_outcome": {"approach_used": "cache refunds in a module-level dict",
+                                 "status": "failed", "why_it_failed": "stale across workers"},
+            "what_worked": ["caching refunds in a module dict made the tests pass"],
+            "what_failed": ["a module-level refund cache goes stale across workers"]})
+        mem.save_session_insights(2, {"subtask_id": "other", "success": False,
+                                      "what_worked": ["caching invoices in a module dict"]})
+        before = marks(mem, "cache refunds module dict workers")
+        mem.save_session_insights(3, {
+            "subtask_id": "refund-cache", "success": True,
+            "approach_outcome": {"approach_used": "cache refunds in redis keyed by worker",
+                                 "status": "completed"},
+            "what_worked": ["caching refunds in redis keyed by worker"]})
+        after = marks(mem, "cache refunds module dict workers")
+        order = [h.text for h in mem.search("caching refunds module dict redis", scope="project")]
+    assert all(v is None for v in before.values())
+    tried = "caching refunds in a module dict made the tests pass"
+    assert after[tried]["state"] == "possibly superseded"
+    assert after[tried]["reason"] == "failed in session 1; subtask refund-cache done in session 3"
+    assert after["a module-level refund cache goes stale across workers"] is None  # a lesson
+    assert after["caching invoices in a module dict"] is None  # another subtask
+    assert order.index(tried) > min(order.index(t) for t in order if "redis" in t)

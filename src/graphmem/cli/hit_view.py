@@ -34,7 +34,7 @@ def show_hits(rows: list[dict], console) -> None:
 
 
 def stale_note(meta: dict) -> str:
-    """A hit's marks in one line ("possibly superseded: reverted by session 3: ...", "gone:
+    """A hit's marks in one line ("possibly superseded: reverted in session 3: ...", "gone:
     src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
     from graphmem.rules.context import validity_note
 

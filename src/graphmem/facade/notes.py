@@ -62,6 +62,8 @@ class SpecNotes:
             report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
         if old is not None:  # saved again: what only the old version held is no longer memory
             await self.sync.forget_replaced(old_items, items)
+        await self.validity.flag_value_updates(session_num, items)
+        await self.validity.flag_failed_approaches(session_num, data, items)
         await self.validity.flag_reverts(session_num, data.get("subtasks_completed") or [], items)
         return report
 

@@ -182,7 +182,8 @@ class Recall:
                                        query)
         from graphmem.files.validity_log import apply_validity
 
-        hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
+        hits, hidden = apply_validity(hits, include_history, self._spec_dir_of,
+                                      fetch=self._fresh_fetcher(kinds, snap, query))
         return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
 
     def _promote_homes(self, hits: list[Hit], asked: list, spec: str | None,
@@ -203,6 +204,15 @@ class Recall:
                            fetch(ids, known), self.scope.root, spec_dir_of=self._spec_dir_of,
                            snap=snap, query=query),
                        former=former_homes(asked, [book(s).works for s in specs]))
+
+    def _fresh_fetcher(self, kinds: tuple[str, ...] | None, snap=None, query: str = ""):
+        """``fetch(ids)`` for validity (``apply_validity``): the index rows of ``ids`` as hits
+        of ``kinds``, with their freshness marks."""
+        from ..code import with_freshness
+
+        fetch = self._fetcher(kinds)
+        return lambda ids: with_freshness(fetch(ids, set()), self.scope.root,
+                                          spec_dir_of=self._spec_dir_of, snap=snap, query=query)
 
     def _fetcher(self, kinds: tuple[str, ...] | None):
         """``fetch(ids, known)`` for code recall: the index rows of ``ids`` that ``known`` lacks,
@@ -324,7 +334,8 @@ class Recall:
 
         root = self.scope.root
         ids, folder_of = pinned_ids(self._specs(), paths, root, snapshot(root))
-        hits, _ = apply_validity(self.hits_by_id(ids), False, self._spec_dir_of)
+        hits, _ = apply_validity(self.hits_by_id(ids), False, self._spec_dir_of,
+                                 fetch=lambda more: self.hits_by_id(more, localise=False))
         hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of)
         return cap_folders((h for h in hits
                             if (h.metadata.get("freshness") or {}).get("state") != "gone"), folder_of)

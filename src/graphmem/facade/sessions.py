@@ -347,10 +347,25 @@ class Sessions:
             specs=specs, target=cons.summary_path(self.scope.spec_dir, self.scope.root, whole),
             home=self.settings.home, sessions=sessions, concurrency=concurrency, label_spec=whole,
             scope="project" if whole else "spec", embedder=embedder, llm=llm, progress=progress,
-            redact=self.settings.redact)
+            redact=self.settings.redact, history=self._history_texts(specs))
         if note and not report.detail:
             report.detail = note
         return report.model_dump()
+
+    def _history_texts(self, specs: list[Path]) -> dict[Path, set[str]]:
+        """Spec folder -> the normalised texts of its memories the validity log retired,
+        superseded or flagged as possibly superseded (a summary states what holds now)."""
+        from ..files.spec_store import SpecStore
+        from ..models import normalise
+        from graphmem.files.validity_log import validity_log
+
+        out: dict[Path, set[str]] = {}
+        for spec in specs:
+            events = validity_log(spec).events
+            if events:
+                out[spec] = {normalise(i.text) for i in SpecStore(spec, self.scope.project).items()
+                             if i.id in events}
+        return out
 
     # ---- event hook ---------------------------------------------------------------------
     def make_turn_handler(self) -> Callable[[Any], Awaitable[str]]:

@@ -107,18 +107,36 @@ def shared_owner(settings: Any) -> tuple[str, str] | None:
 
 def stamp(items: list[MemoryItem], settings: Any, project_dir: Path | str | None) -> list[MemoryItem]:
     """The items with ``author``, ``host`` and ``writer`` in their metadata (kept when already
-    there)."""
+    there), and ``shared_validity`` when their spec's validity log retired or superseded them
+    (teammates' homes hide them too: ``validity.apply_validity``)."""
     if not items:
         return items
     who, where, home = author(settings, project_dir), host(settings), writer(settings)
     out = []
     for it in items:
-        if "author" in it.metadata and "host" in it.metadata and "writer" in it.metadata:
+        shared = _validity(it, project_dir)
+        if "author" in it.metadata and "host" in it.metadata and "writer" in it.metadata and \
+                it.metadata.get("shared_validity") == shared:
             out.append(it)
-        else:
-            out.append(it.model_copy(update={"metadata": {"author": who, "host": where,
-                                                          "writer": home, **it.metadata}}))
+            continue
+        meta = {"author": who, "host": where, "writer": home, **it.metadata}
+        meta.pop("shared_validity", None)
+        if shared:
+            meta["shared_validity"] = shared
+        out.append(it.model_copy(update={"metadata": meta}))
     return out
+
+
+def _validity(item: MemoryItem, project_dir: Path | str | None) -> dict | None:
+    """The latest validity event of ``item`` in its spec's log, as shared with teammates."""
+    if not item.spec or project_dir is None:
+        return None
+    from graphmem.files.validity_log import validity_log
+
+    ev = validity_log(Path(project_dir) / item.spec).events.get(item.id)
+    if not ev:
+        return None
+    return {k: ev.get(k) for k in ("state", "by", "reason", "invalid_at", "recorded_at")}
 
 
 def _item(row: list, project: str, max_bytes: int) -> MemoryItem:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +29,12 @@ log = logging.getLogger("graphmem.files.validity_log")
 LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede of a spec at a time
 _in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
 _in_flight_guard = threading.Lock()
+REVERTS_COMMIT = re.compile(r"\bThis reverts commit ([0-9a-fA-F]{7,40})\b")
+VALUE_KINDS = ("insight", "gotcha", "pattern")  # whose values change (validity_log.statement)
+LESSON_FIELDS = ("what_failed", "recommendations", "recommendations_for_next_session")
+FAILED = {"failed", "failure", "error", "blocked", "rejected", "incomplete"}
+# insights folder -> session file name -> (its cache key, its statements); see _earlier_statements
+_session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
 
 
 @dataclass(eq=False)
@@ -164,6 +171,53 @@ class Validity:
         if flagged:
             await self.to_graph(flagged)
 
+    async def flag_value_updates(self, session_num: int, items: list[Any]) -> None:
+        """After session ``session_num`` saved ``items``: each of its insights, gotchas and
+        patterns stating a fact with a new value (``validity.statement``) replaces the latest
+        earlier session's note stating it with another value: judged by the LLM when one is
+        configured, else flagged possibly superseded (as ``flag_updates`` does for notes)."""
+        from graphmem.files.validity_log import statement
+
+        mine = [it for it in items if it.kind in VALUE_KINDS and it.session == str(session_num)
+                and statement(it.text) is not None]
+        if not mine:
+            return
+        older = _earlier_statements(self.scope.files, session_num)
+        llm = None
+        for it in mine:
+            key = (it.kind, statement(it.text)[0])
+            last = [n for n in older.get(key, ()) if n[1] != it.id and n[2] != statement(it.text)[1]]
+            if not last:
+                continue  # nothing earlier, or the same value said again
+            if llm is None:
+                llm = self._supersession_llm() or False
+            judged = None
+            if llm:
+                judged = await self._judge(llm, it.kind, it.text, [(n[1], n[3]) for n in last])
+            if judged is not None:
+                ids, reason = judged
+                done = self.log_while_valid(ids, "superseded", reason, it.id)
+            else:
+                done = self.log_while_valid([n[1] for n in last], POSSIBLY, f"replaced in "
+                                            f"session {session_num}: {it.text[:200]}", it.id)
+            if done:
+                await self.to_graph(done)
+
+    async def _judge(self, llm: Any, kind: str, text: str,
+                     candidates: list[tuple[str, str]]) -> tuple[list[str], str] | None:
+        """The LLM's judgement of ``candidates`` (ids it supersedes, reason), None without a
+        usable one (the rule decides)."""
+        from ..errors import GraphmemError
+        from graphmem.rules.supersession import judge
+
+        try:
+            ids, reason = await judge(llm, kind, text, candidates)
+        except GraphmemError as exc:
+            log.warning("supersession not judged: %s", exc)
+            return None
+        name = getattr(llm, "name", "the LLM")
+        return ids, f"judged by {name}: {reason}" if reason else f"judged by {name}"
+
     async def flag_reverts(self, session_num: int, lines: list[str], items: list[Any]) -> None:
         """After session ``session_num`` completed ``lines``: for each ``Revert "S"``, the
         earlier session that completed ``S`` is marked possibly superseded, with the reverting
@@ -172,6 +226,7 @@ class Validity:
         revert naming no earlier session changes nothing."""
         reverts = [(line, reverted_subject(line)) for line in lines]
         reverts = [(line, subject) for line, subject in reverts if subject]
+        await self._flag_reverted_commits(session_num, items)
         if not reverts:
             return
         from graphmem.files.insight_shapes import entries
@@ -195,9 +250,60 @@ class Validity:
                     if it.kind == "file" or it.session != str(n) or it.id in known or \
                             it.id == by or not (whole or subject_key(it.text) == key):
                         continue  # said again by a later session, or already judged
-                    flagged += self.log_while_valid([it.id], POSSIBLY, f"reverted by session "
+                    flagged += self.log_while_valid([it.id], POSSIBLY, f"reverted in session "
                                                     f"{session_num}: {line.strip()}", by)
                 break
+        if flagged:
+            await self.to_graph(flagged)
+
+    async def flag_failed_approaches(self, session_num: int, data: dict, items: list[Any]) -> None:
+        """After a successful session ``session_num`` of subtask S (``subtask_id``): the earlier
+        sessions of S recorded as failed (``success: false``, or an ``approach_outcome`` whose
+        status says so) are not lessons to follow; what they did and tried (not what failed,
+        their gotchas or recommendations: those are lessons) is marked possibly superseded,
+        "failed in session N; subtask S done in session M", and ranks below this session."""
+        subtask = data.get("subtask_id")
+        if data.get("success") is not True or not isinstance(subtask, (str, int)) \
+                or isinstance(subtask, bool) or failed_session(data):
+            return
+        by = next((it.id for it in items if it.session == str(session_num)
+                   and it.kind == "insight"), None)
+        known = validity_log(self.scope.require_spec()).events
+        flagged: list[str] = []
+        for _, sf in self.scope.files.sessions():
+            n = sf.data.get("session_number")
+            if not isinstance(n, int) or n >= session_num or \
+                    str(sf.data.get("subtask_id")) != str(subtask) or not failed_session(sf.data):
+                continue
+            ids = [it.id for it in self.scope.files.insight_items(only_session=n)
+                   if it.session == str(n) and it.id not in known and it.kind in ("insight", "pattern")
+                   and not str(it.metadata.get("field", "")).endswith(LESSON_FIELDS)]
+            flagged += self.log_while_valid(ids, POSSIBLY, f"failed in session {n}; subtask "
+                                            f"{subtask} done in session {session_num}", by)
+        if flagged:
+            await self.to_graph(flagged)
+
+    async def _flag_reverted_commits(self, session_num: int, items: list[Any]) -> None:
+        """For each ``This reverts commit <sha>`` in session ``session_num``'s insights: the
+        insights, gotchas and patterns of the earlier sessions whose recorded work holds that
+        commit (``code/changes.py``: the commits between a work's base and its HEAD) are marked
+        possibly superseded, "reverted in session N"."""
+        shas = {m.group(1).lower() for it in items if it.kind == "insight"
+                for m in REVERTS_COMMIT.finditer(it.text)}
+        if not shas or self.scope.spec_dir is None:
+            return
+        by = next((it.id for it in items if it.kind == "insight"
+                   and REVERTS_COMMIT.search(it.text)), None)
+        known = validity_log(self.scope.spec_dir).events
+        flagged: list[str] = []
+        for sha, work in _works_holding(self.scope.root, self.scope.spec_dir, shas):
+            for s in work.get("sessions") or ():
+                if not str(s).isdigit() or int(s) >= session_num:
+                    continue
+                ids = [it.id for it in self.scope.files.insight_items(only_session=int(s))
+                       if it.kind != "file" and it.session == str(s) and it.id not in known]
+                flagged += self.log_while_valid(ids, POSSIBLY, f"reverted in session "
+                                                f"{session_num}: This reverts commit {sha[:12]}", by)
         if flagged:
             await self.to_graph(flagged)
 
@@ -215,9 +321,8 @@ class Validity:
     async def _judged_updates(self, llm: Any, kind: str, text: str, new_id: str,
                               bullets: list[str], rule_ids: list[str]) -> tuple[list[str], str] | None:
         """The LLM's judgement (ids it supersedes, reason), or None without a usable one."""
-        from ..errors import GraphmemError
         from ..models import stable_id
-        from graphmem.rules.supersession import judge, same_anchor
+        from graphmem.rules.supersession import same_anchor
 
         key, spec, spec_dir = self.scope.project.key, self.scope.spec_key, self.scope.spec_dir
         texts = {stable_id(key, spec, kind, b): b for b in bullets}
@@ -229,13 +334,7 @@ class Validity:
         candidates = [(i, texts[i]) for i in dict.fromkeys(order)]
         if not candidates:
             return [], ""
-        try:
-            ids, reason = await judge(llm, kind, text, candidates)
-        except GraphmemError as exc:  # a failed or unusable answer: the rule decides
-            log.warning("supersession not judged: %s", exc)
-            return None
-        return ids, f"judged by {getattr(llm, 'name', 'the LLM')}: {reason}" if reason else \
-            f"judged by {getattr(llm, 'name', 'the LLM')}"
+        return await self._judge(llm, kind, text, candidates)  # unusable: the rule decides
 
     async def retire(self, id: str, reason: str, *, at: Any = None) -> dict:
         """Mark a memory as no longer true (it stays in the files; searches hide it)."""
@@ -255,14 +354,81 @@ class Validity:
         the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
         if self.settings.graph.mode == "off" or self.scope.spec_dir is None:
             return
-        from ..code.anchors import book
-
-        records = book(self.scope.spec_dir).records  # validity lives on ABOUT edges: anchored only
-        wanted = {i for i in item_ids if any(not a.get("via") for a in
-                                             (records.get(i) or {}).get("anchors") or ())}
+        # validity lives on ABOUT edges (anchored items) and in every item's shared metadata
+        wanted = set(item_ids)  # (``team.stamp``: a teammate's home hides them too)
         if not wanted:
             return
         files = self.scope.files
         items = [i for i in files.items() if i.id in wanted]
         if items:
             await self.derived.get().write_graph(files.memory_dir, self.scope.root, items)
+
+
+def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], list[tuple]]:
+    """(kind, statement key) -> [(session, id, values, text)] of the notes stating it in the
+    latest session numbered below ``before`` that states it (each session file's statements
+    cached by its stat key, as ``SpecStore.sessions`` caches the file)."""
+    from graphmem.files.validity_log import statement
+
+    cache = _session_statements.setdefault(str(files.insights_dir), {})
+    fresh: dict[str, tuple[Any, list[tuple]]] = {}
+    latest: dict[tuple[str, str], list[tuple]] = {}
+    for path, sf in files.sessions():
+        got = cache.get(path.name)
+        if got is None or got[0] != sf.key:
+            n = sf.data.get("session_number")
+            notes = []
+            for it in files.session_items(sf.data, path) if isinstance(n, int) else ():
+                st = statement(it.text) if it.kind in VALUE_KINDS else None
+                if st is not None:
+                    notes.append(((it.kind, st[0]), (n, it.id, st[1], it.text)))
+            got = (sf.key, notes)
+        fresh[path.name] = got
+        for key, note in got[1]:
+            if note[0] >= before:
+                continue
+            had = latest.get(key)
+            if had is None or note[0] > had[0][0]:
+                latest[key] = [note]
+            elif note[0] == had[0][0]:
+                had.append(note)
+    _session_statements[str(files.insights_dir)] = fresh
+    return latest
+
+
+def _works_holding(root: Any, spec_dir: Any, shas: set[str]) -> list[tuple[str, dict]]:
+    """(sha, work) for each of ``shas`` (full or abbreviated commit ids) that a recorded work
+    of ``spec_dir`` holds: the commit is after the work's base and at or before its HEAD."""
+    from ..code.anchors import book
+    from ..code.history import history
+    from ..code.tree import snapshot
+
+    snap = snapshot(root)
+    h = history(root, getattr(snap, "head", None)) if snap is not None else None
+    if h is None:
+        return []
+    works = list(book(spec_dir).works.by_head.values())
+    out = []
+    for sha in sorted(shas):
+        full = [c for c in h.pos if c.startswith(sha)]
+        if len(full) != 1:
+            continue  # unknown here, or ambiguous
+        at = h.pos[full[0]]
+        for w in works:
+            top = h.pos.get(w["head"])
+            base = h.pos.get(w["base"]) if w.get("base") else -1
+            if top is not None and base is not None and base < at <= top:
+                out.append((sha, w))
+                break
+    return out
+
+
+def failed_session(data: dict) -> bool:
+    """Whether a session recorded its approach as failed (``success: false``, or an
+    ``approach_outcome`` status such as "failed")."""
+    outcome = data.get("approach_outcome")
+    if not isinstance(outcome, dict):
+        outcome = (data.get("discoveries") or {}).get("approach_outcome") \
+            if isinstance(data.get("discoveries"), dict) else None
+    status = outcome.get("status") if isinstance(outcome, dict) else None
+    return data.get("success") is False or str(status).lower() in FAILED

@@ -180,7 +180,7 @@ def build_batch(gid: str, items: list[MemoryItem], vectors: dict[str, list[float
                  "created_at": when, "gm_kind": item.kind, "gm_project": item.project,
                  "gm_spec": item.spec or "", "gm_session": item.session or "", "gm_time": when,
                  "gm_source": item.source, "gm_meta": json.dumps(item.metadata, default=str),
-                 "gm_hash": item.content_hash(), "gm_author": str(item.metadata.get("author", "")),
+                 "gm_hash": feed_hash(item), "gm_author": str(item.metadata.get("author", "")),
                  "gm_host": str(item.metadata.get("host", ""))}
         if item.metadata.get("writer"):  # which home wrote it (``team.writer``): its owner
             props["gm_writer"] = str(item.metadata["writer"])
@@ -302,3 +302,12 @@ def owned(cypher: str, owner: tuple[str, str] | None) -> str:
     """``cypher``'s first ``WHERE`` narrowed to the nodes of ``owner`` ((writer, host), the
     ``$writer`` and ``$host`` parameters), or unchanged for None (a graph of one home)."""
     return cypher if owner is None else cypher.replace(" WHERE ", f" WHERE {MINE} AND ", 1)
+
+
+def feed_hash(item: MemoryItem) -> str:
+    """The hash a teammate's pull compares (``team.pull``): the text's, and the validity state
+    the item was shared with (``team.stamp``), so a retire or supersede reaches the other homes
+    as a changed item."""
+    shared = item.metadata.get("shared_validity")
+    state = shared.get("state") if isinstance(shared, dict) else None
+    return item.content_hash() if not state else hash_id(item.content_hash(), str(state))[:16]

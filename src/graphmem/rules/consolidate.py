@@ -88,6 +88,7 @@ class SessionRef:
     path: Path
     kind: str  # "insight" | "episode"
     mtime: float
+    spec: Path | None = None  # the spec folder it belongs to
 
 
 @dataclass
@@ -117,14 +118,15 @@ def find_sessions(specs: Sequence[Path], label_spec: bool) -> list[SessionRef]:
             if is_link(p):
                 continue
             num = p.stem.removeprefix("session_").lstrip("0") or "0"
-            refs.append(SessionRef(f"{prefix}session {num}", p, "insight", _mtime(p)))
+            refs.append(SessionRef(f"{prefix}session {num}", p, "insight", _mtime(p), spec))
         episodes = memory / "episodes"
         if episodes.is_dir() and not is_link(episodes):
             for d in episodes.iterdir():
                 meta = d / "session.json"
                 if not d.name.startswith(".") and not is_link(d) and not is_link(meta) \
                         and meta.is_file():
-                    refs.append(SessionRef(f"{prefix}{d.name}", meta, "episode", _mtime(meta)))
+                    refs.append(SessionRef(f"{prefix}{d.name}", meta, "episode", _mtime(meta),
+                                           spec))
     return sorted(refs, key=lambda r: (-r.mtime, r.label))
 
 
@@ -216,8 +218,12 @@ async def collect(refs: list[SessionRef], concurrency: int,
 
 
 # ---- dedupe --------------------------------------------------------------------------------
-def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: ConsolidationReport) -> list[Fact]:
-    """Merge facts equal after normalisation; fills the session counts of ``report``."""
+def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: ConsolidationReport,
+                 history: dict[Path, set[str]] | None = None) -> list[Fact]:
+    """Merge facts equal after normalisation; fills the session counts of ``report``. A fact
+    whose text (normalised) ``history`` lists for its spec (retired, superseded) is left out."""
+    from graphmem.models import normalise
+
     facts: dict[str, Fact] = {}
     for ref, active, items in results:
         report.sessions_scanned += 1
@@ -226,8 +232,9 @@ def exact_dedupe(results: list[tuple[SessionRef, bool, list]], report: Consolida
             continue
         if items:
             report.sessions_with_facts += 1
+        gone = (history or {}).get(ref.spec) if ref.spec is not None else None
         for category, text, k in items:
-            if not k:
+            if not k or (gone and normalise(text) in gone):
                 continue
             if k in facts:
                 report.duplicates_dropped += 1
@@ -362,19 +369,21 @@ def summary_path(spec_dir: Path | None, project_dir: Path, project: bool) -> Pat
 async def consolidate(*, specs: Sequence[Path], target: Path, home: Path, sessions: int,
                       concurrency: int, label_spec: bool, scope: str, embedder: Any = None,
                       llm: Any = None, progress: Callable[[int, int], None] | None = None,
-                      lock_timeout: float = 600.0, redact: bool = True) -> ConsolidationReport:
+                      lock_timeout: float = 600.0, redact: bool = True,
+                      history: dict[Path, set[str]] | None = None) -> ConsolidationReport:
     """Read, dedupe, (LLM-merge) and write the summary under the global consolidation lock.
 
     With ``redact`` (the default), facts are redacted as they are read, since an agent may have
     written the session files itself, and so is what the LLM answers: no secret reaches the LLM
-    or the summary.
+    or the summary. ``history``: spec folder -> the normalised texts of its retired and
+    superseded memories, which the summary leaves out.
     """
     clean = redact_text if redact else _same
     report = ConsolidationReport()
     with folder_lock(private_dir(Path(home)), timeout=lock_timeout, name=LOCK_NAME):
         refs = (await asyncio.to_thread(find_sessions, specs, label_spec))[:sessions]
         results = await collect(refs, concurrency, progress, clean)
-        facts = exact_dedupe(results, report)
+        facts = exact_dedupe(results, report, history)
         try:
             facts, report.near_duplicates_dropped = await near_dedupe(facts, embedder)
         except GraphmemError as exc:  # an embedder outage costs the near pass, not the summary

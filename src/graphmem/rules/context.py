@@ -65,19 +65,35 @@ def _where(hit: Hit, project_dir: Path | None) -> str:
     return f"{src}; {seen}" if seen else src
 
 
+def _current(hit: Hit) -> str | None:
+    """The id of the memory that replaced ``hit`` now (its validity mark's ``current``)."""
+    v = hit.metadata.get("validity")
+    return v.get("current") if isinstance(v, dict) else None
+
+
 def _freshness(hit: Hit) -> dict:
     f = hit.metadata.get("freshness")
     return f if isinstance(f, dict) else {}
 
 
 def validity_note(meta: dict) -> str:
-    """A hit's validity mark as one line ("possibly superseded: reverted by session 12: ..."),
+    """A hit's validity mark as one line ("possibly superseded: reverted in session 12: ..."),
     empty when its metadata carries none: what ``context`` and ``graphmem search`` show."""
     v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
     if not v.get("state"):
         return ""
     reason = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
     return f"{v['state']}: {reason}" if reason else str(v["state"])
+
+
+def replaced_note(meta: dict, shown: int = 3) -> str:
+    """The values a current memory replaced, as one note ("was 2.31.0 until session 3, 2.28.1
+    until session 2"), empty when it replaced none: from ``metadata["replaces"]``."""
+    chain = [r for r in meta.get("replaces") or () if isinstance(r, dict) and r.get("was")]
+    parts = [f"{r['was']}" + (f" until {r['until']}" if r.get("until") else "")
+             for r in chain[:shown]]
+    more = f" and {len(chain) - shown} earlier" if len(chain) > shown else ""
+    return "was " + ", ".join(parts) + more if parts else ""
 
 
 def _line(hit: Hit, project_dir: Path | None) -> str:
@@ -100,9 +116,12 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
                      + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
     if fresh.get("reason"):
         notes.append(str(fresh["reason"]))  # "src/c.py is gone": part of its code is
-    why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted by session 12: ..."
+    why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted in session 12: ..."
     if why:
         notes.append(why)
+    was = replaced_note(hit.metadata)  # "was 2.31.0 until session 3": the value it replaced
+    if was:
+        notes.insert(0, was)
     if hit.kind == "turn":
         who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
         when = f", {hit.time:%Y-%m-%d}" if hit.time else ""
@@ -185,6 +204,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     top = max((h.score for h in hits if _freshness(h).get("state") != "gone"), default=0.0)
     task_terms = None
     hidden = 0
+    folded: set[str] = set()  # older values a shown line names ("was 2.31.0 until session 3")
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
         if hit.kind not in section_of:
@@ -192,8 +212,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         if hit.id not in pinned and RELEVANCE_FLOOR > 0 and hit.score < RELEVANCE_FLOOR * top:
             continue
         key = normalise(hit.text)  # after the floor: most hits are under it
-        if key in seen:
-            continue
+        if key in seen or hit.id in folded or _current(hit) in folded:
+            continue  # an older value of a fact whose current line says it
         if hit.kind in RAW_KINDS and hit.id not in pinned and hit.score < RAW_STRONG * top:
             if task_terms is None:
                 task_terms = set(tokenize(task))
@@ -211,6 +231,10 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         seen.add(key)
         chosen[title].append(line)
         budget -= cost
+        if replaced_note(hit.metadata):  # the older values it names: their lines are folded
+            folded.add(hit.id)
+            folded.update(r.get("id") for r in hit.metadata.get("replaces") or ()
+                          if isinstance(r, dict))
     if not any(chosen.values()) and not hidden and not retired and not where and not told:
         return ""
     parts = [header, where]
