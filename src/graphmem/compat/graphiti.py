@@ -24,6 +24,8 @@ from ._store import memory, settings
 logger = logging.getLogger(__name__)
 
 MAX_CONTEXT_RESULTS = 10
+MAX_RETRIES = 2  # Auto-Claude's names; graphmem retries by its own settings
+RETRY_DELAY_SECONDS = 1
 EPISODE_TYPE_SESSION_INSIGHT = "session_insight"
 EPISODE_TYPE_CODEBASE_DISCOVERY = "codebase_discovery"
 EPISODE_TYPE_PATTERN = "pattern"
@@ -36,7 +38,8 @@ OUTCOME_STEP = "task_outcome"  # the step name prefix task outcomes are recorded
 __all__ = ["EPISODE_TYPE_CODEBASE_DISCOVERY", "EPISODE_TYPE_GOTCHA",
            "EPISODE_TYPE_HISTORICAL_CONTEXT", "EPISODE_TYPE_PATTERN", "EPISODE_TYPE_QA_RESULT",
            "EPISODE_TYPE_SESSION_INSIGHT", "EPISODE_TYPE_TASK_OUTCOME", "GraphitiMemory",
-           "GroupIdMode", "MAX_CONTEXT_RESULTS", "get_available_providers", "get_graphiti_memory",
+           "GroupIdMode", "MAX_CONTEXT_RESULTS", "MAX_RETRIES", "RETRY_DELAY_SECONDS",
+           "get_available_providers", "get_graphiti_memory",
            "get_graphiti_status", "is_graphiti_enabled", "validate_graphiti_config"]
 
 
