@@ -342,3 +342,25 @@ def test_run_async_inside_a_running_loop_runs_the_coroutine():
 
     assert compat.graphiti_helpers.run_async(seven()) == 7
     assert asyncio.run(caller()) == 7
+
+
+def test_new_write_paths_refuse_garbage_and_write_nothing(spec_dir):
+    with Memory(spec_dir) as m:
+        with pytest.raises(ValidationError, match="kind"):
+            m.take_note("fact", "text")
+        with pytest.raises(ValidationError, match="gotcha"):
+            m.take_note("gotcha", 5)
+        with pytest.raises(ValidationError, match="gotcha"):
+            m.take_note("gotcha", "two\nlines")
+    assert not (spec_dir / "memory" / "gotchas.md").exists()
+    mem = graphiti.GraphitiMemory(spec_dir, spec_dir.parent.parent)
+
+    async def garbage() -> list:
+        return [await mem.save_gotcha(None), await mem.save_codebase_discoveries({"/abs.py": "x"}),
+                await mem.save_session_insights(0, {}), await mem.save_task_outcome("t", True, {1})]
+
+    assert asyncio.run(garbage()) == [False, False, False, False]  # as the original: False, logged
+    assert mem.get_status_summary()["errors"] == 4
+    assert not (spec_dir / "memory" / "gotchas.md").exists()
+    assert not (spec_dir / "memory" / "codebase_map.json").exists()
+    assert compat.load_all_insights(spec_dir) == []
