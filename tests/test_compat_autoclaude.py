@@ -364,3 +364,36 @@ def test_new_write_paths_refuse_garbage_and_write_nothing(spec_dir):
     assert not (spec_dir / "memory" / "gotchas.md").exists()
     assert not (spec_dir / "memory" / "codebase_map.json").exists()
     assert compat.load_all_insights(spec_dir) == []
+
+
+def _record_attempt(spec_dir: Path, subtask: str, session: int, success: bool, approach: str,
+                    error: str | None = None) -> None:
+    """Update attempt_history.json the way Auto-Claude's recovery manager does."""
+    path = spec_dir / "memory" / "attempt_history.json"
+    path.parent.mkdir(exist_ok=True)
+    history = json.loads(path.read_text()) if path.exists() else {
+        "subtasks": {}, "stuck_subtasks": [],
+        "metadata": {"created_at": datetime.now().isoformat(), "last_updated": None}}
+    entry = history["subtasks"].setdefault(subtask, {"attempts": [], "status": "pending"})
+    entry["attempts"].append({"session": session, "timestamp": datetime.now().isoformat(),
+                              "approach": approach, "success": success, "error": error})
+    entry["status"] = "completed" if success else "failed"
+    history["metadata"]["last_updated"] = datetime.now().isoformat()
+    path.write_text(json.dumps(history, indent=2))
+
+
+def test_attempt_history_becomes_searchable_lessons_with_counts(spec_dir):
+    for session in range(1, 6):
+        _record_attempt(spec_dir, "qa-fix-3", session, False, "Patch the  rounding in invoice totals",
+                        f"AssertionError: expected 10.00 got 9.99 (attempt {session})")
+    _record_attempt(spec_dir, "qa-fix-3", 6, True, "Use Decimal quantize for invoice totals")
+    with Memory(spec_dir) as m:
+        m.reindex()
+        lessons = sorted(i.text for i in m.items() if i.metadata.get("field") == "attempt_history")
+        assert lessons == [
+            "Subtask qa-fix-3: tried Patch the rounding in invoice totals (5 times) - failed: "
+            "AssertionError: expected 10.00 got 9.99 (attempt 5)",
+            "Subtask qa-fix-3: tried Use Decimal quantize for invoice totals - succeeded"]
+        hits = m.search("invoice totals rounding decimal", limit=5)
+        assert any("quantize" in h.text for h in hits)
+    assert compat.load_all_insights(spec_dir) == []  # not a session: the session API is unchanged

@@ -16,6 +16,11 @@ Read only; graphmem never writes these shapes, and never rewrites them:
   that and the reference's ``{path: purpose, "_metadata": {...}}`` (mixed too) into path ->
   purpose, and never takes a metadata key (``last_updated``, ``_metadata``, a value that is no
   text) for a file.
+- its recovery manager keeps ``attempt_history.json`` as ``{"subtasks": {id: {"attempts":
+  [{"session", "timestamp", "approach", "success", "error"}], "status"}}, "stuck_subtasks": [...],
+  "metadata": {...}}``. ``attempts`` returns one ``Attempt`` per subtask and approach (a retry loop
+  repeating an approach is one, with its count); ``build_commits.json`` holds commit hashes, no
+  lesson, and is left alone.
 """
 
 from __future__ import annotations
@@ -99,3 +104,43 @@ def map_files(data: dict) -> dict[str, str]:
         if purpose is not None:
             files[key] = purpose
     return files
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The attempts at one subtask with one approach (normalised), newest outcome last."""
+
+    subtask: str
+    approach: str
+    count: int
+    success: bool
+    error: str
+    sessions: tuple[int, ...]
+    last: str  # the latest attempt's timestamp, as written
+
+    @property
+    def text(self) -> str:
+        """``Subtask S: tried APPROACH (N times) - failed: ERROR`` / ``- succeeded``."""
+        times = f" ({self.count} times)" if self.count > 1 else ""
+        outcome = "succeeded" if self.success else "failed" + (f": {self.error}" if self.error else "")
+        return f"Subtask {self.subtask}: tried {self.approach}{times} - {outcome}"
+
+
+def attempts(data: dict) -> list[Attempt]:
+    """The attempts of an ``attempt_history.json`` (anything else in it is ignored)."""
+    subtasks = data.get("subtasks")
+    out: list[Attempt] = []
+    for sid, info in subtasks.items() if isinstance(subtasks, dict) else ():
+        tries = info.get("attempts") if isinstance(info, dict) else None
+        groups: dict[str, list[dict]] = {}
+        for a in tries if isinstance(tries, list) else ():
+            if isinstance(a, dict) and isinstance(a.get("approach"), str) and a["approach"].strip():
+                groups.setdefault(" ".join(a["approach"].casefold().split()), []).append(a)
+        for group in groups.values():
+            last = group[-1]
+            out.append(Attempt(str(sid), " ".join(last["approach"].split()), len(group),
+                               last.get("success") is True,
+                               " ".join(str(last.get("error") or "").split())[:1000],
+                               tuple(a["session"] for a in group if isinstance(a.get("session"), int)),
+                               str(last.get("timestamp") or "")))
+    return out

@@ -463,6 +463,26 @@ class SpecStore:
         yield from self.map_items(self._map_file_only())
         for kind in HEADERS:
             yield from self.bullet_items(kind, self.notes(kind))
+        yield from self.attempt_items()
+
+    def attempt_items(self) -> list[MemoryItem]:
+        """The recovery manager's ``attempt_history.json`` as insights: one per subtask and
+        approach, with how often it was tried (``agent_formats.attempts``)."""
+        path = self.memory_dir / "attempt_history.json"
+        if not self._has_memory_dir() or file_stat(path) is None:
+            return []
+        data = self._read_json(path)
+        if not isinstance(data, dict):
+            return []
+        project, spec = self._scope()
+        when, source = _mtime(path), self.project.rel(path)
+        return [MemoryItem(id=stable_id(project, spec, "attempt", a.subtask, normalise(a.approach)),
+                           kind="insight", text=a.text, project=project, spec=spec, time=when,
+                           source=source,
+                           metadata={"field": "attempt_history", "subtask": a.subtask,
+                                     "success": a.success, "count": a.count,
+                                     "sessions": list(a.sessions)[-20:]})
+                for a in agent_formats.attempts(data)]
 
 
 def _problem(data: dict) -> str:
