@@ -23,6 +23,8 @@ from autoclaude_api import CONFIG_FUNCTIONS, MODULES, extract
 from conftest import run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "autoclaude_memory_api.json"
+# Read at import: the autouse ``isolated_env`` fixture removes GRAPHMEM_* before a test runs.
+AUTOCLAUDE_DIR = os.environ.get("GRAPHMEM_AUTOCLAUDE_DIR")
 NOT_MIRRORED = {"test_graphiti_connection", "test_provider_configuration"}  # pytest would collect them
 
 
@@ -30,9 +32,8 @@ NOT_MIRRORED = {"test_graphiti_connection", "test_provider_configuration"}  # py
 def _api() -> dict:
     """Auto-Claude's interface: from a checkout when GRAPHMEM_AUTOCLAUDE_DIR names one, else the
     list read from its main branch (tests/fixtures)."""
-    backend = os.environ.get("GRAPHMEM_AUTOCLAUDE_DIR")
-    if backend:
-        return extract(Path(backend))
+    if AUTOCLAUDE_DIR:
+        return extract(Path(AUTOCLAUDE_DIR))
     return json.loads(FIXTURE.read_text(encoding="utf-8"))["modules"]
 
 
@@ -397,3 +398,45 @@ def test_attempt_history_becomes_searchable_lessons_with_counts(spec_dir):
         hits = m.search("invoice totals rounding decimal", limit=5)
         assert any("quantize" in h.text for h in hits)
     assert compat.load_all_insights(spec_dir) == []  # not a session: the session API is unchanged
+
+
+# ---- differential: the same calls through Auto-Claude's package and through graphmem.compat ----
+FILLED = {"files_understood", "patterns_found", "gotchas_encountered"}  # README: filled from newer shapes
+
+
+def _without_filled(gm: dict, real: dict) -> dict:
+    """graphmem's session with the reference keys it fills in (documented) taken out again."""
+    disc = gm.get("discoveries")
+    if isinstance(disc, dict) and isinstance(real.get("discoveries"), dict):
+        extra = set(disc) - set(real["discoveries"])
+        assert extra <= FILLED, extra
+        gm = {**gm, "discoveries": {k: v for k, v in disc.items() if k not in extra}}
+    return gm
+
+
+def test_compat_returns_what_autoclaude_memory_returns(tmp_path):
+    backend = AUTOCLAUDE_DIR
+    if not backend or not (Path(backend) / "memory" / "sessions.py").is_file():
+        pytest.skip("set GRAPHMEM_AUTOCLAUDE_DIR to a checkout's apps/backend to compare with "
+                    "Auto-Claude's own memory package")
+    script = Path(__file__).parent / "autoclaude_scenario.py"
+    outs = []
+    for name, which in (("real", backend), ("graphmem", "graphmem")):
+        spec = tmp_path / name / "specs" / "001"
+        spec.mkdir(parents=True)
+        run = subprocess.run([sys.executable, str(script), str(spec), which], capture_output=True,
+                             text=True, env=dict(os.environ), timeout=300)
+        assert run.returncode == 0, run.stderr
+        outs.append(json.loads(run.stdout))
+    real, gm = outs
+    assert [_without_filled(g, r) for g, r in zip(gm["insights"], real["insights"])] == real["insights"]
+    recent = [_without_filled(g, r) for g, r in zip(gm["summary"].pop("recent_insights"),
+                                                   real["summary"].pop("recent_insights"))]
+    assert recent == real["summary"].pop("recent_insights", recent)
+    # the map also counts the file purposes of newer-shape sessions (documented)
+    assert {k: gm["map"][k] for k in real["map"]} == real["map"]
+    assert set(gm["map"]) - set(real["map"]) == {"src/billing/ledger.py", "src/refunds.py"}
+    assert gm["summary"].pop("total_files_mapped") == real["summary"].pop("total_files_mapped") + 2
+    for key in ("enabled", "memory_dir", "insights_dir", "save_1", "map_1", "map_file", "gotchas",
+                "patterns", "gotchas_file", "summary", "after_clear"):
+        assert gm[key] == real[key], key
