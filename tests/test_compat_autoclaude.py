@@ -440,3 +440,29 @@ def test_compat_returns_what_autoclaude_memory_returns(tmp_path):
     for key in ("enabled", "memory_dir", "insights_dir", "save_1", "map_1", "map_file", "gotchas",
                 "patterns", "gotchas_file", "summary", "after_clear"):
         assert gm[key] == real[key], key
+
+
+def test_graph_on_graphiti_path_writes_files_and_graph(spec_dir, graph_on):
+    """Auto-Claude's primary path (memory_manager: get_graphiti_memory, then
+    save_structured_insights) on graphmem with its graph on: the session file is written as the
+    agent gave it, and the graph holds what the files hold."""
+    async def flow():
+        mem = await compat.graphiti_helpers.get_graphiti_memory(spec_dir)
+        assert mem is not None and mem.is_enabled
+        try:
+            return await mem.save_structured_insights({
+                "session_num": 3, "subtask_id": "qa-2", "success": False,
+                "file_insights": {"src/refunds.py": {"purpose": "reverses charged invoices"}},
+                "gotchas_discovered": [{"gotcha": "Refunds post on the next business day"}]})
+        finally:
+            await mem.close()
+
+    assert asyncio.run(flow()) is True
+    saved = compat.load_all_insights(spec_dir)
+    assert saved[0]["session_number"] == 3
+    assert saved[0]["discoveries"]["file_insights"] == {"src/refunds.py": {
+        "purpose": "reverses charged invoices"}}
+    with Memory(spec_dir) as m:
+        drift = m.drift()
+        assert drift["graph"] == "on" and drift["missing"] == [], drift
+        assert any("next business day" in h.text for h in m.search("refunds business day", limit=5))

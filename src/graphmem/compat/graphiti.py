@@ -155,7 +155,9 @@ class GraphitiMemory:
         """``fn(memory)`` in a worker thread, the caller's loop free meanwhile."""
         def call() -> Any:
             (self.spec_dir / "memory").mkdir(parents=True, exist_ok=True)
-            with memory(self.spec_dir, self.project_dir) as m:
+            # the project as graphmem names it (its repository), as the compat functions do:
+            # one spec, one Memory, one project key; project_dir only names the group
+            with memory(self.spec_dir) as m:
                 return fn(m)
         return await asyncio.to_thread(call)
 
