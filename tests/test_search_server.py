@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 
 from graphmem import Memory
-from graphmem.search_client import PREFIXES, ask, client_config, holder
+from graphmem.cli.search_client import PREFIXES, ask, client_config, holder
 from graphmem.settings import ENV_NAMES
 
 AUTO = {"GRAPHMEM_SEARCH_SERVER": "auto", "GRAPHMEM_SEARCH_SERVER_IDLE": "120"}

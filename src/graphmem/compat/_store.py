@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..memory import Memory
+from ..facade.memory import Memory
 from ..settings import Settings
 
 _CACHE: dict[tuple[str, str], Memory] = {}

@@ -1,0 +1,1 @@
+"""Hooks that run graphmem from other programs' lifecycles: git hooks (``git_hooks.py``)."""
