@@ -63,10 +63,65 @@ def spec_facts(spec: Path, counts: dict, gen_s: float) -> dict:
             "generate s": round(gen_s, 2)}
 
 
+FIRST_SAVE = """
+import os, sys, time
+t = time.perf_counter()
+from graphmem import compat
+t_import = time.perf_counter() - t
+t = time.perf_counter()
+compat.save_session_insights(sys.argv[1], int(sys.argv[2]), {"what_failed": ["Failed to complete subtask: qa-fix-3"], "subtask_id": "qa-fix-3", "success": False})
+print(t_import * 1000, (time.perf_counter() - t) * 1000)
+"""
+
+
+def percentile(xs: list[float], p: float) -> float:
+    """The ``p`` quantile (nearest rank)."""
+    xs = sorted(xs)
+    return xs[max(0, min(len(xs) - 1, round(p * len(xs)) - 1))]
+
+
+def compat_costs(root: Path, big_spec: Path, writes: int) -> tuple[list[list], dict]:
+    """What Auto-Claude pays per call through ``graphmem.compat`` (issue 33): a session save
+    and a gotcha append (p50/p95 over ``writes`` calls, index on), and the first save of a fresh
+    process, on a new spec and on the big one (imports apart)."""
+    from graphmem import compat
+
+    spec = root / "proj" / "specs" / "008-compat"
+    spec.mkdir(parents=True)
+    compat.save_session_insights(spec, 1, {"what_worked": ["warm"]})
+    saves, gotchas = [], []
+    for i in range(2, writes + 2):
+        t = time.perf_counter()
+        compat.save_session_insights(spec, i, {"what_worked": [f"approach {i} worked"],
+                                               "discoveries": {"files_understood": {
+                                                   f"src/m{i}.py": "module"}}})
+        saves.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        compat.append_gotcha(spec, f"gotcha {i}: close the pool before fork")
+        gotchas.append((time.perf_counter() - t) * 1000)
+    rows = [["compat save_session_insights", round(median(saves), 2), round(percentile(saves, .95), 2)],
+            ["compat append_gotcha", round(median(gotchas), 2), round(percentile(gotchas, .95), 2)]]
+    out = {"save": {"p50_ms": median(saves), "p95_ms": percentile(saves, .95)},
+           "gotcha": {"p50_ms": median(gotchas), "p95_ms": percentile(gotchas, .95)}}
+    for name, target, num in (("new spec", root / "proj" / "specs" / "009-first", 1),
+                              ("big spec", big_spec, 100_000)):
+        target.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([sys.executable, "-c", FIRST_SAVE, str(target), str(num)],
+                           capture_output=True, text=True, env=dict(os.environ))
+        if r.returncode != 0:
+            raise SystemExit(r.stderr)
+        imp, first = (float(x) for x in r.stdout.split())
+        rows.append([f"compat first save in a process ({name})", round(first, 1), f"import {imp:.0f}"])
+        out[f"first save {name}"] = {"first_ms": first, "import_ms": imp}
+    return rows, out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=3347)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--compat-writes", type=int, default=200)
+    ap.add_argument("--compat-only", action="store_true", help="only the compat costs")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -79,6 +134,12 @@ def main() -> None:
         t = time.perf_counter()
         write_spec(spec, total=args.sessions)
         gen_s = time.perf_counter() - t
+        if args.compat_only:
+            rows, out = compat_costs(root, spec, args.compat_writes)
+            table(f"compat costs ({args.sessions} sessions in the big spec; ms; load "
+                  f"{os.getloadavg()[0]:.1f})", ["operation", "p50 / first", "p95"], rows)
+            write_json("autoclaude_compat", {"sessions": args.sessions, "results": out})
+            return
         warm = root / "proj" / "specs" / "000-warm"
         warm.mkdir(parents=True)
         with Memory(warm) as m:  # load the embedding model outside the timings

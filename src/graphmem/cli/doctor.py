@@ -43,7 +43,7 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
         return
     rows.append(row("memory folder", "ok", str(store.memory_dir)))
     summary = (f"{len(store.load_all_insights())} sessions, {len(store.load_codebase_map())} files, "
-               f"{len(store.load_bullets('pattern'))} patterns, {len(store.load_bullets('gotcha'))} gotchas")
+               f"{len(store.notes('pattern'))} patterns, {len(store.notes('gotcha'))} gotchas")
     rows.append(row("contents", "ok", summary))
     corrupt = store.corrupt_files()
     if corrupt:
@@ -52,6 +52,11 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     else:
         rows.append(row("corrupt files", "ok", "none"))
     _bad_lines(rows, ctx.spec_dir)
+    kept = store.kept_as_written()
+    if kept:
+        rows.append(row("kept as written", "warn", f"{len(kept)} session file(s) hold what "
+                        "graphmem cannot interpret; kept as the agent wrote them and searchable "
+                        "as text: " + "; ".join(f"{p.name} ({why})" for p, why in kept[:5])))
     stray = sorted(store.memory_dir.rglob(".*.tmp"))
     if stray:
         rows.append(row("temp files", "warn", f"{len(stray)} left by interrupted writes: "

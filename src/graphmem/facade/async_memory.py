@@ -136,9 +136,15 @@ class AsyncMemory:
         return self._recall.notes
 
     # ---- session insights, codebase map, gotchas and patterns ----------------------------
-    async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
-        """Save one session's learnings to ``session_insights/session_NNN.json``."""
-        return await self._notes.save_session_insights(session_num, insights)
+    async def save_session_insights(self, session_num: int, insights: dict, *,
+                                    as_written: bool = False) -> SaveReport:
+        """Save one session's learnings to ``session_insights/session_NNN.json``.
+
+        ``as_written``: the insights are an agent's own output (what ``graphmem.compat`` passes):
+        a key in a shape graphmem cannot interpret is kept as given, read for its text and
+        reported once (a warning, ``graphmem doctor``) instead of refused.
+        """
+        return await self._notes.save_session_insights(session_num, insights, as_written)
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -159,6 +165,14 @@ class AsyncMemory:
     async def append_pattern(self, pattern: str) -> SaveReport:
         """Add a pattern to ``patterns.md`` (deduplicated)."""
         return await self._notes.append("pattern", pattern)
+
+    async def take_note(self, kind: str, text: str) -> SaveReport:
+        """Record a gotcha or pattern (``kind``) that an agent tool may already have written to
+        its file (as a bullet, or a ``## [time]`` entry): indexed as the file says it, appended
+        only when the file does not say it yet."""
+        if kind not in ("gotcha", "pattern"):
+            raise ValidationError("must be 'gotcha' or 'pattern'", field="kind")
+        return await self._notes.take_note(kind, text)
 
     async def load_gotchas(self) -> list[str]:
         """Every gotcha, in file order."""

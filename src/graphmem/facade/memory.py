@@ -81,9 +81,16 @@ class Memory:
         return self._async.search_notes
 
     # ---- operations ------------------------------------------------------------------------
-    def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
-        """Save one session's learnings to ``session_insights/session_NNN.json``."""
-        return _sync.run(self._async.save_session_insights(session_num, insights))
+    def save_session_insights(self, session_num: int, insights: dict, *,
+                              as_written: bool = False) -> SaveReport:
+        """Save one session's learnings to ``session_insights/session_NNN.json``.
+
+        ``as_written``: the insights are an agent's own output (what ``graphmem.compat`` passes):
+        a key in a shape graphmem cannot interpret is kept as given, read for its text and
+        reported once (a warning, ``graphmem doctor``) instead of refused.
+        """
+        return _sync.run(self._async.save_session_insights(session_num, insights,
+                                                           as_written=as_written))
 
     def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -104,6 +111,12 @@ class Memory:
     def append_pattern(self, pattern: str) -> SaveReport:
         """Add a pattern to ``patterns.md`` (deduplicated)."""
         return _sync.run(self._async.append_pattern(pattern))
+
+    def take_note(self, kind: str, text: str) -> SaveReport:
+        """Record a gotcha or pattern (``kind``) that an agent tool may already have written to
+        its file (as a bullet, or a ``## [time]`` entry): indexed as the file says it, appended
+        only when the file does not say it yet."""
+        return _sync.run(self._async.take_note(kind, text))
 
     def load_gotchas(self) -> list[str]:
         """Every gotcha, in file order."""

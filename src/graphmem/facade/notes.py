@@ -9,8 +9,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import json
+import logging
+import threading
+from pathlib import Path
+
+from ..errors import ValidationError
 from ..models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
                      check_json, parse)
+
+log = logging.getLogger("graphmem")
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def as_json(value: dict) -> dict:
+    """``value`` as a JSON file would hold it once ``json.dump`` wrote it (keys as text, tuples
+    as lists); what ``json.dump`` refuses (sets, bytes, cycles) is refused here too."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValidationError(f"cannot be written as JSON: {exc}", field="insights") from None
+
+
+def kept_as_written(spec_dir: Path | None, exc: ValidationError) -> None:
+    """Warn once per process, spec and field that a session is kept as the agent wrote it."""
+    key = (str(spec_dir), exc.field or "")
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    log.warning("session kept as written (graphmem reads its text; `graphmem doctor` lists it): "
+                "%s", exc)
 
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
@@ -41,15 +71,27 @@ class SpecNotes:
         return self.scope.files
 
     # ---- session insights -----------------------------------------------------------------
-    async def save_session_insights(self, session_num: int, insights: dict) -> SaveReport:
-        """Save one session's learnings to ``session_insights/session_NNN.json``."""
+    async def save_session_insights(self, session_num: int, insights: dict,
+                                    as_written: bool = False) -> SaveReport:
+        """Save one session's learnings to ``session_insights/session_NNN.json``; with
+        ``as_written`` (an agent's own output) what the model cannot interpret is kept as given,
+        read for its text and reported once, never refused (``kept_as_written``)."""
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
+        if as_written and isinstance(insights, dict):
+            insights = as_json(insights)  # what json.dump would store: int keys, tuples
         if isinstance(insights, dict):  # extra keys are kept as given: they must be JSON
             check_json(insights, "insights")
-        model = parse(SessionInsights, insights, "insights")
-        self.rules.check_size(insights, "insights")
+        try:
+            data = parse(SessionInsights, insights, "insights").model_dump(exclude_none=True)
+        except ValidationError as exc:
+            if not as_written or not isinstance(insights, dict):
+                raise
+            data = insights  # the agent's output as it wrote it; its text is still read
+            kept_as_written(self.scope.spec_dir, exc)
+        else:
+            self.rules.check_size(insights, "insights")
         await self.sync.guard()
-        data = self.rules.clean(model.model_dump(exclude_none=True))  # unset optional keys stay out
+        data = self.rules.clean(data)  # unset optional keys stay out
         files = self.files
         with self.sync.journal() as entry:
             old = files.read_session_insights(session_num)
@@ -64,7 +106,9 @@ class SpecNotes:
             await self.sync.forget_replaced(old_items, items)
         await self.validity.flag_value_updates(session_num, items)
         await self.validity.flag_failed_approaches(session_num, data, items)
-        await self.validity.flag_reverts(session_num, data.get("subtasks_completed") or [], items)
+        done = data.get("subtasks_completed")
+        if isinstance(done, list) and all(isinstance(x, str) for x in done):
+            await self.validity.flag_reverts(session_num, done, items)
         return report
 
     async def load_all_insights(self) -> list[dict]:
@@ -107,6 +151,18 @@ class SpecNotes:
         if items and flag_updates:
             await self.validity.flag_updates(kind, clean, items[0].id)
         return report
+
+    async def take_note(self, kind: str, text: str) -> SaveReport:
+        """A gotcha or pattern an agent tool may have written to the file itself: indexed as
+        the file says it when it is there already, else appended (``append``)."""
+        said = self.files.said(kind, text) if isinstance(text, str) and text.strip() else None
+        if said is None:
+            return await self.append(kind, text)
+        await self.sync.guard()
+        clean = self.rules.clean(said)
+        with self.sync.journal() as entry:
+            report = SaveReport(path=str(self.files.bullet_file(kind)), files="unchanged")
+            return await self.sync.propagate(self.files.bullet_items(kind, [clean]), report, entry)
 
     async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is

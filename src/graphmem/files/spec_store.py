@@ -25,6 +25,7 @@ from graphmem.files import insight_items
 
 from graphmem.files import insight_shapes
 from graphmem.files.insight_shapes import Entry
+from graphmem.files import agent_formats
 from ..models import MemoryItem, normalise, stable_id
 from ..errors import StorageError
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
@@ -75,6 +76,7 @@ class _SessionFile:
     counted: bool  # its files, patterns and gotchas count in the map and bullets (newer shape)
     path: Path
     copy_blob: bytes | None = None  # pickled copy for load_all_insights (faster than deepcopy)
+    problem: str | None = None  # what graphmem could not interpret ("" when nothing), see kept_as_written
 
 
 # Per insights folder: file name -> parsed file. A long-lived process (MCP server) rereads only
@@ -86,6 +88,7 @@ _SESSIONS_LOCK = threading.Lock()
 # Shared by every SpecStore of the process, so short-lived façades (the compat functions) do not
 # reread a whole bullet file per append. Validated against the file's inode and size each time.
 _BULLETS: dict[Path, _BulletCache] = {}
+_BLOCKS: dict[Path, tuple[tuple[int, int, int], list]] = {}  # path -> (stat key, entries)
 _BULLETS_LOCK = threading.Lock()
 
 
@@ -232,6 +235,17 @@ class SpecStore:
                 return insight_shapes.as_reference(json.loads(read_bytes(s.path)), s.entries)
         return pickle.loads(s.copy_blob)
 
+    def kept_as_written(self) -> list[tuple[Path, str]]:
+        """Session files holding what graphmem cannot interpret (kept as the agent wrote them and
+        read for their text), each with its first problem: for ``graphmem doctor``."""
+        out = []
+        for path, s in self.sessions():
+            if s.problem is None:
+                s.problem = _problem(s.data)
+            if s.problem:
+                out.append((path, s.problem))
+        return out
+
     # ---- codebase map --------------------------------------------------------------------
     def update_codebase_map(self, discoveries: dict[str, str]) -> Path:
         """Merge ``discoveries`` into the map and refresh ``_metadata``."""
@@ -243,7 +257,7 @@ class SpecStore:
             cmap.update(discoveries)
             meta = cmap.get("_metadata") if isinstance(cmap.get("_metadata"), dict) else {}
             meta["last_updated"] = datetime.now(timezone.utc).isoformat()
-            meta["total_files"] = len([k for k in cmap if k != "_metadata"])
+            meta["total_files"] = len(agent_formats.map_files(cmap))
             cmap["_metadata"] = meta
             atomic_write_json(self.map_file, cmap, sort_keys=True)
         return self.map_file
@@ -260,8 +274,7 @@ class SpecStore:
         if data is not None and not isinstance(data, dict):
             quarantine(self.map_file, f"holds a JSON {type(data).__name__}, not an object")
         if isinstance(data, dict):
-            data.pop("_metadata", None)
-            files.update(data)
+            files.update(agent_formats.map_files(data))
         return files
 
     # ---- gotchas and patterns ------------------------------------------------------------
@@ -346,10 +359,51 @@ class SpecStore:
         with _BULLETS_LOCK:
             return list(cache.bullets)
 
-    def all_bullets(self, kind: str, sessions: list | None = None) -> list[str]:
-        """The bullets of the file, then the patterns or gotchas recorded by sessions in a newer
-        shape than the reference's (``insight_shapes.newer_shape``), each once."""
+    def blocks(self, kind: str) -> list[agent_formats.Block]:
+        """The ``## [when]`` entries the agent tools append to ``gotchas.md`` or ``patterns.md``
+        (``agent_formats``); reread only when the file changed."""
+        path = self.bullet_file(kind)
+        st = file_stat(path) if self._has_memory_dir() else None
+        if st is None:
+            return []
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        with _BULLETS_LOCK:
+            hit = _BLOCKS.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            raw = read_bytes(path)
+        except FileNotFoundError:
+            return []
+        found = agent_formats.blocks(raw.decode("utf-8", "replace")) if b"## [" in raw else []
+        with _BULLETS_LOCK:
+            _BLOCKS[path] = (key, found)
+        return found
+
+    def notes(self, kind: str) -> list[str]:
+        """The file's bullets, then its ``## [when]`` entries that no bullet already says."""
         out = self.load_bullets(kind)
+        seen = {normalise(b) for b in out}
+        for b in self.blocks(kind):
+            if normalise(b.text) not in seen:
+                seen.add(normalise(b.text))
+                out.append(b.text)
+        return out
+
+    def said(self, kind: str, text: str) -> str | None:
+        """The note of the file that already says ``text`` (a bullet, or an entry with or without
+        its context, as the agent tools write one before they send it to a graph), or None."""
+        key = normalise(text)
+        for t in self.load_bullets(kind):
+            if normalise(t) == key:
+                return t
+        return next((b.text for b in self.blocks(kind)
+                     if key in (normalise(b.text), normalise(b.body))), None)
+
+    def all_bullets(self, kind: str, sessions: list | None = None) -> list[str]:
+        """The notes of the file (bullets and entries), then the patterns or gotchas recorded by
+        sessions in a newer shape than the reference's (``insight_shapes.newer_shape``), each once."""
+        out = self.notes(kind)
         seen = {normalise(b) for b in out}
         for _, s in self.sessions() if sessions is None else sessions:
             for e in s.entries if s.counted else ():
@@ -390,10 +444,7 @@ class SpecStore:
 
     def _map_file_only(self) -> dict[str, str]:
         data = self._read_json(self.map_file)
-        if not isinstance(data, dict):
-            return {}
-        data.pop("_metadata", None)
-        return data
+        return agent_formats.map_files(data) if isinstance(data, dict) else {}
 
     def map_items(self, files: dict[str, str]) -> list[MemoryItem]:
         project, spec = self._scope()
@@ -413,7 +464,38 @@ class SpecStore:
         yield from self.insight_items()
         yield from self.map_items(self._map_file_only())
         for kind in HEADERS:
-            yield from self.bullet_items(kind, self.load_bullets(kind))
+            yield from self.bullet_items(kind, self.notes(kind))
+        yield from self.attempt_items()
+
+    def attempt_items(self) -> list[MemoryItem]:
+        """The recovery manager's ``attempt_history.json`` as insights: one per subtask and
+        approach, with how often it was tried (``agent_formats.attempts``)."""
+        path = self.memory_dir / "attempt_history.json"
+        if not self._has_memory_dir() or file_stat(path) is None:
+            return []
+        data = self._read_json(path)
+        if not isinstance(data, dict):
+            return []
+        project, spec = self._scope()
+        when, source = _mtime(path), self.project.rel(path)
+        return [MemoryItem(id=stable_id(project, spec, "attempt", a.subtask, normalise(a.approach)),
+                           kind="insight", text=a.text, project=project, spec=spec, time=when,
+                           source=source,
+                           metadata={"field": "attempt_history", "subtask": a.subtask,
+                                     "success": a.success, "count": a.count,
+                                     "sessions": list(a.sessions)[-20:]})
+                for a in agent_formats.attempts(data)]
+
+
+def _problem(data: dict) -> str:
+    """Why the strict session model refuses ``data`` ("" when it takes it)."""
+    from ..models import SessionInsights, parse
+
+    try:
+        parse(SessionInsights, data, "insights")
+    except Exception as exc:  # ValidationError, or a shape pydantic cannot even walk
+        return str(exc)
+    return ""
 
 
 def _name_order(name: str) -> tuple[int, str]:

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
               "dist", "build", ".pytest_cache"}
-_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
+_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights",
+           "attempt_history.json")  # the last: Auto-Claude's recovery manager
 
 
 def _memory_folders(project_dir: Path, holds) -> list[Path]:
