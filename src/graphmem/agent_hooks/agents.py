@@ -13,31 +13,31 @@ An ``Agent`` maps the agent's event names to graphmem's *actions*:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 FILE_TOOLS = "Read|Edit|Write|MultiEdit"
 
 
-@dataclass(frozen=True)
 class Hook:
     """One event graphmem hooks: the action, the matcher and the timeout (seconds)."""
 
-    event: str
-    action: str
-    matcher: str | None = None
-    timeout: int = 10
+    __slots__ = ("event", "action", "matcher", "timeout")
+
+    def __init__(self, event: str, action: str, matcher: str | None = None, timeout: int = 10):
+        self.event, self.action, self.matcher, self.timeout = event, action, matcher, timeout
 
 
-@dataclass(frozen=True)
 class Agent:
-    """An agent's hook protocol."""
+    """An agent's hook protocol (plain classes: a dataclass costs a hook ~10 ms of imports)."""
 
-    name: str
-    settings: str  # the settings file, relative to the project (or to ~ with --user)
-    hooks: tuple[Hook, ...]
-    context_events: frozenset[str] = field(default_factory=frozenset)
-    end_events: frozenset[str] = field(default_factory=frozenset)
+    def __init__(self, name: str, settings: str, hooks: tuple[Hook, ...],
+                 context_events: frozenset[str] = frozenset(),
+                 end_events: frozenset[str] = frozenset()):
+        self.name = name
+        self.settings = settings  # the settings file, relative to the project (or to ~)
+        self.hooks = hooks
+        self.context_events = context_events
+        self.end_events = end_events
 
     def action(self, event: str) -> str | None:
         """What graphmem does on ``event`` (None: an event graphmem does not hook)."""

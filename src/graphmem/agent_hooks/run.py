@@ -89,13 +89,17 @@ def _read_payload() -> dict[str, Any]:
 
 
 def project_of(payload: dict[str, Any]) -> Path:
-    """The project root: ``CLAUDE_PROJECT_DIR`` (or the event's ``cwd``), up to its work tree."""
-    from ..identity import enclosing
-
-    start = os.environ.get("CLAUDE_PROJECT_DIR") or payload.get("cwd") or os.getcwd()
+    """The project root: ``CLAUDE_PROJECT_DIR`` (the agent's project root), else the event's
+    ``cwd`` up to its work tree."""
+    given = os.environ.get("CLAUDE_PROJECT_DIR")
+    start = given or payload.get("cwd") or os.getcwd()
     if not isinstance(start, str) or not os.path.isabs(start) or not os.path.isdir(start):
         raise ValueError(f"cwd: must be an existing absolute folder, got {str(start)[:80]!r}")
     real = Path(os.path.realpath(start))
+    if given:
+        return real
+    from ..identity import enclosing
+
     return enclosing(real) or real
 
 
