@@ -41,7 +41,7 @@ def proj(tmp_path: Path) -> Path:
 @pytest.fixture
 def warm(isolated_env, proj, monkeypatch):
     """A warm search server for the test's home (hooks ask it, as they do by default)."""
-    from graphmem.search_client import ask, client_config, spawn
+    from graphmem.cli.search_client import ask, client_config, spawn
 
     monkeypatch.setenv("GRAPHMEM_SEARCH_SERVER", "auto")
     cfg = client_config(cwd=str(proj))

@@ -90,7 +90,7 @@ def test_mcp_tool_given_only_project_dir_writes_the_project_memory(tmp_path):
     import anyio
     from mcp import Client
 
-    from graphmem.mcp_server import build_server
+    from graphmem.serve.mcp_server import build_server
 
     root, _ = project(tmp_path, {"src/pay.py": PAY})
 

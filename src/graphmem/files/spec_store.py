@@ -21,8 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .. import insight_items, insight_shapes
-from ..insight_shapes import Entry
+from graphmem.files import insight_items
+
+from graphmem.files import insight_shapes
+from graphmem.files.insight_shapes import Entry
 from ..models import MemoryItem, normalise, stable_id
 from ..errors import StorageError
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
