@@ -23,7 +23,8 @@ from graphmem.hooks.agents import Agent, get_agent
 MAX_STDIN = 8 << 20  # bytes of event JSON read at most
 # Seconds a hook may take before it gives up quietly (under the timeouts it installs with).
 # A capture or a digest start takes milliseconds; their deadline only bounds a stuck disk.
-DEADLINES = {"brief": 6.0, "prompt": 4.0, "file": 3.0, "capture": 8.0, "digest": 8.0}
+DEADLINES = {"brief": 6.0, "prompt": 4.0, "file": 3.0, "capture": 8.0, "digest": 8.0,
+             "capture_file": 8.0}
 WAIT_FOR_SERVER = {"brief": 5.0, "prompt": 2.5, "file": 0.0}  # a server starting up
 IN_PROCESS_DEADLINE = 8.0  # with the search server off (under the installed timeouts)
 
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
     except Deadline:
-        _log(name, event, f"gave up after its deadline of {DEADLINES.get(action, 0):g} s")
+        _log(name, event, "gave up at its deadline")
     except Exception as exc:  # noqa: BLE001 - a hook never breaks the agent
         _log(name, event, f"{type(exc).__name__}: {exc}")
     return 0
@@ -196,8 +197,16 @@ def _digest(agent: Agent, event: str, payload: dict[str, Any]) -> str:
     return ""
 
 
+def _capture_file(agent: Agent, event: str, payload: dict[str, Any]) -> str:
+    """Capture the step; after a file tool, also what is known about the file."""
+    _capture(agent, event, payload)
+    if agent.fields(payload)["tool"] in ("Read", "Edit", "Write", "MultiEdit"):
+        return _file(agent, event, payload)
+    return ""
+
+
 ACTIONS = {"capture": _capture, "prompt": _prompt, "brief": _brief, "file": _file,
-           "digest": _digest}
+           "digest": _digest, "capture_file": _capture_file}
 
 
 # ---- asking the warm search server -----------------------------------------------------------

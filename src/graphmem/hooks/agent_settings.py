@@ -51,13 +51,14 @@ def hooks_config(agent: Agent, exe: str | None = None) -> dict[str, list[dict[st
     for h in agent.hooks:
         group: dict[str, Any] = {} if h.matcher is None else {"matcher": h.matcher}
         group["hooks"] = [{"type": "command", "command": hook_command(agent, h.event, exe),
-                           "timeout": h.timeout}]
+                           "timeout": h.timeout * agent.timeout_unit}]
         out.setdefault(h.event, []).append(group)
     return out
 
 
 def settings_file(agent: Agent, project_dir: Path | None, user: bool) -> Path:
-    """The settings file: the project's (``.claude/settings.json``) or, ``user``, the user's."""
+    """The settings file: the project's (``.claude/settings.json``, ``.gemini/settings.json``)
+    or, ``user``, the user's (the same under ``~``)."""
     base = Path.home() if user else Path(project_dir or Path.cwd())
     if not user and not base.is_dir():
         raise ValidationError(f"{base} is not a folder", field="project_dir")

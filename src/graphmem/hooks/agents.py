@@ -8,6 +8,11 @@ An ``Agent`` maps the agent's event names to graphmem's *actions*:
     file      before a file is read or edited: what is known about it
     capture   after a tool ran (or failed): one spool line
     digest    the end of a turn or session, or a compaction: the spool becomes memories
+    capture_file  capture, then (after a file was read or edited) what is known about it: for
+              agents whose only file hook that takes context runs after the tool (Gemini CLI)
+
+Tool names are mapped to Claude Code's (``Read``, ``Edit``, ``Write``, ``Bash``) and a file's
+path to ``tool_input.file_path``, so the spool and the digest read one vocabulary.
 """
 
 from __future__ import annotations
@@ -32,12 +37,15 @@ class Agent:
 
     def __init__(self, name: str, settings: str, hooks: tuple[Hook, ...],
                  context_events: frozenset[str] = frozenset(),
-                 end_events: frozenset[str] = frozenset()):
+                 end_events: frozenset[str] = frozenset(), tools: dict[str, str] | None = None,
+                 timeout_unit: int = 1):
         self.name = name
         self.settings = settings  # the settings file, relative to the project (or to ~)
         self.hooks = hooks
         self.context_events = context_events
         self.end_events = end_events
+        self.tools = tools or {}  # the agent's tool names -> Claude Code's
+        self.timeout_unit = timeout_unit  # settings' timeout unit per second (1000: milliseconds)
 
     def action(self, event: str) -> str | None:
         """What graphmem does on ``event`` (None: an event graphmem does not hook)."""
@@ -57,9 +65,20 @@ class Agent:
 
     def fields(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The event's fields under graphmem's names (``tool``, ``input``, ``output``, ``error``)."""
+        tool = payload.get("tool_name")
+        tool = self.tools.get(tool, tool) if isinstance(tool, str) else tool
+        tool_input = payload.get("tool_input")
+        if isinstance(tool_input, dict) and not isinstance(tool_input.get("file_path"), str):
+            path = next((tool_input[k] for k in ("absolute_path", "path")
+                         if isinstance(tool_input.get(k), str)), None)
+            if path is not None and tool in ("Read", "Edit", "Write", "MultiEdit"):
+                tool_input = {**tool_input, "file_path": path}
+        output, error = payload.get("tool_response"), payload.get("error")
+        if error is None and isinstance(output, dict) and output.get("error"):
+            error = output["error"]  # Gemini CLI: a failed tool's response carries its error
+            error = error.get("message", error) if isinstance(error, dict) else error
         return {"session": payload.get("session_id"), "prompt": payload.get("prompt"),
-                "tool": payload.get("tool_name"), "input": payload.get("tool_input"),
-                "output": payload.get("tool_response"), "error": payload.get("error"),
+                "tool": tool, "input": tool_input, "output": output, "error": error,
                 "source": payload.get("source") or payload.get("reason")}
 
 
@@ -81,7 +100,28 @@ CLAUDE_CODE = Agent(
     end_events=frozenset({"SessionEnd"}),
 )
 
-AGENTS: dict[str, Agent] = {CLAUDE_CODE.name: CLAUDE_CODE}
+# https://geminicli.com/docs/hooks/reference: the same settings shape in .gemini/settings.json,
+# timeouts in milliseconds; context on SessionStart, BeforeAgent and AfterTool (appended to the
+# tool's result: BeforeTool takes none); SessionEnd is not waited for.
+GEMINI_CLI = Agent(
+    name="gemini-cli",
+    settings=".gemini/settings.json",
+    hooks=(
+        Hook("SessionStart", "brief", None, 10),
+        Hook("BeforeAgent", "prompt", None, 10),
+        Hook("AfterTool", "capture_file", ".*", 10),
+        Hook("AfterAgent", "digest", None, 10),
+        Hook("PreCompress", "digest", None, 10),
+        Hook("SessionEnd", "digest", None, 10),
+    ),
+    context_events=frozenset({"SessionStart", "BeforeAgent", "AfterTool"}),
+    end_events=frozenset({"SessionEnd"}),
+    tools={"read_file": "Read", "write_file": "Write", "replace": "Edit",
+           "run_shell_command": "Bash"},
+    timeout_unit=1000,
+)
+
+AGENTS: dict[str, Agent] = {a.name: a for a in (CLAUDE_CODE, GEMINI_CLI)}
 
 
 def get_agent(name: str) -> Agent:
