@@ -398,3 +398,33 @@ def test_gemini_cli_hooks_on_its_documented_payloads(proj, warm):
     assert "known about src/pay.py" in told and "round half-even" in told
     assert "src/pay.py" in gemini(proj, "BeforeAgent", {"session_id": "g-2",
                                                         "prompt": "refund rounding is off again"})
+
+
+def test_an_llm_summary_only_when_a_provider_is_configured(proj, monkeypatch):
+    from test_consolidate import FakeOpenAI
+
+    from graphmem import Memory
+
+    server = FakeOpenAI(lambda body: "Asked to fix refund rounding; edited src/pay.py.")
+    llm = {"GRAPHMEM_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test-hooks-00000000000000",
+           "OPENAI_BASE_URL": server.url}
+    install(proj)
+    pay = str(proj / "src" / "pay.py")
+    try:
+        session(proj, "s-llm", "Fix the refund rounding", [
+            ("Edit", {"file_path": pay, "old_string": "a", "new_string": "b"}, None)], env=llm)
+        with_llm = digested(proj, "s-llm")
+        session(proj, "s-plain", "Tidy the cart totals", [
+            ("Edit", {"file_path": str(proj / "src" / "cart.py")}, None)])
+        plain = digested(proj, "s-plain")
+    finally:
+        server.close()
+    assert len(server.requests) == 1  # the session with a provider, at its end, once
+    sent = json.dumps(server.requests[0]["body"])
+    assert "Fix the refund rounding" in sent and "src/pay.py" in sent
+    for key, value in llm.items():
+        monkeypatch.setenv(key, value)
+    with Memory(None, proj) as m:
+        assert m.get_session_summary(with_llm["session"]) == \
+            "Asked to fix refund rounding; edited src/pay.py."
+        assert m.get_session_summary(plain["session"]) is None

@@ -16,7 +16,8 @@ One worker per project at a time (``digest.lock`` beside the spools): it digests
 with unread lines, from the offset the last run reached, until none is left, so a Stop per turn,
 parallel sessions and subagents lose and duplicate nothing and start one process, not one each.
 The writes are idempotent (the same insight number, a map merge), so a run killed half-way is
-redone safely. The SessionEnd hook's ``end`` line ends the episodic session.
+redone safely. The SessionEnd hook's ``end`` line ends the episodic session; only then, and
+only when an LLM is configured (``providers.llm``), the LLM writes the session's summary.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def learn(facts: dict[str, Any], records: list[dict]) -> tuple[list[str], list[d
         inp = rec.get("input") if isinstance(rec.get("input"), dict) else {}
         if kind == "prompt" and isinstance(rec.get("prompt"), str) and rec["prompt"].strip():
             prompts.append(rec["prompt"])
+            facts.setdefault("prompts", [])
+            if len(facts["prompts"]) < 8:
+                facts["prompts"].append(" ".join(rec["prompt"].split())[:300])
             facts["task"] = facts["task"] or " ".join(rec["prompt"].split())[:300]
             continue
         if kind not in ("tool", "fail"):
@@ -213,9 +217,48 @@ def _write(mem: Any, project: Path, session_id: str, state: dict, facts: dict,
                 state["insight"] = wrote["insight"] = n
                 state["saved"] = insight
     if end and not state.get("ended"):
+        summary = _llm_summary(mem, facts, facts.get("prompts") or [])
+        if summary:
+            mem.set_session_summary(sid, summary)
+            wrote["summary"] = True
         mem.end_session(sid)
         state["ended"] = True
     return wrote
+
+
+SUMMARY_PROMPT = ("Summarise this coding-agent session for the project's memory in at most five "
+                  "short lines: what was asked, what changed (name the files), what failed and "
+                  "what fixed it, and anything the next session must know. Plain text, no "
+                  "preamble.")
+
+
+def _llm_summary(mem: Any, facts: dict[str, Any], prompts: list[str]) -> str | None:
+    """A short summary of the session by the configured LLM; None when no LLM is configured
+    (the digest needs none) or when it fails (logged; the session keeps its other memories)."""
+    from graphmem import _sync
+    from graphmem.providers import get_llm
+
+    try:
+        llm = get_llm(mem.settings)
+    except Exception as exc:  # noqa: BLE001 - a misconfigured provider: no summary, say why
+        print(f"{_now()} digest: no LLM summary: {exc}", flush=True)
+        return None
+    if llm is None:
+        return None
+    lines = [f"Task: {facts['task'] or '(none)'}",
+             *(f"Prompt: {p}" for p in prompts[1:8]),
+             f"Files edited: {', '.join(facts['edited'][:20]) or 'none'}",
+             *(f"Failed then passed: {x}" for x in facts["fixes"][:5]),
+             *(f"Failed: {x}" for x in facts["failed"][-5:]),
+             *(f"Passed: {x}" for x in facts["passed"][-5:])]
+    try:
+        text = _sync.run(llm.generate([{"role": "system", "content": SUMMARY_PROMPT},
+                                       {"role": "user", "content": "\n".join(lines)[:8000]}],
+                                      max_tokens=300))
+    except Exception as exc:  # noqa: BLE001 - a provider down: no summary this time
+        print(f"{_now()} digest: no LLM summary: {type(exc).__name__}: {exc}", flush=True)
+        return None
+    return " ".join(text.split())[:2000] or None
 
 
 def _next_number(memory_dir: Path) -> int:
