@@ -18,7 +18,8 @@ _LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights",
 
 def _memory_folders(project_dir: Path, holds) -> list[Path]:
     """The spec folders (parents of a ``memory/``) under ``project_dir`` whose memory folder
-    ``holds(root, dirs)``; hidden graphmem folders and tool folders are skipped."""
+    ``holds(root, dirs)``; hidden graphmem folders (a demo, a home) and tool folders are
+    skipped, but not the project's own memory folder, ``<project_dir>/.graphmem``."""
     real = os.path.realpath(project_dir)
     if os.path.dirname(real) == real:  # "/" (or a drive's root): the whole filesystem
         from ..errors import ValidationError
@@ -27,8 +28,10 @@ def _memory_folders(project_dir: Path, holds) -> list[Path]:
                               "would walk every folder on the machine for spec folders; name the "
                               "project's own folder", field="project_dir")
     found = []
+    top = os.fspath(project_dir)
     for root, dirs, _files in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".graphmem"))
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and (
+            not d.startswith(".graphmem") or d == ".graphmem" and root == top))
         if os.path.basename(root) == "memory" and holds(root, dirs):
             found.append(Path(root).parent)
             dirs[:] = []
