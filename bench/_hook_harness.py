@@ -47,6 +47,7 @@ KNOWN_FIELDS = {"continue", "stopReason", "suppressOutput", "systemMessage", "de
                 "hookSpecificOutput"}
 NAME_LIST = re.compile(r"^[A-Za-z0-9_\-\s,|]*$")
 CONTEXT_LIMIT, CONTEXT_PREVIEW = 10_000, 2_000
+MARK = "HOOK_HARNESS_RUN"
 
 
 class ConfigError(ValueError):
@@ -162,6 +163,8 @@ class HookRunner:
         self.project = Path(project)
         self.env = dict(os.environ if env is None else env)
         self.env["CLAUDE_PROJECT_DIR"] = str(self.project)
+        self.mark = f"{MARK}={uuid.uuid4().hex}"  # in every process the hooks start, and theirs
+        self.env[MARK] = self.mark.split("=", 1)[1]
         self.max_timeout = max_timeout
         self.hooks: dict[str, list[dict]] = {}
         self.disabled = False
@@ -178,6 +181,30 @@ class HookRunner:
     def reload(self) -> None:
         """Read the settings again (each session is a new Claude Code process)."""
         self.hooks, self.disabled, self.notes = read_settings(self.project)
+
+    def background(self, keep: tuple[str, ...] = ("search-server", "search_server")) -> list[int]:
+        """Processes the hooks left running (detached workers carry the run's mark in their
+        environment), other than long-lived servers named in ``keep``."""
+        out, me, needle = [], os.getpid(), self.mark.encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if int(pid) == me or needle not in Path(f"/proc/{pid}/environ").read_bytes():
+                    continue
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z" and not any(k in cmd for k in keep):
+                out.append(int(pid))
+        return out
+
+    def settle(self, limit: float) -> float:
+        """Wait (up to ``limit`` s) for the hooks' background work, as the time between two real
+        sessions would; the seconds waited."""
+        t0 = time.perf_counter()
+        while self.background() and time.perf_counter() - t0 < limit:
+            time.sleep(0.05)
+        return time.perf_counter() - t0
 
     def validate(self) -> list[str]:
         """The notes on the settings (unknown events); raises ``ConfigError`` on a bad shape."""

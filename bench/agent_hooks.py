@@ -217,7 +217,7 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
     runner = HookRunner(root, env=env, max_timeout=args.max_timeout)
     notes = runner.validate()
     transcripts = base / "claude" / "projects"
-    rows, prompt_tokens, prompts = [], [], []
+    rows, prompt_tokens, prompts, settled = [], [], [], 0.0
     dump = open(args.injections + f".{system}.jsonl", "w") if args.injections else None
     t_start = time.perf_counter()
     sessions = data["sessions"]
@@ -226,9 +226,11 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
             repo.apply(s)
             repo.commit(s["id"], s["time"])
         else:
+            settled += runner.settle(args.settle)
             replay_session(runner, repo, s, transcripts, prompt_tokens)
             prompts.extend(t["content"] for t in s.get("turns") or [] if t.get("role") == "user")
         for task in by_after.get(i, []):
+            settled += runner.settle(args.settle)
             injected = probe(runner, task, transcripts)
             rows.append(score(task, injected, repo))
             if dump:
@@ -242,7 +244,8 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
     replay_s = time.perf_counter() - t_start
     if dump:
         dump.close()
-    result = {"replay_s": replay_s, "sessions_replayed": last + 1 - first, "notes": notes,
+    result = {"replay_s": replay_s, "settle_s": settled, "notes": notes,
+              "left_running": len(runner.background()), "sessions_replayed": last + 1 - first,
               "events": runner.report(), "failures": runner.failures[:50],
               "failures_n": len(runner.failures),
               "replay_prompt_tokens": {"mean": sum(prompt_tokens) / max(1, len(prompt_tokens)),
@@ -283,7 +286,8 @@ def report(results: dict) -> None:
                                             "denied", "failures"], lat)
     for system, res in results.items():
         rp, f = res["replay_prompt_tokens"], res.get("findable")
-        print(f"{system}: replay {res['replay_s']:.0f} s over {res['sessions_replayed']} sessions; "
+        print(f"{system}: replay {res['replay_s']:.0f} s over {res['sessions_replayed']} sessions "
+              f"(waiting for background work {res['settle_s']:.0f} s of it); "
               f"tokens per replayed prompt mean {rp['mean']:.0f} (p95 {rp['p95']:.0f}, "
               f"{rp['n']} prompts); failures {res['failures_n']}"
               + (f"; findable by search {f['found']}/{f['sampled']}" if f else ""))
@@ -304,6 +308,9 @@ def main() -> int:
                          "task (earlier ones only evolve the repository)")
     ap.add_argument("--quick", action="store_true",
                     help="a small run: --until 330 --sessions 80 --tasks 15")
+    ap.add_argument("--settle", type=float, default=30.0,
+                    help="before each session and probe, wait up to S s for the hooks' background "
+                         "work (detached workers), as the time between real sessions would")
     ap.add_argument("--budget", type=int, default=800, help="the naive hook's token budget")
     ap.add_argument("--max-timeout", type=float, default=60.0, help="harness cap on a hook (s)")
     ap.add_argument("--findable", type=int, default=30,

@@ -126,3 +126,12 @@ def test_the_naive_hook_captures_and_injects_bm25_items_within_its_budget(tmp_pa
     assert "billing/invoice_parser.py" in ctx and "the invoice parser drops unicode names" in ctx
     assert "weather" not in ctx and "make deploy" not in ctx
     assert len(ctx) / 4 <= 60 and runner.failures == []
+
+
+def test_settle_waits_for_the_workers_a_hook_detached(tmp_path):
+    settings(tmp_path, {"Stop": command("setsid sleep 1 >/dev/null 2>&1 < /dev/null &")})
+    runner = HookRunner(tmp_path)
+    res = runner.fire("Stop", {"hook_event_name": "Stop"})
+    assert res.wait_ms < 900 and len(runner.background()) == 1
+    waited = runner.settle(10)
+    assert 0.3 < waited < 5 and runner.background() == []
