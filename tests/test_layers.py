@@ -51,6 +51,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.files": BOTTOM | {"graphmem.identity", "graphmem.insight_items", "graphmem.insight_shapes"},
     # The graph: files, providers, redaction, and the code knowledge it writes as File/Symbol
     # nodes (never ``code.about``, the façade's side of ``about``); doctor assembles its health.
+    # What an agent's hook process imports (issue 32): the leaves, redaction, the project's
+    # identity and the search client only, so a hook costs one Python start-up.
+    "graphmem.agent_hooks.run": {"graphmem.errors", "graphmem.identity", "graphmem.search_client",
+                                 "graphmem.agent_hooks", "graphmem._sync", "graphmem.async_memory"},
+    "graphmem.agent_hooks.spool": {"graphmem.redact"},
+    "graphmem.agent_hooks.agents": set(),
+    "graphmem.agent_hooks.digest_state": {"graphmem.agent_hooks.spool"},
     "graphmem.graph": BOTTOM | {"graphmem.files", "graphmem.providers", "graphmem.redact",
                                 "graphmem.validity", "graphmem.code.roots", "graphmem.code.anchors",
                                 "graphmem.code.freshness", "graphmem.code.mention",
@@ -60,7 +67,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 # The edges: commands, servers and adapters above the façade (they parse, call it, format).
 EDGES = {"graphmem.cli", "graphmem.cli_code", "graphmem.cli_graph", "graphmem.cli_search",
          "graphmem.cli_sessions", "graphmem.compat", "graphmem.demo", "graphmem.doctor",
-         "graphmem.mcp_server", "graphmem.search_server"}
+         "graphmem.mcp_server", "graphmem.search_server", "graphmem.agent_hooks.run",
+         "graphmem.agent_hooks.recall", "graphmem.agent_hooks.digest"}
 
 # graphmem module or package -> the only modules outside it that may import it.
 IMPORTED_ONLY_BY: dict[str, set[str]] = {

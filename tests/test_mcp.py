@@ -186,7 +186,7 @@ def test_turns_start_a_session_and_list_sessions_shows_it(spec_dir: Path):
     assert [t["content"] for t in lines] == ["Why do the API tests fail on CI?", "The migration did not run."]
 
 
-def test_project_only_reads_work_and_spec_writes_name_spec_dir(spec_dir: Path):
+def test_project_only_reads_cover_the_project_and_writes_go_to_its_own_memory(spec_dir: Path):
     project = spec_dir.parent.parent  # the reference's default project folder
 
     async def steps(c):
@@ -195,9 +195,15 @@ def test_project_only_reads_work_and_spec_writes_name_spec_dir(spec_dir: Path):
         hits = _data(await c.call_tool("search_memory", {"query": "feature flags",
                                                          "project_dir": str(project)}))["hits"]
         assert any("config/flags.yaml" in h["text"] for h in hits)
-        write = await c.call_tool("add_gotcha", {"text": "x", "project_dir": str(project)})
-        assert write.is_error and "spec_dir" in _text(write)
+        _data(await c.call_tool("add_gotcha", {"text": "Flags reload on SIGHUP",
+                                               "project_dir": str(project)}))
+        hits = _data(await c.call_tool("search_memory", {"query": "feature flags SIGHUP reload",
+                                                         "project_dir": str(project)}))["hits"]
+        assert {h["text"] for h in hits} >= {"Flags reload on SIGHUP",
+                                             "Feature flags live in config/flags.yaml"}
     _session(build_server(roots=[project]), steps)
+    assert (project / ".graphmem" / "memory" / "gotchas.md").read_text().count("SIGHUP") == 1
+    assert "SIGHUP" not in (spec_dir / "memory" / "gotchas.md").read_text()
 
 
 def test_memories_are_closed_after_the_last_session_and_reopened_by_the_next(spec_dir: Path):

@@ -68,17 +68,17 @@ def test_a_shared_store_serves_every_memory_given_it(spec_dir: Path, tmp_path: P
     _sync.run(shared.aclose())
 
 
-def test_project_only_memory_names_spec_dir_for_spec_operations(spec_dir: Path):
-    import pytest
-
-    from graphmem import ValidationError
-
-    with Memory(None, spec_dir.parent.parent) as m:
-        for call in (lambda: m.append_gotcha("x y z"), lambda: m.start_session(),
-                     lambda: m.load_gotchas(), lambda: m.sync(), lambda: m.files):
-            with pytest.raises(ValidationError) as err:
-                call()
-            assert err.value.field == "spec_dir"
+def test_project_only_memory_writes_the_projects_own_memory_folder(spec_dir: Path):
+    project = spec_dir.parent.parent
+    with Memory(None, project) as m:
+        m.append_gotcha("x y z")
+        sid = m.start_session()
+        assert m.load_gotchas() == ["x y z"] and m.spec_key == ".graphmem"
+        assert m.files.memory_dir == project.resolve() / ".graphmem" / "memory"
+        assert m.sync()["remaining"] == 0
+    assert (project / ".graphmem" / "memory" / "gotchas.md").read_text().count("x y z") == 1
+    assert (project / ".graphmem" / "memory" / "episodes" / sid).is_dir()
+    assert not (spec_dir / "memory" / "gotchas.md").exists()  # the spec folder is not touched
 
 
 def test_check_turn_refuses_what_record_turn_refuses_and_writes_nothing(spec_dir: Path):

@@ -105,15 +105,16 @@ def test_scopes_and_isolation_between_projects(world):
     assert beta and all(h.project == str(world["b1"].parent.parent) for h in beta)
 
 
-def test_project_only_memory_reads_but_refuses_spec_writes(world):
+def test_project_only_memory_searches_the_whole_project(world):
     alpha = world["a1"].parent.parent
     with Memory(None, alpha, settings=world["settings"]) as m:
         hits = m.search("rate limits on uploads", scope="all", limit=1)
         assert hits[0].text.startswith("The beta service")
-        with pytest.raises(ValidationError, match="spec_dir"):
-            m.append_gotcha("anything")
-        with pytest.raises(ValidationError, match="scope"):
-            m.search("anything", scope="spec")
+        # 'spec' on a Memory opened on a project is the whole project (its specs and own memory)
+        both = m.search("feature flags cached", scope="spec", limit=20)
+        assert [h.id for h in both] == [h.id for h in m.search("feature flags cached",
+                                                               scope="project", limit=20)]
+        assert {h.spec for h in both} == {"specs/001", "specs/002"}
 
 
 def test_reindex_from_files_gives_the_same_results(world, tmp_path):

@@ -61,7 +61,6 @@ def test_cli_rejects_garbage_with_one_clear_line(tmp_path: Path):
              (["search", "x", "--project-dir", str(project), "--limit", "0"], "limit"),
              (["search", "x", "--project-dir", str(project), "--scope", "galaxy"], "--scope"),
              (["search", "x", "--project-dir", str(project), "--kind", "bogus"], "--kind"),
-             (["search", "x", "--scope", "spec", "--project-dir", str(project)], "scope"),
              (["context", "x", "--project-dir", str(project), "--max-tokens", "0"], "max_tokens"),
              (["search", "x", "--project-dir", str(tmp_path / "missing")], "not found"),
              (["reindex", "--project-dir", str(tmp_path / "missing")], "not found")]

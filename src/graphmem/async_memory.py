@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 class AsyncMemory:
     """Memory for one spec folder of one project (async API).
 
-    With only ``project_dir`` (``spec_dir=None``) it searches, builds contexts and reindexes
-    the whole project; operations on spec files raise ``ValidationError`` naming ``spec_dir``.
+    With only ``project_dir`` (``spec_dir=None``) it writes the project's own memory folder,
+    ``<project>/.graphmem/memory/`` (``scope.py``), and its searches, contexts and ``about``
+    cover every spec folder of the project.
     ``backends``: derived stores to share (one index view and one set of models for many
     ``AsyncMemory`` objects, as the warm search server does); by default each opens its own.
     """
@@ -109,18 +110,18 @@ class AsyncMemory:
         return self._scope.root
 
     @property
-    def spec_dir(self) -> Path | None:
-        """The spec folder (resolved), or None for a project-only ``Memory``."""
+    def spec_dir(self) -> Path:
+        """The spec folder it writes (resolved): the one given, else ``<project>/.graphmem``."""
         return self._scope.spec_dir
 
     @property
-    def spec_key(self) -> str | None:
+    def spec_key(self) -> str:
         """How items name this spec: its folder relative to the project root."""
         return self._scope.spec_key
 
     @property
     def files(self) -> SpecStore:
-        """The spec's file store, the truth (a project-only ``Memory`` raises ValidationError)."""
+        """The spec's file store, the truth (the project's own one for a project-wide ``Memory``)."""
         return self._scope.files
 
     @property

@@ -22,9 +22,10 @@ def command(name: str, help: str):
     return wrap
 
 
-def _spec_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+def _spec_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--spec-dir", type=Path, required=required,
-                   help="spec folder (e.g. auto-claude/specs/001-feature)")
+                   help="spec folder (e.g. auto-claude/specs/001-feature; default: the "
+                        "project's own memory, <project>/.graphmem/memory)")
     p.add_argument("--project-dir", type=Path, default=None,
                    help="project root (default: the git work tree or .graphmem/project.toml "
                         "folder enclosing the spec, else two levels above it)")
@@ -35,8 +36,8 @@ def _memory(args: argparse.Namespace):
     from .memory import Memory
     from .models import check_folders
 
-    check_folders(spec=args.spec_dir)
-    return Memory(args.spec_dir, args.project_dir)
+    check_folders(spec=args.spec_dir, project=args.project_dir)
+    return Memory(args.spec_dir, args.project_dir or (None if args.spec_dir else Path.cwd()))
 
 
 def escape(text: str) -> str:
@@ -103,12 +104,12 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], None]) -> 
 # ---- file store commands --------------------------------------------------------------------
 def _cmd_summary(args):
     with _memory(args) as m:
-        data = m.summary()
+        data, where = m.summary(), m.spec_dir
 
     def show(s):
         c = _console()
         c.rule("[bold]Memory summary")
-        c.print(f"Spec: [cyan]{escape(args.spec_dir.name)}[/]")
+        c.print(f"Spec: [cyan]{escape(where.name)}[/]")
         c.print(f"Sessions: {s['total_sessions']}  Files mapped: {s['total_files_mapped']}  "
                 f"Patterns: {s['total_patterns']}  Gotchas: {s['total_gotchas']}")
         for ins in s["recent_insights"]:
@@ -210,13 +211,13 @@ def _cmd_clear(args):
         if not sys.stdin.isatty():
             print("graphmem: refusing to clear without confirmation; pass --yes", file=sys.stderr)
             return 2
-        if input(f"Clear all memory for {args.spec_dir.name}? (yes/no): ").strip().lower() != "yes":
-            _emit(args, {"cleared": False, "spec_dir": str(args.spec_dir.resolve())},
+        if input(f"Clear all memory for {m.spec_dir.name}? (yes/no): ").strip().lower() != "yes":
+            _emit(args, {"cleared": False, "spec_dir": str(m.spec_dir)},
                   lambda d: print("Cancelled."))
             return 1
     with m:
         m.clear()
-    return _emit(args, {"cleared": True, "spec_dir": str(args.spec_dir.resolve())},
+    return _emit(args, {"cleared": True, "spec_dir": str(m.spec_dir)},
                  lambda d: print("Memory cleared."))
 
 
@@ -337,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"] and len(argv) == 3 and not argv[1].startswith("-"):
+        from .agent_hooks.run import main as hook  # an agent's hook: no parser, no command imports
+
+        return hook(argv[1:])
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_fn", None):

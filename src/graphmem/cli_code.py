@@ -78,18 +78,32 @@ command("anchors", "refresh the anchors of a project's memories (run by the git 
 
 
 def _hooks_args(p: argparse.ArgumentParser) -> None:
+    from .agent_hooks.agents import AGENTS
+
     p.add_argument("action", choices=["install", "uninstall"],
                    help="install: post-commit, post-merge and post-checkout hooks that refresh "
                         "anchors in the background (an existing hook is chained, run first); "
                         "uninstall: remove them and restore chained hooks")
+    p.add_argument("agent", nargs="?", choices=sorted(AGENTS),
+                   help="an agent instead of git: graphmem's hooks in its settings file "
+                        "(claude-code: .claude/settings.json); uninstall removes only graphmem's")
     p.add_argument("--project-dir", type=Path, default=None,
-                   help="the git repository (default: the current folder)")
+                   help="the git repository or project (default: the current folder)")
+    p.add_argument("--user", action="store_true",
+                   help="with an agent: the user's settings (~/.claude/settings.json), every project")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
 def _cmd_hooks(args: argparse.Namespace) -> int:
     from . import hooks
 
+    if args.agent is not None:
+        return _agent_hooks(args)
+    if args.user:
+        from .errors import ValidationError
+
+        raise ValidationError("--user needs an agent (graphmem hooks install claude-code --user)",
+                              field="user")
     project = _project(args)
     if args.action == "install":
         out = hooks.install(project)
@@ -102,5 +116,39 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
         + (f"; restored your {', '.join(o['restored'])}" if o["restored"] else "")))
 
 
-command("hooks", "install or remove git hooks that refresh anchors after commits and checkouts")(
-    _cmd_hooks)(_hooks_args)
+command("hooks", "install or remove git hooks that refresh anchors after commits and checkouts, "
+        "or an agent's hooks (graphmem hooks install claude-code)")(_cmd_hooks)(_hooks_args)
+
+
+def _agent_hooks(args: argparse.Namespace) -> int:
+    from .agent_hooks import install
+    from .agent_hooks.agents import get_agent
+
+    agent = get_agent(args.agent)
+    project = None if args.user else _project(args)
+    if args.action == "install":
+        out = install.install(agent, project, user=args.user)
+        return _emit(args, out, lambda o: print(
+            f"Installed graphmem's {agent.name} hooks ({', '.join(o['events'])}) in "
+            f"{o['settings']}; each runs `{o['command']}`"))
+    out = install.uninstall(agent, project, user=args.user)
+    return _emit(args, out, lambda o: print(
+        f"Removed {o['removed']} graphmem hook{'s' if o['removed'] != 1 else ''} from "
+        f"{o['settings']}"))
+
+
+def _hook_args(p: argparse.ArgumentParser) -> None:
+    from .agent_hooks.agents import AGENTS
+
+    p.add_argument("agent", choices=sorted(AGENTS), help="the agent that runs the hook")
+    p.add_argument("event", help="the agent's event name (SessionStart, UserPromptSubmit, ...)")
+
+
+def _cmd_hook(args: argparse.Namespace) -> int:
+    from .agent_hooks.run import main
+
+    return main([args.agent, args.event])
+
+
+command("hook", "what an agent's hook runs: reads the event's JSON on stdin, answers in the "
+        "agent's format, always exits 0")(_cmd_hook)(_hook_args)

@@ -72,7 +72,9 @@ def resolve_project(spec_dir: str | Path | None, project_dir: str | Path | None 
         root = enclosing(start) or _registered(start, known_roots) or start
     elif spec_dir is not None:
         spec = _resolve(spec_dir)
-        root = enclosing(spec) or _registered(spec, known_roots) or spec.parent.parent
+        own = spec.name == ".graphmem"  # a project's own memory folder (``scope.py``)
+        root = enclosing(spec) or _registered(spec, known_roots) or (
+            spec.parent if own else spec.parent.parent)
     else:
         raise ConfigError("a spec or project folder is needed to name a project")
     key, origin = _key(root, project_id)

@@ -45,7 +45,8 @@ SpecArg = Annotated[str | None, Field(
 ProjectArg = Annotated[str | None, Field(
     description="project root (default: the git work tree enclosing spec_dir), inside the "
                 "server's folders; "
-                "alone, it allows project-wide reads (search_memory, get_context)")]
+                "alone, reads cover the whole project and writes go to the project's own memory "
+                "(<project>/.graphmem/memory)")]
 
 
 def _int(description: str, **bounds: int) -> Any:
@@ -93,8 +94,8 @@ class MemoryPool:
         """The memory for these folders; when a tool is given neither, the server's start-up options.
 
         Arguments replace the start-up folders as a pair, so a spec of another project is never
-        joined to the server's project. With only a project folder the memory serves
-        project-wide reads (search, context); spec writes then fail naming ``spec_dir``.
+        joined to the server's project. With only a project folder the memory reads the whole
+        project and writes the project's own memory, ``<project>/.graphmem/memory``.
         """
         for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
             if value is not None and (not value.strip() or "\x00" in value):
@@ -113,8 +114,8 @@ class MemoryPool:
         else:
             spec, project = self.spec_dir, self.project_dir
         if spec is None and project is None:
-            raise ValidationError("no spec folder: pass spec_dir (or project_dir for project-wide "
-                                  "reads), or start the server with --spec-dir", field="spec_dir")
+            raise ValidationError("no folder: pass spec_dir or project_dir (the project's own "
+                                  "memory), or start the server with --spec-dir or --project-dir", field="spec_dir")
         check_folders(spec=spec, project=project)
         key = (str(spec.resolve()) if spec else None, str(project.resolve()) if project else None)
         mem = self._memories.get(key)

@@ -54,18 +54,18 @@ class Memory:
         return self._async.project_dir
 
     @property
-    def spec_dir(self) -> Path | None:
-        """The spec folder (resolved), or None for a project-only ``Memory``."""
+    def spec_dir(self) -> Path:
+        """The spec folder it writes (resolved): the one given, else ``<project>/.graphmem``."""
         return self._async.spec_dir
 
     @property
-    def spec_key(self) -> str | None:
+    def spec_key(self) -> str:
         """How items name this spec: its folder relative to the project root."""
         return self._async.spec_key
 
     @property
     def files(self) -> SpecStore:
-        """The spec's file store, the truth (a project-only ``Memory`` raises ValidationError)."""
+        """The spec's file store, the truth (the project's own one for a project-wide ``Memory``)."""
         return self._async.files
 
     @property

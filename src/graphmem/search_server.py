@@ -10,9 +10,9 @@ Never stale: every search reads the index's generation from SQLite and applies w
 processes wrote since; a database that was deleted or replaced is reopened; settings or code that
 differ from the server's give the client another key, hence another server (``search_client``).
 
-Protocol: one JSON line in, one JSON line out. In: ``{"op": "search"|"context"|"ping", "key",
-"spec_dir", "project_dir"}`` (absolute paths) plus ``query, scope, kinds, limit, rerank`` or
-``task, max_tokens, files``. Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
+Protocol: one JSON line in, one JSON line out. In: ``{"op": "search"|"context"|"hook"|"ping",
+"key", "spec_dir", "project_dir"}`` (absolute paths) plus ``query, scope, kinds, limit, rerank``,
+``task, max_tokens, files`` or, for ``hook``, ``action`` and its fields (``agent_hooks/recall``). Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
 ``{"error": "field: problem", "exit": n}``, ``{"wrong_server": true}`` (another key), or
 ``{"internal_error": "..."}`` (a bug: the client searches in-process instead).
 """
@@ -28,7 +28,7 @@ from typing import Any
 from .search_client import ServerConfig, client_config, code_roots
 
 MAX_REQUEST = 1 << 20
-OPS = ("search", "context", "ping")
+OPS = ("search", "context", "hook", "ping")
 
 
 class _State:
@@ -118,6 +118,10 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
             raise ValidationError("a spec or project folder is required", field="project_dir")
         # one index view and one set of models for all
         mem = AsyncMemory(spec, project, settings=state.settings, backends=await state.current())
+        if op == "hook":  # an agent's hook (``agent_hooks/recall.py``): markdown or ''
+            from .agent_hooks.recall import answer
+
+            return {"context": await answer(mem, req)}
         if op == "context":
             text = await mem.context(req.get("task"), max_tokens=req.get("max_tokens", 1500),
                                      files=req.get("files"))

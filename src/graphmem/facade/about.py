@@ -48,7 +48,7 @@ class About:
             source = "graph" if mentions is not None else "files"
         if mentions is None:
             mentions = local_mentions(self._about_specs(), target, snap)
-        if self.scope.spec_dir is not None:
+        if not self.scope.project_wide:
             mentions = [m for m in mentions if m.id in self._spec_ids()]
         rows = {h.id: h for h in self.hits_by_id([m.id for m in mentions])} if mentions else {}
         ans = assemble(mentions, rows, snap, target, source, works_of=self._works_of)
@@ -60,8 +60,7 @@ class About:
     def _about_specs(self) -> list[Path]:
         from ..files.walk import spec_folders
 
-        spec = self.scope.spec_dir
-        return [spec] if spec is not None else spec_folders(Path(self.scope.root))
+        return spec_folders(Path(self.scope.root)) if self.scope.project_wide else [self.scope.spec_dir]
 
     def _works_of(self, row: Any):
         """The work lines (``changes.Works``) of the spec folder here that holds ``row``."""

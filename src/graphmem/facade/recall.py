@@ -132,9 +132,8 @@ class Recall:
             raise ValidationError("must be true or false", field="rerank")
         if not isinstance(include_history, bool):
             raise ValidationError("must be true or false", field="include_history")
-        if scope == "spec" and self.scope.spec_dir is None:
-            raise ValidationError("'spec' needs a spec folder (spec_dir); use 'project' or 'all'",
-                                  field="scope")
+        if scope == "spec" and self.scope.project_wide:
+            scope = "project"  # opened on a project: its own memory and every spec folder
         project, root = self.scope.project, self.scope.root
         projects = None if scope == "all" else [project.key]
         spec = self.scope.spec_key if scope == "spec" else None
@@ -163,7 +162,7 @@ class Recall:
         specs = {self._spec_dir_of(h) for h in hits} - {None}
         if spec is not None:
             specs = {Path(root) / spec}
-        elif self.scope.spec_dir is not None:
+        else:
             specs.add(Path(self.scope.spec_dir))
 
         asked = []
@@ -310,8 +309,7 @@ class Recall:
         """The spec folders whose anchors ``context(files=)`` reads: this one, or the project's."""
         from ..files.walk import spec_folders
 
-        spec = self.scope.spec_dir
-        return [spec] if spec is not None else spec_folders(self.scope.root)
+        return spec_folders(self.scope.root) if self.scope.project_wide else [self.scope.spec_dir]
 
     async def _anchored_hits(self, paths: list[str]) -> list[Hit]:
         """The memories anchored to ``paths`` (files or folders, ``code/pins.py``), newest first,

@@ -254,7 +254,7 @@ class EpisodeLog:
         """Reconcile this spec's sessions (or, project-wide, every spec the index knows)."""
         if self._state is not None:
             return
-        if self.scope.spec_dir is not None:
+        if not self.scope.project_wide:
             if (self.scope.spec_dir / "memory" / "episodes").is_dir():
                 self.state  # noqa: B018 - opening the state reconciles it with the files
             return

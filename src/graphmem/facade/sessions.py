@@ -331,7 +331,7 @@ class Sessions:
         concurrency = check_limit(concurrency, "concurrency", 64)
         if not isinstance(project, bool):
             raise ValidationError("must be true or false", field="project")
-        whole = project or self.scope.spec_dir is None
+        whole = project or self.scope.project_wide
         if whole:
             root = Path(self.scope.root)
             specs = sorted(set(spec_folders(root)) | set(episode_specs(root)))

@@ -53,7 +53,7 @@ class Validity:
         ours = bool(rows) and rows[0]["project"] in (key, team_key(key))
         where = (f"it is in {self.scope.root / rows[0]['spec']}: name that spec folder "
                  "(--spec-dir, spec_dir)") if ours and rows[0]["spec"] else ""
-        if self.scope.spec_dir is None and where:  # found by a project-wide search
+        if self.scope.project_wide and where and rows[0]["spec"] != self.scope.spec_key:
             raise ValidationError(f"retire and supersede need the memory's spec folder; {where}",
                                   field="spec_dir")
         spec_dir = self.scope.require_spec()
@@ -253,7 +253,7 @@ class Validity:
     async def to_graph(self, item_ids: list[str]) -> None:
         """After a retire or supersede: the items go to the graph again (their ABOUT edges take
         the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
-        if self.settings.graph.mode == "off" or self.scope.spec_dir is None:
+        if self.settings.graph.mode == "off":
             return
         from ..code.anchors import book
 

@@ -17,10 +17,13 @@ _LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights")
 
 def _memory_folders(project_dir: Path, holds) -> list[Path]:
     """The spec folders (parents of a ``memory/``) under ``project_dir`` whose memory folder
-    ``holds(root, dirs)``; hidden graphmem folders and tool folders are skipped."""
+    ``holds(root, dirs)``; hidden graphmem folders (a demo, a home) and tool folders are
+    skipped, but not the project's own memory folder, ``<project_dir>/.graphmem``."""
     found = []
+    top = os.fspath(project_dir)
     for root, dirs, _files in os.walk(project_dir):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".graphmem"))
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and (
+            not d.startswith(".graphmem") or d == ".graphmem" and root == top))
         if os.path.basename(root) == "memory" and holds(root, dirs):
             found.append(Path(root).parent)
             dirs[:] = []

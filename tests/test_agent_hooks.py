@@ -1,0 +1,334 @@
+"""Claude Code hooks as Claude Code runs them: ``graphmem hooks install claude-code`` writes
+``.claude/settings.json``; each event runs the installed command as a process (``sh -c``), the
+event's JSON on stdin, in a real git project; the answers are checked against the documented
+output, and the memory the sessions leave behind against the files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from test_code_freshness import PAY, commit, git
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = str(Path(sys.executable).parent)
+AUTO = {"GRAPHMEM_SEARCH_SERVER": "auto"}
+SECRET = "sk-ant-" + "abcdefghij" * 3
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "pay.py").write_text(PAY)
+    (root / "src" / "cart.py").write_text("def total(items):\n    return sum(items)\n")
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.invalid")
+    git(root, "config", "user.name", "t")
+    commit(root, "start")
+    return root
+
+
+@pytest.fixture
+def warm(isolated_env, proj, monkeypatch):
+    """A warm search server for the test's home (hooks ask it, as they do by default)."""
+    from graphmem.search_client import ask, client_config, spawn
+
+    monkeypatch.setenv("GRAPHMEM_SEARCH_SERVER", "auto")
+    cfg = client_config(cwd=str(proj))
+    spawn(cfg)
+    deadline = time.monotonic() + 120
+    while not (ask(cfg, {"op": "ping"}) or {}).get("pid"):
+        assert time.monotonic() < deadline, cfg.log.read_text() if cfg.log.exists() else "no log"
+        time.sleep(0.2)
+    yield cfg
+    pid = (ask(cfg, {"op": "ping"}) or {}).get("pid")
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+
+
+def install(root: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    out = run_cli("hooks", "install", "claude-code", "--project-dir", str(root), "--json", *extra,
+                  env=env)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def handlers(root: Path, event: str, value: str | None = None) -> list[dict]:
+    """The command handlers the project's settings run on ``event`` (matched as documented:
+    ``*``/empty/none match all, ``A|B`` is a list of exact names, else a regex)."""
+    hooks = json.loads((root / ".claude" / "settings.json").read_text())["hooks"]
+    found = []
+    for group in hooks.get(event, []):
+        m = group.get("matcher")
+        if m not in (None, "", "*") and value is not None:
+            names = m.split("|") if re.fullmatch(r"[\w|, -]+", m) else None
+            if names is not None and value not in [n.strip() for n in names]:
+                continue
+            if names is None and not re.search(m, value):
+                continue
+        found.extend(h for h in group["hooks"] if h.get("type") == "command")
+    return found
+
+
+def fire(root: Path, event: str, payload: dict, value: str | None = None,
+         env: dict | None = None) -> list[subprocess.CompletedProcess]:
+    """Run every handler for ``event`` as Claude Code does: ``sh -c``, JSON on stdin, cwd the
+    project, ``CLAUDE_PROJECT_DIR`` set; each answer checked against the documented output."""
+    data = {"cwd": str(root), "hook_event_name": event, "transcript_path": "/dev/null", **payload}
+    full = dict(os.environ, CLAUDE_PROJECT_DIR=str(root), **(env or {}))
+    outs = []
+    for h in handlers(root, event, value):
+        p = subprocess.run(["sh", "-c", h["command"]], input=json.dumps(data), text=True,
+                           capture_output=True, cwd=root, env=full, timeout=h["timeout"])
+        assert p.returncode == 0, (event, p.stderr)
+        if p.stdout.strip():
+            out = json.loads(p.stdout)
+            spec = out["hookSpecificOutput"]
+            assert spec["hookEventName"] == event and isinstance(spec["additionalContext"], str)
+            assert set(out) == {"hookSpecificOutput"}  # never a decision: graphmem only adds
+        outs.append(p)
+    return outs
+
+
+def context(outs: list[subprocess.CompletedProcess]) -> str:
+    return "".join(json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
+                   for p in outs if p.stdout.strip())
+
+
+def session(root: Path, sid: str, prompt: str, steps: list[tuple], end: str = "SessionEnd",
+            env: dict | None = None) -> None:
+    """One recorded session: start, prompt, tool steps (tool, input, error-or-None), stop, end."""
+    fire(root, "SessionStart", {"session_id": sid, "source": "startup"}, "startup", env)
+    fire(root, "UserPromptSubmit", {"session_id": sid, "prompt": prompt}, env=env)
+    for tool, tool_input, error in steps:
+        base = {"session_id": sid, "tool_name": tool, "tool_input": tool_input, "tool_use_id": "t"}
+        fire(root, "PreToolUse", base, tool, env)
+        if error is None:
+            fire(root, "PostToolUse", {**base, "tool_response": {"stdout": "", "stderr": ""}},
+                 tool, env)
+        else:
+            fire(root, "PostToolUseFailure", {**base, "error": error}, tool, env)
+    fire(root, "Stop", {"session_id": sid, "stop_hook_active": False}, env=env)
+    fire(root, end, {"session_id": sid, "reason": "other"}, "other", env)
+
+
+def digested(root: Path, sid: str, timeout: float = 120.0) -> dict:
+    """The session's digest state once its worker has read the whole spool and ended it."""
+    spool = root / ".graphmem" / "spool"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = json.loads((spool / f"{sid}.state.json").read_text())
+            size = (spool / f"{sid}.jsonl").stat().st_size
+        except (FileNotFoundError, ValueError):
+            state, size = {}, -1
+        if state.get("ended") and state.get("offset") == size:
+            return state
+        time.sleep(0.2)
+    log = (spool / "digest.log").read_text() if (spool / "digest.log").exists() else "(no log)"
+    raise AssertionError(f"session {sid} not digested; log: {log}")
+
+
+# ---- install ---------------------------------------------------------------------------------
+def test_install_is_idempotent_keeps_other_entries_and_uninstall_removes_only_ours(proj):
+    settings = proj / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    theirs = {"model": "opus", "hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"},
+                            {"type": "command", "command": "graphmem hook claude-code Stop"}]}]}}
+    settings.write_text(json.dumps(theirs))
+    assert json.loads(install(proj).stdout)["replaced"] == 1  # the stale Stop one
+    once = settings.read_text()
+    install(proj)
+    assert settings.read_text() == once  # idempotent
+    data = json.loads(once)
+    assert data["model"] == "opus"
+    assert data["hooks"]["PreToolUse"][0] == theirs["hooks"]["PreToolUse"][0]
+    assert {h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]} >= {"notify-send done"}
+    for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
+                  "PostToolUseFailure", "PreCompact", "Stop", "SessionEnd"):
+        ours = [h for g in data["hooks"][event] for h in g["hooks"]
+                if h["command"].endswith(f"hook claude-code {event}")]
+        assert len(ours) == 1 and ours[0]["type"] == "command" and ours[0]["timeout"] > 0, event
+    assert [g.get("matcher") for g in data["hooks"]["PreToolUse"]][1] == "Read|Edit|Write|MultiEdit"
+    out = run_cli("hooks", "uninstall", "claude-code", "--project-dir", str(proj), "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["removed"] == 8
+    left = json.loads(settings.read_text())
+    assert left == {"model": "opus", "hooks": {
+        "PreToolUse": theirs["hooks"]["PreToolUse"],
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}
+
+
+def test_install_refuses_a_broken_settings_file_and_user_scope_writes_home(proj, tmp_path):
+    settings = proj / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{not json")
+    out = run_cli("hooks", "install", "claude-code", "--project-dir", str(proj))
+    assert out.returncode != 0 and "settings" in out.stderr and "Traceback" not in out.stderr
+    assert settings.read_text() == "{not json"  # untouched
+    settings.write_text('["a list"]')
+    assert run_cli("hooks", "install", "claude-code", "--project-dir", str(proj)).returncode != 0
+    home = tmp_path / "user-home"
+    home.mkdir()
+    out = run_cli("hooks", "install", "claude-code", "--user", "--json", env={"HOME": str(home)})
+    assert out.returncode == 0, out.stderr
+    assert "SessionStart" in json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    # no agent: the git hooks, as before
+    out = run_cli("hooks", "install", "--project-dir", str(proj), "--json")
+    assert out.returncode == 0 and "post-commit" in json.loads(out.stdout)["installed"]
+
+
+def test_the_plugin_hooks_file_is_what_install_writes(proj):
+    plugin = REPO / "plugins" / "claude-code"
+    manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "graphmem"
+    market = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
+    entry = next(p for p in market["plugins"] if p["name"] == "graphmem")
+    assert (REPO / entry["source"]).resolve() == plugin.resolve()
+    install(proj, env={"PATH": BIN + os.pathsep + os.environ.get("PATH", "")})
+    written = json.loads((proj / ".claude" / "settings.json").read_text())["hooks"]
+    assert json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"] == written
+
+
+# ---- a session's memory, and the next session's context ----------------------------------------
+def test_a_session_leaves_memories_the_next_session_is_given(proj, warm):
+    install(proj)
+    pay = str(proj / "src" / "pay.py")
+    session(proj, "s-one", f"Make refund() round half-even in the payments module {SECRET} "
+                           "<private>the staging password is hunter2</private>",
+            [("Read", {"file_path": pay}, None),
+             ("Edit", {"file_path": pay, "old_string": "a", "new_string": "b"}, None),
+             ("Bash", {"command": "pytest tests/test_pay.py"}, "Exit code 1"),
+             ("Bash", {"command": "pytest tests/test_pay.py -p no:randomly"}, None)])
+    digested(proj, "s-one")
+    mem = proj / ".graphmem" / "memory"
+    insight = json.loads((mem / "session_insights" / "session_001.json").read_text())
+    assert insight["subtasks_completed"][0].startswith("Make refund() round half-even")
+    assert list(insight["discoveries"]["files_understood"]) == ["src/pay.py"]
+    assert insight["discoveries"]["gotchas_encountered"] == [
+        "`pytest tests/test_pay.py` failed (Exit code 1); it passed as "
+        "`pytest tests/test_pay.py -p no:randomly`"]
+    assert "edited for: Make refund()" in json.loads((mem / "codebase_map.json").read_text())[
+        "src/pay.py"]
+    everything = "".join(p.read_text(errors="replace") for p in (proj / ".graphmem").rglob("*")
+                         if p.is_file())
+    assert "hunter2" not in everything and "<private>" not in everything
+    assert SECRET not in everything and "[REDACTED:anthropic_key]" in everything
+
+    # the next session: a briefing, context for a related prompt, nothing for an unrelated one
+    brief = context(fire(proj, "SessionStart", {"session_id": "s-two", "source": "startup"},
+                         "startup"))
+    assert "round half-even" in brief and "pytest tests/test_pay.py" in brief
+    told = context(fire(proj, "UserPromptSubmit",
+                        {"session_id": "s-two", "prompt": "refunds are rounded wrong again"}))
+    assert "src/pay.py" in told and len(told) / 4 <= 800
+    assert context(fire(proj, "UserPromptSubmit", {
+        "session_id": "s-two", "prompt": "translate the onboarding emails into German"})) == ""
+    about = context(fire(proj, "PreToolUse", {"session_id": "s-two", "tool_name": "Read",
+                                              "tool_input": {"file_path": pay}}, "Read"))
+    assert "known about src/pay.py" in about and "round half-even" in about
+    again = context(fire(proj, "PreToolUse", {"session_id": "s-two", "tool_name": "Edit",
+                                              "tool_input": {"file_path": pay}}, "Edit"))
+    assert again == ""  # told once per session
+    cart = str(proj / "src" / "cart.py")
+    assert context(fire(proj, "PreToolUse", {"session_id": "s-two", "tool_name": "Read",
+                                             "tool_input": {"file_path": cart}}, "Read")) == ""
+    # the prompt is found by graphmem search afterwards
+    found = run_cli("search", "round half-even payments module", "--project-dir", str(proj),
+                    "--json")
+    assert any("round half-even" in h["text"] for h in json.loads(found.stdout))
+
+    # the file is renamed and its code changed: the file note warns, the briefing follows
+    git(proj, "add", "-A")
+    commit(proj, "memory")
+    git(proj, "mv", "src/pay.py", "src/payments.py")
+    (proj / "src" / "payments.py").write_text(PAY.replace("order.total", "round(order.total)"))
+    commit(proj, "rename and change")
+    moved = context(fire(proj, "PreToolUse", {"session_id": "s-three", "tool_name": "Read",
+                                              "tool_input": {"file_path": str(
+                                                  proj / "src" / "payments.py")}}, "Read"))
+    assert "round half-even" in moved and "src/pay.py is now src/payments.py" in moved
+    assert "src/payments.py: edited for" in moved  # the old path is rewritten, never shown first
+    (proj / "src" / "payments.py").write_text(
+        "def refund(order, mode='even'):\n    total = order.total\n    cents = round(total * 100)\n"
+        "    return cents / 100\n\n\nclass Gateway:\n    pass\n")
+    commit(proj, "rewrite")
+    changed = context(fire(proj, "PreToolUse", {"session_id": "s-four", "tool_name": "Edit",
+                                                "tool_input": {"file_path": str(
+                                                    proj / "src" / "payments.py")}}, "Edit"))
+    assert "round half-even" in changed  # the function it names moved out of a deleted file
+    assert "`refund` moved from src/pay.py (deleted) to src/payments.py" in changed
+
+
+def test_off_switch_garbage_and_failures_never_break_the_agent(proj):
+    install(proj)
+    payload = {"session_id": "s-x", "prompt": "hello there"}
+    outs = fire(proj, "UserPromptSubmit", payload, env={"GRAPHMEM_HOOKS": "off"})
+    assert outs and all(p.stdout == "" and p.stderr == "" for p in outs)
+    assert not (proj / ".graphmem" / "spool").exists()  # nothing captured
+    cmd = handlers(proj, "PostToolUse", "Bash")[0]["command"]
+    for stdin in ("not json", "[1, 2]", json.dumps({"session_id": "../../etc/x", "cwd": str(proj),
+                                                     "tool_name": "Bash", "tool_input": {}}),
+                  json.dumps({"session_id": "s", "cwd": "relative/dir"})):
+        p = subprocess.run(["sh", "-c", cmd], input=stdin, text=True, capture_output=True,
+                           cwd=proj, timeout=30)
+        assert p.returncode == 0 and p.stdout == ""
+        assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("graphmem hook")
+    assert not list(proj.parent.rglob("x.jsonl"))  # the bad session id wrote nothing anywhere
+    # an event graphmem does not hook, and a broken server setting: still exit 0, quiet
+    p = subprocess.run(["sh", "-c", cmd.replace("PostToolUse", "Notification")], input="{}",
+                       text=True, capture_output=True, cwd=proj, timeout=30)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+
+
+def test_parallel_sessions_and_subagents_lose_and_duplicate_nothing(proj, warm):
+    """4 sessions at once, each with 3 writers (the agent and two subagents) capturing 10 steps
+    and a Stop after each prompt: every line whole in its spool, every prompt one turn."""
+    install(proj)
+    script = REPO / "tests" / "agent_hook_writer.py"
+    procs = [subprocess.Popen([sys.executable, str(script), str(proj), f"s{n}", str(w)],
+                              env=dict(os.environ, CLAUDE_PROJECT_DIR=str(proj)),
+                              stderr=subprocess.PIPE, text=True)
+             for n in range(4) for w in range(3)]
+    for p in procs:
+        assert p.wait(timeout=600) == 0, p.stderr.read()
+    for n in range(4):
+        fire(proj, "SessionEnd", {"session_id": f"s{n}", "reason": "other"}, "other")
+    for n in range(4):
+        lines = (proj / ".graphmem" / "spool" / f"s{n}.jsonl").read_text().splitlines()
+        recs = [json.loads(x) for x in lines]  # every line whole
+        assert len([r for r in recs if r["kind"] == "tool"]) == 3 * 10
+        assert sorted(r["prompt"] for r in recs if r["kind"] == "prompt") == sorted(
+            f"writer {w} of s{n} asks about zebra {k}" for w in range(3) for k in range(2))
+        state = digested(proj, f"s{n}")
+        turns = (proj / ".graphmem" / "memory" / "episodes" / state["session"]
+                 / "turns.jsonl").read_text().splitlines()
+        assert sorted(json.loads(t)["content"] for t in turns) == sorted(
+            f"writer {w} of s{n} asks about zebra {k}" for w in range(3) for k in range(2))
+    insights = list((proj / ".graphmem" / "memory" / "session_insights").glob("session_*.json"))
+    assert len(insights) == 4  # one per agent session, none overwritten by another
+
+
+def test_a_capture_hook_imports_nothing_heavy(proj):
+    install(proj)
+    cmd = handlers(proj, "PostToolUse", "Bash")[0]["command"]
+    data = json.dumps({"session_id": "s-i", "cwd": str(proj), "tool_name": "Bash",
+                       "tool_input": {"command": "ls"}, "tool_response": {"stdout": "x"}})
+    p = subprocess.run(["sh", "-c", cmd], input=data, text=True, capture_output=True, cwd=proj,
+                       env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"), timeout=30)
+    assert p.returncode == 0
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in p.stderr.splitlines()
+              if line.startswith("import time:")}
+    assert "json" in loaded  # the check sees imports at all
+    assert not loaded & {"pydantic", "numpy", "onnxruntime", "rich", "graphiti_core", "sqlite3"}
