@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -197,6 +198,25 @@ def terms(text: str) -> list[str]:
 
 def normalise(text: str) -> str:
     return " ".join(text.casefold().split())
+
+
+PATHLIKE = re.compile(r"[\w./-]+")
+
+
+def gone_mentions(text: str, repo: Repo) -> tuple[int, int]:
+    """StaleLeakText's counts in ``text``: mentions of paths the replay's tree ever held, and
+    those naming a path gone now on a line that does not say "stale", "changed since" or "gone"."""
+    gone = repo.ever - set(repo.tree)
+    mentions = stale = 0
+    for line in text.splitlines():
+        lower = line.lower()
+        ok = any(w in lower for w in ("stale", "changed since", "gone"))
+        for tok in PATHLIKE.findall(line):
+            tok = tok.strip(".")
+            if tok in repo.ever:
+                mentions += 1
+                stale += tok in gone and not ok
+    return mentions, stale
 
 
 class Items:

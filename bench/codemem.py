@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -25,14 +24,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import (Items, Repo, load_dataset, normalise, plain_context,
+from _codemem_replay import (Items, Repo, gone_mentions, load_dataset, normalise, plain_context,
                              start, write_session)
 from _codemem_values import old_first, value_tasks
 from _common import need, pct, table, write_json
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
 MARKED = ("changed", "moved", "gone", "stale", "superseded", "retired")
-PATHLIKE = re.compile(r"[\w./-]+")
 
 
 def spread(tasks: list[dict], n: int | None) -> list[dict]:
@@ -130,16 +128,7 @@ def score(task: dict, ranked: list[str | None], marks: list[bool], texts: list[s
         if task.get("files"):
             out[f"filerecall@{b}"] = sum(1 for f in task["files"] if f in ctx) / len(task["files"])
     big = contexts[max(contexts)]
-    gone = repo.ever - set(repo.tree)
-    mentions = stale = 0
-    for line in big.splitlines():
-        lower = line.lower()
-        ok = any(w in lower for w in ("stale", "changed since", "gone"))
-        for tok in PATHLIKE.findall(line):
-            tok = tok.strip(".")
-            if tok in repo.ever:
-                mentions += 1
-                stale += tok in gone and not ok
+    mentions, stale = gone_mentions(big, repo)
     if mentions:
         out["staleleaktext"] = stale / mentions
     cur = task.get("current_answer")
