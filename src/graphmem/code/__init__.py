@@ -28,12 +28,12 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
 
 
 def forget_caches() -> None:
-    """Drop every process-wide cache of code memory (snapshots, git histories, blob line counts,
-    parsed symbols): the next read computes from scratch (tests compare the two answers)."""
-    from graphmem.code import history, tree
+    """Drop every process-wide cache of code memory (``code_caches.CACHES``: snapshots, git
+    histories, blob line counts, parsed symbols, ...): the next read computes from scratch
+    (tests compare the two answers)."""
+    from .code_caches import CACHES
 
-    tree.forget()
-    history.forget()
+    CACHES.forget()
 
 
 def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:
