@@ -1,7 +1,8 @@
 """Code awareness: anchors from memories to the files and symbols they talk about, and the
 freshness of those anchors at read time (``anchors.py``, ``anchor_file.py``, ``freshness.py``,
-``tree.py``, ``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
-search (``annotate``) and in ``reindex`` (``backfill``).
+``tree.py``, ``symbols.py``). The façade calls in at three thin points: after a write (``record``),
+after a search's first ranking (``after_ranking.rerank_and_mark``: code recall, freshness, where
+is it now) and in ``reindex`` (``backfill``).
 """
 
 from __future__ import annotations
