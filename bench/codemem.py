@@ -537,8 +537,8 @@ def main() -> int:
     ap.add_argument("--profile", type=int, default=None, metavar="N",
                     help="profile the timed calls; print the N costliest functions")
     ap.add_argument("--recall", default=None,
-                    help="try other code recall knobs, e.g. FILE_GAIN=0.5,RECENCY_GAIN=0 "
-                         "(graphmem.code.reorder)")
+                    help="try other code recall knobs, e.g. file_gain=0.5,recency_gain=0 "
+                         "(fields of graphmem.code.code_tuning.CodeTuning)")
     ap.add_argument("--gone-drop", type=int, default=None,
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
@@ -549,15 +549,18 @@ def main() -> int:
                     help="write every mapped top-10 hit, labelled and marked or not, to this JSONL file")
     args = ap.parse_args()
     leaks_path, args.leaks = args.leaks, [] if args.leaks else None
-    import graphmem.code.freshness as fresh
-    import graphmem.code.reorder as recall
+    from dataclasses import asdict, replace
 
-    if args.gone_drop is not None:
-        fresh.GONE_DROP = args.gone_drop
+    from graphmem.code import code_tuning
+
+    knobs = {} if args.gone_drop is None else {"gone_drop": args.gone_drop}
     for knob in (args.recall or "").split(","):
         if knob:
             name, _, value = knob.partition("=")
-            setattr(recall, name, type(getattr(recall, name))(float(value)))
+            name = name.lower()  # FILE_GAIN, as before the knobs were one value, is file_gain
+            knobs[name] = type(getattr(code_tuning.DEFAULT, name))(float(value))
+    code_tuning.use(replace(code_tuning.DEFAULT, **knobs))
+    tuning = asdict(code_tuning.current())
     if args.floor is not None:
         import graphmem.rules.context
 
@@ -568,8 +571,8 @@ def main() -> int:
     import graphmem.rules.context
 
     results: dict = {"data": str(DATA), "budgets": args.budgets, "tasks_limit": args.tasks,
-                     "floor": graphmem.rules.context.RELEVANCE_FLOOR, "gone_drop": fresh.GONE_DROP,
-                     "recall": {k: getattr(recall, k) for k in dir(recall) if k.isupper()},
+                     "floor": graphmem.rules.context.RELEVANCE_FLOOR, "gone_drop": tuning["gone_drop"],
+                     "recall": tuning,
                      "datasets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets.split(","):

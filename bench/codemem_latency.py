@@ -10,7 +10,7 @@ other call follows, untimed). With ``--profile N`` each stage's milliseconds and
 functions are printed (see ``codemem.Profiled``); with ``--slowest N`` the stages of the search
 (``SEARCH_STAGES`` too) are clocked without a profiler and the N slowest calls of each kind are
 printed stage by stage, beside the median call. With ``--pause SECONDS`` each timed call waits
-that long first, as an agent's searches minutes apart do (past ``UNTRACKED_TTL``: the code
+that long first, as an agent's searches minutes apart do (past ``untracked_ttl``: the code
 snapshot's untracked list is then checked or read again); ``git ls-files -o`` runs are counted
 and the snapshot's listing (``tree._untracked``) is clocked as a stage. Quality is not scored
 here: ``codemem.py``.
@@ -168,7 +168,7 @@ def main() -> int:
     ap.add_argument("--slowest", type=int, default=None, metavar="N",
                     help="clock the stages (no profiler) and print the N slowest calls' times")
     ap.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
-                    help="wait before each timed call (an agent's spacing; > UNTRACKED_TTL)")
+                    help="wait before each timed call (an agent's spacing; > untracked_ttl)")
     ap.add_argument("--out", default="codemem_latency")
     args = ap.parse_args()
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")

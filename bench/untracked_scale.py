@@ -1,4 +1,4 @@
-"""Searches spaced further apart than ``UNTRACKED_TTL`` on a large generated git project: what
+"""Searches spaced further apart than ``untracked_ttl`` on a large generated git project: what
 the code snapshot's list of untracked files costs a search when an agent searches minutes apart.
 
     .venv/bin/python bench/untracked_scale.py [--files 20000] [--searches 30] [--pause 0]
@@ -8,7 +8,8 @@ files, and an ignored ``node_modules/`` and ``__pycache__/`` folders as a real t
 once in ``--state`` and ``--memories`` gotchas naming its files are written. Then, per round, the
 work tree is left alone for the spacing, and ``snapshot`` (the code snapshot a search reads) and
 ``Memory.search`` are each timed cold. The spacing is real with ``--pause SECONDS``; without it,
-``tree.UNTRACKED_TTL`` is set to 0, which is what any spacing past the TTL means to the code.
+``untracked_ttl`` (``graphmem.code.code_tuning``) is set to 0, which is what any spacing past the
+TTL means to the code.
 Every ``--edit-every`` rounds an untracked file is edited between the calls (the list must be read
 again then). Counts the ``git ls-files -o`` runs. Run it on another checkout with
 ``PYTHONPATH=<checkout>/src`` to compare.
@@ -77,19 +78,21 @@ def main() -> int:
     ap.add_argument("--memories", type=int, default=200)
     ap.add_argument("--searches", type=int, default=30)
     ap.add_argument("--pause", type=float, default=0.0,
-                    help="seconds between rounds (0: UNTRACKED_TTL set to 0 instead)")
+                    help="seconds between rounds (0: untracked_ttl set to 0 instead)")
     ap.add_argument("--edit-every", type=int, default=0, metavar="N",
                     help="edit an untracked file before every Nth round (0: never)")
     ap.add_argument("--state", default=os.path.join(tempfile.gettempdir(), "graphmem-untracked-scale"))
     ap.add_argument("--out", default="untracked_scale")
     args = ap.parse_args()
     from graphmem import Memory, Settings
-    from graphmem.code import tree
+    from dataclasses import replace
+
+    from graphmem.code import code_tuning, tree
 
     state = Path(args.state) / f"f{args.files}"
     root = build(state, args.files, args.untracked, args.memories)
     if not args.pause:
-        tree.UNTRACKED_TTL = 0.0
+        code_tuning.use(replace(code_tuning.current(), untracked_ttl=0.0))
     listings = ListingCounter()
     lat: dict[str, list[float]] = {"snapshot": [], "search": []}
     spec = root / "specs" / "001"
@@ -115,7 +118,7 @@ def main() -> int:
     out["ls_files_o_runs"] = listings.runs
     out["graphmem"] = str(Path(tree.__file__).parent.parent)
     table(f"{args.files} files, {args.searches} rounds, spacing "
-          f"{args.pause or 'UNTRACKED_TTL=0'} (load {os.getloadavg()[0]:.1f}); git ls-files -o "
+          f"{args.pause or 'untracked_ttl=0'} (load {os.getloadavg()[0]:.1f}); git ls-files -o "
           f"ran {listings.runs} times", ["call", "n", "p50 ms", "p95 ms"],
           [[k, v["n"], v["p50"], v["p95"]] for k, v in out.items() if isinstance(v, dict)])
     write_json(args.out, {**out, "args": vars(args), "load_average": os.getloadavg()})

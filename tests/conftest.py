@@ -69,6 +69,20 @@ def _stop_servers_under(root: Path) -> None:
 
 
 @pytest.fixture
+def tune_code():
+    """Code memory's knobs for one test: ``tune_code(untracked_ttl=0.0)`` puts the tuning in
+    force with those fields replaced (``graphmem.code.code_tuning``); the one before is back
+    after the test."""
+    from dataclasses import replace
+
+    from graphmem.code import code_tuning
+
+    before = code_tuning.current()
+    yield lambda **changes: code_tuning.use(replace(code_tuning.current(), **changes))
+    code_tuning.use(before)
+
+
+@pytest.fixture
 def spec_dir(tmp_path: Path) -> Path:
     """``<tmp>/project/auto-claude/specs/001-feature`` (project = two levels up, as in the reference)."""
     d = tmp_path / "project" / "auto-claude" / "specs" / "001-feature"

@@ -15,6 +15,7 @@ import pytest
 from graphmem import Memory
 from graphmem.code import anchor_file
 from graphmem.code import anchors as anchors_mod
+from graphmem.code.code_caches import CACHES
 from graphmem.code.anchors import anchors_file, book, compact
 from test_code_freshness import PAY, project
 
@@ -37,22 +38,22 @@ def grow(mem: Memory, rounds: int) -> None:
         mem.append_gotcha(f"Client.charge retry {n}")
 
 
-def test_the_file_compacts_itself_and_readers_see_the_same_anchors(tmp_path, monkeypatch):
+def test_the_file_compacts_itself_and_readers_see_the_same_anchors(tmp_path, tune_code):
     root, spec = project(tmp_path, {"src/pay.py": PAY})
-    monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 20_000)
+    tune_code(compact_min_bytes=20_000)
     with Memory(spec, root) as mem:
         sid = mem.start_session()
         mem.record_turn(sid, "user", "fix src/pay.py please")
         mem.end_session(sid)
         grow(mem, 2)
-        monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 10**9)  # a copy that never compacts
+        tune_code(compact_min_bytes=10**9)  # a copy that never compacts
         for _ in range(150):
             anchors_mod.record(root, spec, [i for i in mem.items()  # as a save anchors them
                                             if "rounds up" in i.text or i.kind == "file"])
         full = anchors_file(spec).read_bytes()
         expected = reader_view(spec)
-        monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 20_000)
-        anchor_file._compacted.clear()
+        tune_code(compact_min_bytes=20_000)
+        CACHES.compacted.clear()
         grow(mem, 1)  # this write sees the file is mostly dead lines and compacts it
         after = anchors_file(spec).read_bytes()
         view = reader_view(spec)

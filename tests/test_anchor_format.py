@@ -140,9 +140,9 @@ def test_a_torn_last_line_does_not_swallow_the_next_append(tmp_path):
     assert [(a["path"], a["symbol"]) for a in got["anchors"]] == [("src/api.py", "serve")]
 
 
-def test_the_file_compacts_while_the_code_keeps_changing(tmp_path, monkeypatch):
+def test_the_file_compacts_while_the_code_keeps_changing(tmp_path, tune_code):
     root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.py": API})
-    monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 4_000)
+    tune_code(compact_min_bytes=4_000)
     with Memory(spec, root) as mem:
         mem.append_gotcha("`refund` keeps cents")
         items = mem.items()

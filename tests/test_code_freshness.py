@@ -251,13 +251,12 @@ def test_turns_are_quoted_with_their_session_and_weak_matches_stay_out(tmp_path)
 
 @pytest.mark.parametrize("floor", ["on", "off"])
 def test_an_off_topic_turn_of_a_relevant_session_stays_out_of_a_small_context(tmp_path, monkeypatch,
-                                                                              floor):
+                                                                              tune_code, floor):
     if floor == "off":  # the previous rule (relative floor only): the off-topic turn got in
         monkeypatch.setattr("graphmem.rules.context.RAW_TERMS", 0)
         # and scores as the index gave them: code recall lifts the anchored lessons, which
         # raises the relative floor above the turn by itself
-        monkeypatch.setattr("graphmem.code.reorder.FILE_GAIN", 0.0)
-        monkeypatch.setattr("graphmem.code.reorder.RECENCY_GAIN", 0.0)
+        tune_code(file_gain=0.0, recency_gain=0.0)
     root, spec = project(tmp_path, {"src/pay.py": PAY})
     with Memory(spec, root) as mem:
         mem.update_codebase_map({"src/pay.py": "Stripe client wrapper: create PaymentIntent, refund"})
@@ -514,9 +513,8 @@ def test_a_file_renamed_and_edited_in_one_commit_is_moved_and_listed_in_moves(tm
             "symbol": "refund", "left": False} in moves  # src/util.py stays (emptied)
 
 
-def test_a_new_untracked_file_is_anchored_by_its_content_and_gets_freshness(tmp_path,
-                                                                           monkeypatch):
-    monkeypatch.setattr("graphmem.code.tree.UNTRACKED_TTL", 0.0, raising=False)  # list each read
+def test_a_new_untracked_file_is_anchored_by_its_content_and_gets_freshness(tmp_path, tune_code):
+    tune_code(untracked_ttl=0.0)  # list each read
     root, spec = project(tmp_path, {"src/pay.py": PAY, ".gitignore": "*.log\n"})
     flags = "def parse_flags(argv):\n    return argv[1:]\n"
     with Memory(spec, root) as mem:

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from graphmem import Memory
 from graphmem.code import reorder as recall
+from graphmem.code.code_tuning import current
 from test_code_freshness import project
 
 SCHED = "def tick(loop):\n    return loop\n\n\ndef backoff(n):\n    return n * 2\n"
 DOCS = "def render(page):\n    return page\n"
 
 
-def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tmp_path, monkeypatch):
+def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tmp_path, tune_code):
     """A lesson sharing no word with the task, about the file the best match is about, rises
     above lessons that share words with it but are each about other code."""
-    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)  # write times within a second or across two
+    tune_code(recency_gain=0.0)  # write times within a second or across two
     others = ("src/docs.py", "src/cli.py", "src/web.py")
     root, spec = project(tmp_path, {"src/sched.py": SCHED, **{p: DOCS for p in others}})
     sched = {"discoveries": {"files_understood": {"src/sched.py": "the scheduler loop"}}}
@@ -43,9 +44,9 @@ def test_memories_about_the_files_of_the_best_matches_rise_above_word_matches(tm
     assert jitter < texts.index("Scheduled builds of the documentation run nightly"), texts
 
 
-def test_one_item_per_session_before_a_second(tmp_path, monkeypatch):
+def test_one_item_per_session_before_a_second(tmp_path, tune_code):
     """Five lines of one session match best; the other session's line still makes the top 3."""
-    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
+    tune_code(recency_gain=0.0)
     root, spec = project(tmp_path, {"src/sched.py": SCHED, "src/docs.py": DOCS})
     with Memory(spec, root) as mem:
         mem.save_session_insights(1, {
@@ -71,9 +72,9 @@ def test_rerank_predicts_files_from_the_best_candidates_and_the_named_files():
     scores = [1.0, 0.5, 0.45, 0.0]
     files = [["src/a.py"], ["src/b.py"], ["src/b.py"], ["src/c.py"]]
     weight = recall.predict_files(scores, files, named={"src/c.py"}, top=2)
-    assert weight == {"src/a.py": 1.0, "src/b.py": 0.5, "src/c.py": recall.NAMED_WEIGHT}
+    assert weight == {"src/a.py": 1.0, "src/b.py": 0.5, "src/c.py": current().named_weight}
     order, new = recall.rerank(scores, files, ["1", "2", "2", "3"], [None] * 4, named={"src/c.py"})
-    assert abs(new[3] - recall.FILE_GAIN) < 1e-9  # scored 0, about a named file
+    assert abs(new[3] - current().file_gain) < 1e-9  # scored 0, about a named file
     assert order == [0, 1, 3, 2]  # session 2's second item after session 3's only one
 
 
@@ -91,11 +92,11 @@ def search_after(tmp_path, sessions: list[list[str]], query: str, limit: int) ->
         return mem.search(query, scope="project", limit=limit)
 
 
-def test_older_sessions_about_a_file_join_beyond_one_long_session(tmp_path, monkeypatch):
+def test_older_sessions_about_a_file_join_beyond_one_long_session(tmp_path, tune_code):
     """The newest session wrote 144 lines about the scheduler, all matching the task: the two
     older sessions about the same file, sharing no word with it, still reach the top 3 (the
     memories joining the candidates are one per session, not the long session's lines)."""
-    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
+    tune_code(recency_gain=0.0)
     hits = search_after(tmp_path, [["Moved the jitter out of the hot path"],
                                    ["Worker restarts clear the queue"],
                                    [f"Retry backoff of scheduled jobs: tuned the {a} {b} delay"
@@ -104,10 +105,10 @@ def test_older_sessions_about_a_file_join_beyond_one_long_session(tmp_path, monk
     assert {h.session for h in hits} == {"1", "2", "3"}, [(h.session, h.text) for h in hits]
 
 
-def test_the_newest_work_about_a_file_comes_first(tmp_path, monkeypatch):
+def test_the_newest_work_about_a_file_comes_first(tmp_path, tune_code):
     """Three sessions wrote about the scheduler, the oldest in the task's own words: the newest
     one ranks first (the code a task changes was last written by it)."""
-    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)  # only recency among the file's memories
+    tune_code(recency_gain=0.0)  # only recency among the file's memories
     hits = search_after(tmp_path, [["Scheduled jobs retry after a worker restart"],
                                    ["Scheduled jobs: the backoff is capped at one minute"],
                                    ["Scheduled jobs retry from the queue after a worker restart"]],
@@ -118,5 +119,5 @@ def test_the_newest_work_about_a_file_comes_first(tmp_path, monkeypatch):
 def test_newest_work_gain_weights_each_file_and_decays_with_rank():
     gain = recall.newest_work_gain({"a.py": 2.0, "b.py": 1.0},
                                    [{"a.py": 0}, {"a.py": 1, "b.py": 0}, {}])
-    d = recall.FILE_RECENCY_DECAY
-    assert gain == [recall.FILE_RECENCY, recall.FILE_RECENCY * (d + 0.5), 0.0]
+    d, first = current().file_recency_decay, current().file_recency
+    assert gain == [first, first * (d + 0.5), 0.0]

@@ -98,31 +98,34 @@ def test_write_positions_follow_every_record_the_book_reads(tmp_path):
         assert h.position(book(spec), at(n)) == from_scratch_position(spec, at(n)), n
 
 
-def test_query_symbols_are_read_once_per_text_and_each_caller_gets_its_own_list():
+def test_query_symbols_are_read_once_per_text_and_each_caller_gets_its_own_list(monkeypatch):
     """A search asks for the query's code names three times (removal, touched, asked_gone);
     the names come from one scan, and a caller changing its list changes no other's."""
-    from graphmem.code.anchors import _query_symbols, query_symbols
+    from graphmem.code import anchors, forget_caches
 
-    text = "Why does `refund` call pkg.Client.charge and parse_args()?"
-    first = query_symbols(text)
+    forget_caches()
+    scans = []
+    plain = anchors._query_symbols
+    monkeypatch.setattr(anchors, "_query_symbols", lambda text: scans.append(text) or plain(text))
+    text = "Why does `refund` call pkg.Client.charge and parse_args() once more?"
+    first = anchors.query_symbols(text)
     assert first == ["refund", "pkg.Client.charge", "Client.charge", "parse_args"]
     first.append("changed by the caller")
-    hits = _query_symbols.cache_info().hits
-    assert query_symbols(text) == ["refund", "pkg.Client.charge", "Client.charge", "parse_args"]
-    assert _query_symbols.cache_info().hits == hits + 1
+    assert anchors.query_symbols(text) == ["refund", "pkg.Client.charge", "Client.charge", "parse_args"]
+    assert scans == [text]
 
 
-def test_a_file_whose_list_grew_is_walked_through_its_new_items_as_from_scratch(tmp_path, monkeypatch):
+def test_a_file_whose_list_grew_is_walked_through_its_new_items_as_from_scratch(tmp_path, monkeypatch,
+                                                                                tune_code):
     """Files gaining items between searches are extended (``recall._extended``), not walked
-    again: with a small ``SCAN`` and window, random writes (new sessions, more items of a
+    again: with a small ``scan`` and window, random writes (new sessions, more items of a
     session, items recorded again about other files, records with no session) answer as a walk
     from scratch after every write."""
     import random
 
     from graphmem.code import reorder as recall
 
-    monkeypatch.setattr(recall, "SCAN", 4)
-    monkeypatch.setattr(recall, "SCAN_ITEMS", 8)  # often fewer than SCAN works in it
+    tune_code(scan=4, scan_items=8)  # often fewer than ``scan`` works in the window
     spec = tmp_path / "spec"
     paths = ["src/a.py", "src/b.py", "src/c.py"]
     rnd = random.Random(7)

@@ -66,9 +66,9 @@ def listings(monkeypatch):
 
 
 @pytest.fixture
-def listed(tmp_path, monkeypatch) -> Path:
+def listed(tmp_path, tune_code) -> Path:
     """``repo`` read once, with the time-to-live always past."""
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    tune_code(untracked_ttl=0.0)
     root = repo(tmp_path)
     untracked(root)
     return root
@@ -156,8 +156,8 @@ EXPECT = {  # change -> (paths that must be untracked after it, paths that must 
 
 @pytest.mark.parametrize("ttl", [0.0, 1e9], ids=["ttl-past", "ttl-never"])
 @pytest.mark.parametrize("change", list(EXPECT), ids=lambda f: f.__name__.strip("_"))
-def test_a_change_of_the_work_tree_shows_in_the_next_snapshot(tmp_path, monkeypatch, change, ttl):
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", ttl)
+def test_a_change_of_the_work_tree_shows_in_the_next_snapshot(tmp_path, tune_code, change, ttl):
+    tune_code(untracked_ttl=ttl)
     root = repo(tmp_path)
     before = untracked(root)
     assert set(before) == {"src/draft.py", "docs/notes.txt"}
@@ -205,11 +205,11 @@ def test_a_commit_reads_the_index_again_but_not_the_untracked_list(listings, lis
 
 
 @pytest.mark.parametrize("new_file", [True, False], ids=["edit-and-new-file", "edit-only"])
-def test_a_change_in_the_same_second_as_the_listing_is_not_missed(tmp_path, monkeypatch,
+def test_a_change_in_the_same_second_as_the_listing_is_not_missed(tmp_path, tune_code,
                                                                   new_file):
     """On a file system of whole-second mtimes, an edit of the same size in the same second as
     the listing leaves every stat as it was: the racy rule lists (or hashes) again."""
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 1e9)
+    tune_code(untracked_ttl=1e9)
     root = repo(tmp_path)
     draft, folder = root / "src" / "draft.py", root / "src"
     second = time.time_ns() // 1_000_000_000 * 1_000_000_000
@@ -233,30 +233,28 @@ def test_a_write_naming_a_new_file_still_lists_again(tmp_path, listings):
     assert len(listings) == 2
 
 
-def test_past_the_cap_the_list_is_kept_for_its_time_to_live(tmp_path, monkeypatch, listings):
-    monkeypatch.setattr("graphmem.code.tree_watch.MAX_WATCHED", 3)
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 1e9)
+def test_past_the_cap_the_list_is_kept_for_its_time_to_live(tmp_path, tune_code, listings):
+    tune_code(max_watched=3, untracked_ttl=1e9)
     root = repo(tmp_path)
     first = untracked(root)
     _new_file(root)
     assert untracked(root) == first  # not watched: kept, as before the watch, until the TTL
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    tune_code(untracked_ttl=0.0)
     assert "src/fresh.py" in untracked(root)
     assert len(listings) == 2
 
 
 def test_a_wide_watch_is_checked_only_once_the_list_is_older_than_its_time_to_live(
-        tmp_path, monkeypatch, listings):
-    monkeypatch.setattr(tree, "CHECK_EACH_READ", 3)
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 1e9)
+        tmp_path, tune_code, listings):
+    tune_code(check_each_read=3, untracked_ttl=1e9)
     root = repo(tmp_path)
     first = untracked(root)
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    tune_code(untracked_ttl=0.0)
     assert untracked(root) == first and len(listings) == 1  # checked, nothing changed
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 1e9)
+    tune_code(untracked_ttl=1e9)
     _new_file(root)
     assert untracked(root) == first  # young: reused unchecked, as before the watch
-    monkeypatch.setattr(tree, "UNTRACKED_TTL", 0.0)
+    tune_code(untracked_ttl=0.0)
     assert "src/fresh.py" in untracked(root) and len(listings) == 2
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from graphmem import Memory
 from graphmem.code import whereabouts
+from graphmem.code.code_tuning import current
 from test_code_freshness import commit, project
 
 PAY = "def stripe_refund(charge):\n    return charge\n\n\ndef stripe_charge(amount):\n    return amount\n"
@@ -47,7 +48,7 @@ def test_a_moved_function_ranks_its_new_file_high_and_marks_the_old_entry_moved(
     # are the ledger's, when it ranks first: then nothing is moved) is among the first three
     at = next(n for n, h in enumerate(hits) if "src/ledger.py" in h.text or "src/ledger.py" in
               (h.metadata.get("freshness") or {}).get("paths", ()))
-    assert at <= whereabouts.PROMOTE_AT, [(h.kind, h.text) for h in hits]
+    assert at <= current().promote_at, [(h.kind, h.text) for h in hits]
     # above every hit that still points to the old file unmarked (the gotcha)
     pointing = [n for n, h in enumerate(hits) if "src/pay.py" in h.text
                 and h.metadata.get("freshness", {}).get("state") not in ("moved", "gone")]
@@ -122,16 +123,16 @@ def test_the_new_home_rises_above_the_first_unmarked_hit_naming_an_old_one():
     plain = [hit("h0", "retries"), hit("h1", "timeouts"), hit("h2", "ids"), hit("h3", "logs"), home]
     got = whereabouts.promote(plain, asked, [("p", "s")], former={"src/a.py"})
     rest = ["h0", "h1", "h2", "h3"]
-    assert [h.id for h in got] == [*rest[:whereabouts.PROMOTE_AT], "h9",
-                                   *rest[whereabouts.PROMOTE_AT:]]
-    assert got[whereabouts.PROMOTE_AT].score > got[whereabouts.PROMOTE_AT + 1].score
+    assert [h.id for h in got] == [*rest[:current().promote_at], "h9",
+                                   *rest[current().promote_at:]]
+    assert got[current().promote_at].score > got[current().promote_at + 1].score
     misleading = [hit("h0", "retries in src/a.py"), *plain[1:]]
     assert whereabouts.promote(misleading, asked, [("p", "s")], former={"src/a.py"})[0].id == "h9"
     by_files = [hit("h0", "retries", paths=["src/a.py"]), *plain[1:]]
     assert whereabouts.promote(by_files, asked, [("p", "s")], former={"src/a.py"})[0].id == "h9"
     marked = [hit("h0", "retries in src/a.py", state="moved"), *plain[1:]]
     assert [h.id for h in whereabouts.promote(marked, asked, [("p", "s")], former={"src/a.py"})
-            ].index("h9") == whereabouts.PROMOTE_AT
+            ].index("h9") == current().promote_at
     twice = [*plain[:4], hit("h8", "src/b.py: older words", kind="file", path="src/b.py"), home]
     assert [h.id for h in whereabouts.promote(twice, asked, [("p", "s")])].count("h8") == 1
     assert [h.id for h in whereabouts.promote(twice, asked, [("p", "s")])].index("h9") == 5

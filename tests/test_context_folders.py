@@ -1,5 +1,5 @@
 """``context(files=[...])``: a folder pins the newest memories anchored to files under it, at
-most ``FOLDER_PINS`` of them once retired and gone ones are out, so even ``.`` (the whole
+most ``folder_pins`` (``code_tuning``) of them once retired and gone ones are out, so even ``.`` (the whole
 project) cannot fill the context; through the API, the CLI (``--file``) and MCP. Pinning keeps
 the relevance floor: pinning the memory that best matches the task must not let every weak
 match in (the floor is a share of the best score, and the pinned memory was left out of that
@@ -11,13 +11,14 @@ from pathlib import Path
 
 from conftest import run_cli
 from graphmem import Memory
-from graphmem.code.pins import FOLDER_PINS
+from graphmem.code.code_tuning import DEFAULT
 from graphmem.serve.mcp_server import build_server
 from test_code_freshness import commit, project
 from test_mcp import _session, _text
 
 NAMES = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
 TASK = "helper caches tokens forever"
+FOLDER_PINS = DEFAULT.folder_pins  # the CLI and MCP run with the defaults too
 HELPER = "`helper` in lib/cache.py caches tokens forever"
 
 

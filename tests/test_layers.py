@@ -33,13 +33,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.rules.turn_input": BOTTOM,
     "graphmem.cli.display": set(),
     # Reordering by code is a pure ranking stage over hits and anchor records (issue 17).
-    "graphmem.code.reorder": BOTTOM | {"graphmem.code.anchors"},
+    "graphmem.code.reorder": BOTTOM | {"graphmem.code.anchors", "graphmem.code.code_caches",
+                                       "graphmem.code.code_tuning"},
+    # code/'s knobs and its caches' owner sit under every module of code/ that reads them.
+    "graphmem.code.code_tuning": BOTTOM,
+    "graphmem.code.code_caches": BOTTOM | {"graphmem.code.code_tuning"},
     # Code memory (issue 17): git history, the LLM's supersession judgement and the context
     # builder take what they need from below, never the façade, search or the graph.
-    "graphmem.code.history": BOTTOM,
+    "graphmem.code.history": BOTTOM | {"graphmem.code.code_caches", "graphmem.code.code_tuning"},
     # A session's work (issue 17): git, the parsers and the snapshot, nothing of the anchors above it.
     "graphmem.code.changes": BOTTOM | {"graphmem.code.history", "graphmem.code.symbols",
-                                       "graphmem.code.tree"},
+                                       "graphmem.code.tree", "graphmem.code.code_tuning"},
     "graphmem.rules.supersession": BOTTOM | {"graphmem.code.anchors"},
     "graphmem.rules.context": BOTTOM | {"graphmem.index.text", "graphmem.files.insight_items",
                                         "graphmem.code"},

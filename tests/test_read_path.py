@@ -10,7 +10,6 @@ import os
 from datetime import datetime, timezone
 
 from graphmem import Hit, Memory
-from graphmem.code import reorder as recall
 from test_code_freshness import project
 from test_code_recall import WORDS, search_after
 
@@ -39,10 +38,10 @@ def test_replaced_is_model_copy_with_the_update():
     assert hit.text == "retry backoff"
 
 
-def test_every_hit_a_search_returns_has_its_local_path(tmp_path, monkeypatch):
+def test_every_hit_a_search_returns_has_its_local_path(tmp_path, tune_code):
     """``local_path`` is set once, on the returned hits only: memories that joined through code
     recall (older sessions about the same file, sharing no word with the task) carry it too."""
-    monkeypatch.setattr(recall, "RECENCY_GAIN", 0.0)
+    tune_code(recency_gain=0.0)
     long_session = [f"Scheduled jobs back off: the {a} {b} retry delay" for a in WORDS for b in WORDS]
     sessions = [["Tick intervals are cached per loop"], ["Shutdown drains the queue"], long_session]
     hits = search_after(tmp_path, sessions, "scheduled jobs back off", 3)

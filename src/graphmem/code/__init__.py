@@ -1,7 +1,8 @@
 """Code awareness: anchors from memories to the files and symbols they talk about, and the
 freshness of those anchors at read time (``anchors.py``, ``anchor_file.py``, ``freshness.py``,
-``tree.py``, ``symbols.py``). The façade calls in at three thin points: after a write (``record``), after a
-search (``annotate``) and in ``reindex`` (``backfill``).
+``tree.py``, ``symbols.py``). The façade calls in at three thin points: after a write (``record``),
+after a search's first ranking (``after_ranking.rerank_and_mark``: code recall, freshness, where
+is it now) and in ``reindex`` (``backfill``).
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
 
 
 def forget_caches() -> None:
-    """Drop every process-wide cache of code memory (snapshots, git histories, blob line counts,
-    parsed symbols): the next read computes from scratch (tests compare the two answers)."""
-    from graphmem.code import history, tree
+    """Drop every process-wide cache of code memory (``code_caches.CACHES``: snapshots, git
+    histories, blob line counts, parsed symbols, ...): the next read computes from scratch
+    (tests compare the two answers)."""
+    from .code_caches import CACHES
 
-    tree.forget()
-    history.forget()
+    CACHES.forget()
 
 
 def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], Any]:

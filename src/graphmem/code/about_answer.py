@@ -28,20 +28,21 @@ from typing import Any, Callable, Iterable
 from ..errors import ValidationError
 from .freshness import describe_move, item_state, moves_of, work_gone
 from .mention import Mention, homes, matches  # what the graph reads too (graph/code_graph.py)
+from .code_tuning import current
 from .tree import Snapshot
 
 log = logging.getLogger("graphmem.code")
 HISTORY = ("retired", "superseded")
-MAX_TARGET = 1_000
 STATES_FILE = "anchor_states.json"
 
 
 def check_target(target: Any, project_dir: Path | None) -> str:
     """A relative path or symbol name; an absolute path inside the project is made relative."""
-    if not isinstance(target, str) or not target.strip() or len(target) > MAX_TARGET \
+    most = current().max_target
+    if not isinstance(target, str) or not target.strip() or len(target) > most \
             or "\x00" in target or any(0xD800 <= ord(c) <= 0xDFFF for c in target):
         raise ValidationError(f"must be a file path (relative to the project) or a symbol name, "
-                              f"1-{MAX_TARGET} characters", field="path_or_symbol")
+                              f"1-{most} characters", field="path_or_symbol")
     t = target.strip()
     if "/" in t or "\\" in t:  # a path: as context(files=) reads it (models.project_path)
         from ..models import project_path

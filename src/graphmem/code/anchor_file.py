@@ -24,8 +24,8 @@ A line that is not JSON, or a record whose set is missing, is skipped with a war
 else is lost. Appends take ``LOCK_NAME`` and cut a torn last line first, so a crash mid-line
 never swallows the next record.
 
-Compaction (``compact``): once the file holds more than ``COMPACT_RATIO`` times the lines its
-readers need and at least ``COMPACT_MIN_BYTES``, the next write rewrites it with only what still
+Compaction (``compact``): once the file holds more than ``compact_ratio`` times the lines its
+readers need and at least ``compact_min_bytes`` (``code_tuning.py``), the next write rewrites it with only what still
 decides something (the last record of each item, the records that give an episodic session its
 files, the sets they name, and every work line), in order, to a temp file renamed over it, under the same lock
 every append takes. A reader sees the old file or the new one (a new inode: it reads it again),
@@ -47,15 +47,13 @@ from ..files.jsonl_tail import JsonlTail, tail
 from ..files.lock import folder_lock
 from ..files.safe import file_stat, open_file, real_dir
 from .changes import Works
+from .code_caches import CACHES
+from .code_tuning import current
 
 log = logging.getLogger("graphmem.code")
 
 FILE_NAME = "anchors.jsonl"
 LOCK_NAME = ".anchors.lock"  # every append and every compaction of anchors.jsonl holds it
-COMPACT_RATIO = 2  # the file stays within about twice what its readers need
-COMPACT_MIN_BYTES = 256_000
-MAX_SESSION_FILES = 40  # an episodic session keeps at most this many files for its turns/steps
-_compacted: dict[str, int] = {}  # anchors file -> its size after this process compacted it
 
 
 def anchors_file(spec_dir: str | Path) -> Path:
@@ -203,13 +201,15 @@ class AnchorBook(JsonlTail):
 
     def wants_compaction(self) -> bool:
         """Whether most lines no longer decide anything (see ``compact``); after a compaction,
-        not before the file is ``COMPACT_RATIO`` times its compacted size again."""
-        if self.offset < max(COMPACT_MIN_BYTES, COMPACT_RATIO * _compacted.get(str(self.path), 0)):
+        not before the file is ``compact_ratio`` times its compacted size again."""
+        t = current()
+        if self.offset < max(t.compact_min_bytes,
+                             t.compact_ratio * CACHES.compacted.get(str(self.path), 0)):
             return False
         live = {id(r): r for r in self.records.values()}
         sets = {n for r in live.values() for n in r.get("set_names", ())}  # sets still named
         needed = len(live) + len(self.sessions) + len(sets) + self.work_lines
-        return self.lines > COMPACT_RATIO * needed
+        return self.lines > t.compact_ratio * needed
 
     def skipped(self, line: bytes) -> None:
         try:  # the rare path: parsed again only to word the warning
@@ -270,9 +270,9 @@ class AnchorBook(JsonlTail):
     def _add_session(self, rec: dict) -> None:
         got = self.sessions.setdefault(rec["session"], {"items": [], "head": rec.get("head"),
                                                         "at": rec.get("at"), "anchors": []})
-        have = {a["path"] for a in got["anchors"]}
+        have, most = {a["path"] for a in got["anchors"]}, current().max_session_files
         for a in rec["anchors"]:
-            if a["path"] not in have and len(have) < MAX_SESSION_FILES:
+            if a["path"] not in have and len(have) < most:
                 have.add(a["path"])
                 got["anchors"].append({"path": a["path"], "blob": a.get("blob"), "via": "session"})
 
@@ -315,7 +315,7 @@ def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
     (of ``live`` ones, when given) and those that add a file to their session's list
     (``AnchorBook``), in order, each after the sets it names."""
     resolver, recs = _Resolver(), []
-    dropped = 0
+    dropped, most = 0, current().max_session_files
     works = Works()
     for line in lines:
         try:
@@ -345,7 +345,7 @@ def needed(lines: list[bytes], live: set[str] | None = None) -> list[str]:
             continue
         have = files.setdefault(rec["session"], set())
         new = {a["path"] for a in rec["anchors"]} - have
-        if new and len(have) < MAX_SESSION_FILES:
+        if new and len(have) < most:
             keep.add(i)
             have.update(new)
     known: set[str] = set()
@@ -382,5 +382,5 @@ def compact(spec_dir: str | Path,
         out = "".join(needed(body.splitlines(), live)).encode("utf-8")
         if len(out) < len(data):
             atomic_write_bytes(path, out)
-        _compacted[str(path)] = min(len(out), len(data))
+        CACHES.compacted[str(path)] = min(len(out), len(data))
     return len(data), min(len(out), len(data))

@@ -21,7 +21,6 @@ import logging
 import os
 import re
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -30,13 +29,12 @@ from graphmem.code import changes
 from .anchor_file import AnchorBook, anchors_file, append, book, compact
 from .history import cat_file
 from .symbols import language_of, parse_symbols
-from .tree import MAX_PARSE_BYTES, Snapshot, snapshot
+from .code_caches import CACHES
+from .code_tuning import current
+from .tree import Snapshot, snapshot
 
 log = logging.getLogger("graphmem.code")
 
-MAX_SYMBOL_FILES = 3  # a name defined in more files than this says too little to anchor
-MAX_ANCHORS = 40
-MAX_TOUCHED = 30  # symbols a session added or changed, kept with its files
 EPISODE_KINDS = ("turn", "step")  # their records name the episodic session they belong to
 _PATH = re.compile(r"[\w@+~-][\w./@+~-]*")
 # a quoted or backticked span holding a space: a path with spaces can only be named this way
@@ -83,10 +81,13 @@ def find_paths(text: str, snap: Snapshot) -> list[str]:
 def query_symbols(text: str) -> list[str]:
     """The symbol names ``text`` uses (backticked, dotted, snake or camel case, or called), in
     order; a dotted name also as its last two parts (``pkg.Client.charge`` -> ``Client.charge``)."""
-    return list(_query_symbols(text))
+    memo = CACHES.query_symbols  # a search asks three times (removal, touched, asked_gone)
+    got = memo.get(text)
+    if got is None:
+        got = memo.put(text, _query_symbols(text))  # one scan
+    return list(got)
 
 
-@lru_cache(maxsize=64)  # a search asks three times (removal, touched, asked_gone): one scan
 def _query_symbols(text: str) -> tuple[str, ...]:
     out: dict[str, None] = {}
     for m in _IDENT.finditer(text):
@@ -114,7 +115,7 @@ def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
             if len(parts) > 1 and cand == parts[-1] and not _looks_like_symbol(cand, cand, 0):
                 break  # "pytest.approx" -> "approx" is fine, "a.b" -> "b" alone is too weak
             local = [f for f in found if f[0] in near] or found
-            if len({p for p, _ in local}) <= MAX_SYMBOL_FILES:
+            if len({p for p, _ in local}) <= current().max_symbol_files:
                 for path, sym in local:
                     out.setdefault((path, sym.name), {
                         "path": path, "blob": snap.files[path], "symbol": sym.name,
@@ -139,10 +140,11 @@ def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
         syms = find_symbols(text, snap, own or session_paths)
     anchored = {a["path"] for a in syms}
     out = [*syms, *({"path": p, "blob": snap.files[p]} for p in own if p not in anchored)]
+    most = current().max_anchors
     if item.kind not in ("file", "turn", "step"):  # the whole list: one set for the session
-        return out[:MAX_ANCHORS] + [{"path": p, "blob": snap.files[p], "via": "session"}
-                                    for p in session_paths[:MAX_ANCHORS]] + list(touched)
-    return out[:MAX_ANCHORS]
+        return out[:most] + [{"path": p, "blob": snap.files[p], "via": "session"}
+                             for p in session_paths[:most]] + list(touched)
+    return out[:most]
 
 
 def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str],
@@ -165,7 +167,8 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str],
         return []
     seen = seen or {}
     rest = [n for n in wanted.values() if n not in seen]
-    texts = {**seen, **(cat_file(snap.root, rest, MAX_PARSE_BYTES) if rest else {})}
+    tuning = current()
+    texts = {**seen, **(cat_file(snap.root, rest, tuning.max_parse_bytes) if rest else {})}
     out: list[dict] = []
     for path, old in wanted.items():
         if old not in texts:
@@ -175,7 +178,7 @@ def touched_symbols(snap: Snapshot, known: AnchorBook, paths: list[str],
             if (sym.name, sym.digest) not in before:
                 out.append({"path": path, "symbol": sym.name, "digest": sym.digest,
                             "via": "session", "touched": True})  # what its state needs
-    return out[:MAX_TOUCHED]
+    return out[:tuning.max_touched]
 
 
 def record(project_dir: str | Path | None, spec_dir: str | Path | None,
@@ -236,9 +239,6 @@ def _names_new_file(items: list[MemoryItem], snap: Snapshot) -> bool:
     return False
 
 
-_no_work: set[tuple[str, str, str]] = set()  # (spec, base, HEAD) whose commits changed no code
-
-
 def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: str,
                spec: str, seen: dict[str, str | None] | None = None) -> list[dict]:
     """The work line of the first write since HEAD moved (``changes.py``), or the line by which
@@ -257,13 +257,14 @@ def work_lines(snap: Snapshot, known: AnchorBook, items: list[MemoryItem], at: s
         ids = changes.item_ids([it for it in items if it.session in new])
         return [{"work": snap.head, "sessions": new, "items": ids}] if new else []
     key = (spec, known.last_head or "", snap.head)
-    if known.last_head in (None, snap.head) or key in _no_work:
+    no_work = CACHES.no_work  # (spec, base, HEAD) whose commits changed no code
+    if known.last_head in (None, snap.head) or key in no_work:
         return []
     work = changes.compute(snap, known.last_head, seen)
     if not work or set(work) == {"base"}:
-        if len(_no_work) > 10_000:
-            _no_work.clear()
-        _no_work.add(key)
+        if len(no_work) > current().no_work_memo:
+            no_work.clear()
+        no_work.add(key)
         return []
     return [changes.line(snap, work, at, changes.item_ids(items), sessions)]
 

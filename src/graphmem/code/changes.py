@@ -33,8 +33,8 @@ warning.
 later work added it back); symbol -> the works that added, changed or moved it, oldest first;
 memory id and session -> the works that name them (``of``).
 
-Bounded per write: at most ``MAX_FILES`` changed source files are parsed and ``MAX_SYMBOLS``
-symbols listed per work. Outside git, or when the HEAD graphmem saw is gone from the repository
+Bounded per write: at most ``work_files`` changed source files are parsed and ``work_symbols``
+symbols listed per work (``code_tuning.py``). Outside git, or when the HEAD graphmem saw is gone from the repository
 (history rewritten), nothing is recorded.
 """
 
@@ -46,13 +46,11 @@ from typing import Iterable
 
 from .history import _git, blob_texts
 from .symbols import language_of, parse_symbols
-from .tree import MAX_PARSE_BYTES, Snapshot
+from .code_tuning import current
+from .tree import Snapshot
 
 log = logging.getLogger("graphmem.code")
 
-MAX_FILES = 200  # changed source files parsed per work (a bigger diff: the first ones)
-MAX_SYMBOLS = 300  # symbols listed per work, removed ones first
-MAX_ITEMS = 6  # memories a work line names: lessons first, then turns and steps
 ITEM_KINDS = ("insight", "gotcha", "pattern", "step", "turn")  # a map entry is not the work's
 LISTS = ("removed", "added", "changed")
 _HEX = re.compile(r"[0-9a-f]{4,64}")
@@ -85,10 +83,11 @@ def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None
     rows = diff(snap, base)
     if rows is None:
         return None
-    code = [r for r in rows if language_of(r[1])][:MAX_FILES]
+    tuning = current()
+    code = [r for r in rows if language_of(r[1])][:tuning.work_files]
     want = {o for s, _, o, _ in code if s != "A"}
     want |= {n for s, p, _, n in code if s != "D" and snap.files.get(p) != n}
-    texts = blob_texts(snap.root, want, None, MAX_PARSE_BYTES) if want else {}
+    texts = blob_texts(snap.root, want, None, tuning.max_parse_bytes) if want else {}
     if seen is not None:
         seen.update(texts)
         seen.update({f"{base}:{p}": texts[o] for s, p, o, _ in code if s != "A" and o in texts})
@@ -125,7 +124,7 @@ def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None
             elif name in before[path] and before[path][name] != digest:
                 out["changed"].setdefault(path, []).append(name)
     out["files"] = sorted(p for s, p, _, _ in code if s != "D")
-    out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")[:MAX_SYMBOLS]
+    out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")[:tuning.work_symbols]
     _cap(out)
     return {k: v for k, v in out.items() if v}
 
@@ -136,8 +135,8 @@ def _parsed(path: str, text: str) -> dict[str, str]:
 
 
 def _cap(work: dict) -> None:
-    """At most ``MAX_SYMBOLS`` symbols listed, removed ones kept first."""
-    room = MAX_SYMBOLS
+    """At most ``work_symbols`` symbols listed, removed ones kept first."""
+    room = current().work_symbols
     for key in ("removed", "moved", "changed", "added"):
         for path in list(work[key]):
             names = work[key][path]
@@ -260,19 +259,16 @@ class Works:
 
 
 def item_ids(items: list) -> list[str]:
-    """The ids a work line names of the memories written with it (``MAX_ITEMS``, by kind)."""
+    """The ids a work line names of the memories written with it (``work_items``, by kind)."""
     ranked = sorted((it for it in items if it.kind in ITEM_KINDS),
                     key=lambda it: ITEM_KINDS.index(it.kind))
-    return [it.id for it in ranked[:MAX_ITEMS]]
+    return [it.id for it in ranked[:current().work_items]]
 
 
 def line(snap: Snapshot, work: dict, at: str, items: list[str], sessions: list[str]) -> dict:
     """The work line to append for the write that first saw the snapshot's HEAD."""
     return {"work": snap.head, "base": work["base"], "at": at, "sessions": sessions,
-            "items": items[:MAX_ITEMS], **{k: v for k, v in work.items() if k != "base"}}
-
-
-MAX_DERIVE = 1_000  # works ``reindex`` derives at most per spec
+            "items": items[:current().work_items], **{k: v for k, v in work.items() if k != "base"}}
 
 
 def derive(snap: Snapshot, heads: dict[str, list[str]], known: dict[str, dict]) -> list[dict]:
@@ -287,8 +283,9 @@ def derive(snap: Snapshot, heads: dict[str, list[str]], known: dict[str, dict]) 
     out: list[dict] = []
     order = list(heads)
     prev_snap: Snapshot | None = None
+    most = current().max_derive  # works derived at most per spec
     for base, head in zip(order, order[1:]):
-        if head in known or len(out) >= MAX_DERIVE or not _HEX.fullmatch(head):
+        if head in known or len(out) >= most or not _HEX.fullmatch(head):
             continue
         rows = diff(Snapshot(snap.root, head, {}, git=True), base)
         if not rows or not any(language_of(r[1]) or r[0] == "D" for r in rows):

@@ -4,7 +4,7 @@ For a whole result list at once, against one ``Snapshot`` of the project (cached
 the git index), each anchor is:
 
 - ``current``: the file has the same blob; for a symbol, its own lines are the same (the file
-  may have changed elsewhere: ``edited``); for a whole file, at least ``KEEP_SHARE`` of the
+  may have changed elsewhere: ``edited``); for a whole file, at least ``keep_share`` of the
   lines the memory saw are still there (``history.kept_shares``);
 - ``changed``: the symbol's own lines changed (the item lists it under ``symbols_changed``),
   or most of the file was rewritten (or, outside git, its content differs);
@@ -13,7 +13,7 @@ the git index), each anchor is:
   also ``changed`` when most of it was rewritten), or the symbol is now defined (only) in another
   file; the anchor carries the current ``to`` path. An item lists them in ``moves``
   (``{"from", "to", "what": "file"|"symbol", "symbol"?, "left"?, "renamed"?}``; ``left``: a
-  symbol's old file is no longer in the tree; ``renamed``: and at least ``RENAMED_SHARE`` of that
+  symbol's old file is no longer in the tree; ``renamed``: and at least ``renamed_share`` of that
   file's lines are in the new one, so the file was renamed rather than the function moved out
   of a deleted file; ``describe_move`` words each) and, as before, in ``moved`` (old path ->
   new path);
@@ -24,7 +24,7 @@ the anchor's HEAD (``commits``: path -> count, ``history.History``).
 
 An item's state comes from its own anchors (the paths and symbols its text names) or, when it
 names none, from its session's files: ``gone`` when all of its own anchors are gone (for an
-item naming none: all of its session's files, or every one of the ``MIN_TOUCHED`` or more
+item naming none: all of its session's files, or every one of the ``min_touched`` or more
 symbols its session added or changed); ``changed`` when some but not all of its own anchors are
 gone, with ``reason`` naming them ("src/c.py is gone": the rest of its code is there, so what it
 says may still half hold); else ``moved`` when one of them moved, else ``changed`` when one of
@@ -34,12 +34,12 @@ memoised per (anchor record, snapshot).
 
 A second mark comes from the work the item was learned from (``work_gone``, the work lines of
 ``changes.py``: the works naming the item, else its session, else, for a note written with no
-session, the work of the HEAD it was written at): ``gone`` when at least ``WORK_GONE_SHARE`` of
-the ``MIN_WORK_FILES`` or more source files that work added or edited (not those it deleted) are
+session, the work of the HEAD it was written at): ``gone`` when at least ``work_gone_share`` of
+the ``min_work_files`` or more source files that work added or edited (not those it deleted) are
 no longer in the tree, and no symbol it added or changed in them is defined anywhere now (a
 renamed file, by git's renames since the work or by its symbols, or code moved elsewhere, is
 not gone), or when one of those files is gone and
-every one of the ``MIN_TOUCHED`` or more symbols the work added or changed is defined nowhere
+every one of the ``min_touched`` or more symbols the work added or changed is defined nowhere
 (the two signs together: either alone also fits current hits), whatever the item's own anchors
 say; ``work_gone`` names them ("2 of the 3 files its work changed are no longer in the tree").
 On pytest's dump of every top-10 hit: 8 stale hits marked, no current one; neither sign alone
@@ -61,21 +61,11 @@ from typing import Any, Callable
 
 from ..models import Hit
 from .anchors import book
+from .code_tuning import current
 from .history import history, kept_shares
 from .tree import Snapshot, snapshot
 
 STATES = ("current", "changed", "moved", "gone")
-MIN_TOUCHED = 2  # an item naming no code is gone when every one of at least this many symbols
-# its session added or changed is defined nowhere (on pytest's replay: 7 of 104 leaks, no false
-# mark among 1,557 current hits; one symbol alone marked 4 current hits)
-WORK_GONE_SHARE = 0.5  # as the GONE label: at least half of the files a work wrote are gone
-MIN_WORK_FILES = 2  # one file alone says too little about a work
-KEEP_SHARE = 0.5  # a whole-file anchor stays current while half the lines it saw are kept
-RENAMED_SHARE = 0.75  # a function's old file, gone, was renamed to its new one when this share
-# of its lines is there (git mv and an edit); less: the function moved out of a deleted file
-MEMO_SIZE = 100_000  # answers a per-snapshot memo keeps (``work_gone``, ``prepare``)
-GONE_DROP: int | None = 5  # places a gone hit moves down (None: below every other hit);
-# on entire-cli locate tasks R@10 .258 last, .292 five places down (bench/codemem.py --gone-drop)
 
 
 def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
@@ -113,7 +103,7 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
             kept = kept_shares(snap.root, {(a.get("blob") or "", blob)}).get(
                 (a.get("blob") or "", blob))
         out["edited"] = True
-        out["state"] = "current" if kept is not None and kept >= KEEP_SHARE else "changed"
+        out["state"] = "current" if kept is not None and kept >= current().keep_share else "changed"
         return out
     same = snap.by_blob.get(a.get("blob") or "", [])
     if len(same) == 1:
@@ -127,13 +117,13 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
     out["state"], out["to"], out["edited"] = "moved", to, True
     pair = (a.get("blob") or "", snap.files[to])
     kept = kept_shares(snap.root, {pair}, {pair[1]: to}).get(pair)
-    if kept is None or kept < KEEP_SHARE:
+    if kept is None or kept < current().keep_share:
         out["rewritten"] = True
     return out
 
 
 def _mostly_at(blob: str, path: str, snap: Snapshot) -> bool:
-    """Whether at least ``RENAMED_SHARE`` of the lines of ``blob`` (a file that left the tree) are
+    """Whether at least ``renamed_share`` of the lines of ``blob`` (a file that left the tree) are
     in the file at ``path`` now: that file is the old one renamed, not a new home of one part."""
     now = snap.files.get(path)
     if not blob or now is None or blob == now:
@@ -142,7 +132,7 @@ def _mostly_at(blob: str, path: str, snap: Snapshot) -> bool:
     kept = _kept(snap).get(pair)
     if kept is None and snap.git:
         kept = kept_shares(snap.root, {pair}, {now: path}).get(pair)
-    return kept is not None and kept >= RENAMED_SHARE
+    return kept is not None and kept >= current().renamed_share
 
 
 def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
@@ -157,9 +147,9 @@ def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
 
 def _memo(snap: Snapshot, name: str) -> dict:
     """A memo kept on the snapshot (it lasts until the next commit), emptied when it holds
-    ``MEMO_SIZE`` answers (many writes and no commit: the works' older versions)."""
+    ``memo_size`` answers (many writes and no commit: the works' older versions)."""
     memo = snap.__dict__.setdefault(name, {})
-    if len(memo) >= MEMO_SIZE:
+    if len(memo) >= current().memo_size:
         memo.clear()
     return memo
 
@@ -221,7 +211,7 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     states = [s for s, a in zip(every, anchors) if not a.get("touched")]
     basis = own or states
     counts = {k: sum(1 for s in basis if s["state"] == k) for k in STATES}
-    work_gone = not own and len(touched) >= MIN_TOUCHED and all(s["state"] == "gone" for s in touched)
+    work_gone = not own and len(touched) >= current().min_touched and all(s["state"] == "gone" for s in touched)
     if work_gone:
         states = states + touched  # the symbols its session wrote: all defined nowhere now
     partly_gone = sorted({_named(s) for s in own if s["state"] == "gone"})
@@ -335,8 +325,9 @@ def _work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> 
                   and _renamed_to(p, heads.get(p), snap) is None)
     syms = sorted({f"{p}:{n}" for w in done for key in ("added", "changed")
                    for p, names in w[key].items() for n in names})
-    most = len(wrote) >= MIN_WORK_FILES and len(lost) >= WORK_GONE_SHARE * len(wrote)
-    every = lost and len(syms) >= MIN_TOUCHED and not any(
+    t = current()
+    most = len(wrote) >= t.min_work_files and len(lost) >= t.work_gone_share * len(wrote)
+    every = lost and len(syms) >= t.min_touched and not any(
         snap.definitions.get(s.rsplit(":", 1)[1]) for s in syms)
     if not (most or every):
         return fresh
@@ -412,7 +403,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
              spec_dir_of: Callable[[Hit], Path | None] | None = None,
              query: str | None = None) -> list[Hit]:
     """Each anchored hit gets ``metadata["freshness"]`` (with ``query``, also ``asked_gone``);
-    gone ones move ``GONE_DROP`` places down."""
+    gone ones move ``gone_drop`` places down."""
     if not hits or project_dir is None:
         return hits
     root = Path(project_dir)
@@ -441,11 +432,12 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
         fresh = work_gone(item_state(rec, snap), rec, hit, works, snap)
         fresh = asked_gone(fresh, rec, asked, snap, hit, works if asked else None)
         out.append(hit.replaced(metadata={**hit.metadata, "freshness": fresh}))
-    if GONE_DROP is None:
+    drop = current().gone_drop
+    if drop is None:
         live = [h for h in out if _state(h) != "gone"]
         return live + [h for h in out if _state(h) == "gone"]
-    # a gone hit moves GONE_DROP places down (the list is short: a stable insertion)
-    order = [(i + (GONE_DROP + 0.5 if _state(h) == "gone" else 0), h) for i, h in enumerate(out)]
+    # a gone hit moves ``drop`` places down (the list is short: a stable insertion)
+    order = [(i + (drop + 0.5 if _state(h) == "gone" else 0), h) for i, h in enumerate(out)]
     return [h for _, h in sorted(order, key=lambda x: x[0])]
 
 

@@ -5,13 +5,13 @@ touched the path (``git log -M --name-status`` read once, then extended by ``old
 each commit: one subprocess per new HEAD, never one per hit). Git's rename detection (``-M``: a
 file renamed and edited in one commit, as long as half of it is kept) gives ``follow``: where a
 path an anchor saw is now. History is read as a line,
-newest ``MAX_COMMITS`` commits, ``--topo-order``: on a merge-heavy history a commit of a merged
+newest ``max_commits`` commits (``code_tuning.py``), ``--topo-order``: on a merge-heavy history a commit of a merged
 branch counts as "since" when git lists it after the anchor's HEAD, which is the usual reading
 of "since this was learned". An anchor older than the window counts as ``None`` (unknown).
 
 ``kept_shares`` gives, per (old blob, new blob), the share of the old blob's lines still in the
 new one, cached forever per pair: a whole-file anchor is only ``changed`` when most of what it saw
-is rewritten. Blob ids name their content, so each blob's line counts are kept too (``LINE_BLOBS``
+is rewritten. Blob ids name their content, so each blob's line counts are kept too (``line_blobs``
 of them, least recently used out first): after a commit only the files it changed are read
 (from the loose object store, else one ``git cat-file --batch`` for all of them), never an
 anchored blob twice.
@@ -24,21 +24,12 @@ import hashlib
 import os
 import stat
 import subprocess
-import threading
 import zlib
 from collections import Counter
 from pathlib import Path
 
-from ..lru import LRU
-
-MAX_COMMITS = 20_000
-MAX_BLOB_BYTES = 512_000
-MAX_PAIRS = 50_000
-LINE_BLOBS = 20_000  # blobs whose line counts are kept (a few KB each)
-_lock = threading.Lock()
-_histories: dict[str, "History"] = {}
-_kept: dict[tuple[str, str], float | None] = {}
-_lines = LRU(LINE_BLOBS)  # blob id -> Counter of its stripped lines
+from .code_caches import CACHES
+from .code_tuning import current
 
 
 def blob_id(data: bytes) -> str:
@@ -150,24 +141,25 @@ class History:
         if head == self.head:
             return
         fmt = ["log", "-M", "--name-status", "--format=%x00%x00%H %P"]
+        most = current().max_commits
         if self.head is not None:
             # a chain has one order: without --topo-order git stops at the last HEAD instead
             # of ordering the whole history first (2.5 ms instead of 10-20 on pytest's replay)
-            new = self._take(_git(self.root, *fmt, f"--max-count={MAX_COMMITS}",
+            new = self._take(_git(self.root, *fmt, f"--max-count={most}",
                                   f"{self.head}..{head}") or b"")
             if _chain(new, self.head, head):
                 self._add(new)  # commits on top of the last HEAD: the line a rebuild would read
                 self.head = head
                 return
         self.pos, self.touched, self.renamed, self.next = {}, {}, {}, 0
-        self._add(self._take(_git(self.root, *fmt, "--topo-order", f"--max-count={MAX_COMMITS}",
+        self._add(self._take(_git(self.root, *fmt, "--topo-order", f"--max-count={most}",
                                   head) or b""))
         self.head = head
 
     def commits_since(self, since: str | None, path: str) -> int | None:
         """Commits after ``since`` touching ``path`` (None when ``since`` is not in the window)."""
         at = self.pos.get(since or "")
-        if at is None or at < self.next - MAX_COMMITS:  # out of the window a rebuild reads
+        if at is None or at < self.next - current().max_commits:  # out of the window a rebuild reads
             return None
         places = self.touched.get(path, [])
         return len(places) - bisect.bisect_right(places, at)
@@ -177,7 +169,7 @@ class History:
         """Where ``path`` is now by the renames git saw after ``since`` (a chain of them
         followed), or None when it was not renamed since (or ``since`` is out of the window)."""
         at = self.pos.get(since or "")
-        if at is None or at < self.next - MAX_COMMITS:
+        if at is None or at < self.next - current().max_commits:
             return None
         now = path
         while True:  # each step moves forward in time: the walk ends
@@ -202,10 +194,10 @@ def history(root: str | Path, head: str | None) -> History | None:
     if not head:
         return None
     key = str(root)
-    with _lock:
-        h = _histories.get(key)
+    with CACHES.histories_lock:
+        h = CACHES.histories.get(key)
         if h is None:
-            h = _histories[key] = History(Path(root))
+            h = CACHES.histories[key] = History(Path(root))
         h.update(head)
     return h
 
@@ -216,20 +208,21 @@ def kept_shares(root: str | Path, pairs: set[tuple[str, str]],
     multiset of lines: moved lines count as kept), None when a blob cannot be read (outside git,
     or an object git no longer has). ``where``: blob -> a path of the work tree that may hold
     it (see ``line_counts``)."""
-    out = {p: _kept[p] for p in pairs if p in _kept}
-    todo = [p for p in pairs if p not in _kept]
+    kept = CACHES.kept
+    out = {p: kept[p] for p in pairs if p in kept}
+    todo = [p for p in pairs if p not in kept]
     if not todo:
         return out
     counts = line_counts(root, {b for p in todo for b in p}, where)
-    if len(_kept) > MAX_PAIRS:
-        _kept.clear()
+    if len(kept) > current().max_pairs:
+        kept.clear()
     for old, new in todo:
         la, lb = counts.get(old), counts.get(new)
         if la is None or lb is None:
             share = None
         else:
             share = sum((la & lb).values()) / sum(la.values()) if la else 1.0
-        _kept[(old, new)] = out[(old, new)] = share
+        kept[(old, new)] = out[(old, new)] = share
     return out
 
 
@@ -240,12 +233,12 @@ def line_counts(root: str | Path, blobs: set[str],
     A blob is read from the work tree file ``where`` names for it when that file's bytes are
     the blob (its id checked: an unstaged edit, or a checkout filter, falls through), else
     from the loose object store, else with one ``git cat-file --batch`` for the rest; each
-    readable blob once per process while it stays among the ``LINE_BLOBS`` used last (blob ids
+    readable blob once per process while it stays among the ``line_blobs`` used last (blob ids
     name their content)."""
     out: dict[str, Counter] = {}
     todo = []
     for b in blobs:
-        got = _lines.get(b)
+        got = CACHES.lines.get(b)
         if got is None:
             todo.append(b)
         else:
@@ -253,16 +246,18 @@ def line_counts(root: str | Path, blobs: set[str],
     if not todo:
         return out
     for b, text in blob_texts(root, set(todo), where).items():
-        out[b] = _lines.put(b, Counter(x.strip() for x in text.splitlines() if x.strip()))
+        out[b] = CACHES.lines.put(b, Counter(x.strip() for x in text.splitlines() if x.strip()))
     return out
 
 
 def blob_texts(root: str | Path, blobs: set[str], where: dict[str, str] | None = None,
-               limit: int = MAX_BLOB_BYTES) -> dict[str, str]:
+               limit: int | None = None) -> dict[str, str]:
     """Blob id -> its text (blobs over ``limit`` bytes, or that git lacks, left out): from the
     work tree file ``where`` names for it when its bytes are the blob, else from the loose
-    object store, else with one ``git cat-file --batch`` for the rest."""
+    object store, else with one ``git cat-file --batch`` for the rest (``limit``:
+    ``max_blob_bytes`` unless given)."""
     root, where = Path(root), where or {}
+    limit = current().max_blob_bytes if limit is None else limit
     texts = {b: t for b in blobs if (t := _worktree(root, where.get(b), b, limit)) is not None}
     texts.update({b: t for b in blobs if b not in texts and (t := _loose(root, b, limit)) is not None})
     rest = sorted(b for b in blobs if b not in texts)
@@ -279,16 +274,13 @@ def _worktree(root: Path, path: str | None, blob: str, limit: int) -> str | None
     return got[0].decode("utf-8", "replace")
 
 
-_objects: dict[str, Path | None] = {}
-
-
-def _loose(root: Path, blob: str, limit: int = MAX_BLOB_BYTES) -> str | None:
+def _loose(root: Path, blob: str, limit: int) -> str | None:
     """A loose blob's text read from the object store (None when packed or absent)."""
-    key = str(root)
-    if key not in _objects:
+    key, objects = str(root), CACHES.objects
+    if key not in objects:
         gitdir = git_dir(root)
-        _objects[key] = common_dir(gitdir) / "objects" if gitdir is not None else None
-    folder = _objects[key]
+        objects[key] = common_dir(gitdir) / "objects" if gitdir is not None else None
+    folder = objects[key]
     if folder is None or len(blob) != 40:
         return None
     try:
@@ -301,10 +293,13 @@ def _loose(root: Path, blob: str, limit: int = MAX_BLOB_BYTES) -> str | None:
     return body.decode("utf-8", "replace")
 
 
-def cat_file(root: str | Path, names: list[str], limit: int = MAX_BLOB_BYTES) -> dict[str, str | None]:
+def cat_file(root: str | Path, names: list[str], limit: int | None = None
+             ) -> dict[str, str | None]:
     """Objects by name (a blob id or ``<commit>:<path>``) -> text, with one ``git cat-file
     --batch``. A ``<commit>:<path>`` git says is missing is None (the file is new since that
-    commit); objects over ``limit`` bytes, and names git cannot answer for, are left out."""
+    commit); objects over ``limit`` bytes (``max_blob_bytes`` unless given), and names git
+    cannot answer for, are left out."""
+    limit = current().max_blob_bytes if limit is None else limit
     raw = _git(Path(root), "cat-file", "--batch", data="".join(n + "\n" for n in names).encode())
     out: dict[str, str | None] = {}
     raw, i = raw or b"", 0
@@ -345,12 +340,3 @@ def renames(root: str | Path, since: str | None, head: str,
             i += 2
     out.reverse()
     return out
-
-
-def forget() -> None:
-    """Drop this module's process-wide caches (histories, line counts, kept shares)."""
-    with _lock:
-        _histories.clear()
-    _kept.clear()
-    _lines.clear()
-    _objects.clear()

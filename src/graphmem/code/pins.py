@@ -2,7 +2,7 @@
 
 A file pins the memories anchored to it by the name they used, and those whose code now lives
 there (a file renamed there, a function moved there). A folder (``src``, or ``.`` for the whole
-project) pins the same for the files under it, newest first, at most ``FOLDER_PINS`` per folder
+project) pins the same for the files under it, newest first, at most ``folder_pins`` (``code_tuning.py``) per folder
 once gone, retired and superseded ones are out, so a folder as wide as the project cannot fill
 the context with pins the task may not need (pinned memories skip the relevance floor).
 """
@@ -13,10 +13,8 @@ import os
 from pathlib import Path
 from typing import Iterable
 
+from .code_tuning import current
 from .tree import Snapshot
-
-FOLDER_PINS = 5
-FOLDER_CANDIDATES = 4 * FOLDER_PINS  # read per folder, before validity and freshness filter
 
 
 def is_folder(root: str | Path, path: str) -> bool:
@@ -42,12 +40,13 @@ def pinned_ids(spec_dirs: list, paths: list[str], root: str | Path, snap: Snapsh
     ids = anchored_to(spec_dirs, files) if files else []  # by the names the memories used,
     ids += [i for i in moved_here(spec_dirs, files, snap) if i not in ids]  # then by new names
     folder_of: dict[str, str] = {}
+    most = current().folder_candidates  # read per folder, before validity and freshness filter
     for folder in folders:
         used = sorted({p for spec in spec_dirs for p in book(spec).now_by_path if under(folder, p)})
         there = [p for p in snap.files if under(folder, p)]
-        found = _newest(spec_dirs, [*anchored_to(spec_dirs, used, FOLDER_CANDIDATES),
-                                    *moved_here(spec_dirs, there, snap, FOLDER_CANDIDATES)])
-        for i in found[:FOLDER_CANDIDATES]:
+        found = _newest(spec_dirs, [*anchored_to(spec_dirs, used, most),
+                                    *moved_here(spec_dirs, there, snap, most)])
+        for i in found[:most]:
             if i not in ids:
                 ids.append(i)
                 folder_of[i] = folder
@@ -65,13 +64,14 @@ def unknown(spec_dirs: list, paths: list[str], root: str | Path, snap: Snapshot)
 
 
 def cap_folders(hits: Iterable, folder_of: dict[str, str]) -> list:
-    """``hits`` with at most ``FOLDER_PINS`` of each folder's (in their order: newest first)."""
+    """``hits`` with at most ``folder_pins`` of each folder's (in their order: newest first)."""
     taken: dict[str, int] = {}
+    most = current().folder_pins
     out = []
     for h in hits:
         folder = folder_of.get(h.id)
         if folder is not None:
-            if taken.get(folder, 0) >= FOLDER_PINS:
+            if taken.get(folder, 0) >= most:
                 continue
             taken[folder] = taken.get(folder, 0) + 1
         out.append(h)

@@ -1,16 +1,16 @@
 """Code recall: re-rank a project's search candidates by the files the best of them are about.
 
 A coding task's text rarely names the code it will change, but its best lexical and semantic
-matches usually are about that code. So the files anchored to the top ``PRF_HITS`` candidates
+matches usually are about that code. So the files anchored to the top ``prf_hits`` candidates
 (their own paths and their session's files, each weighted by the candidate's score and shared
 among its files) plus the files the query names (weight 1) predict where the task is; every
-candidate gains ``FILE_GAIN`` times the summed weight of its files (against the best candidate's
+candidate gains ``file_gain`` times the summed weight of its files (against the best candidate's
 sum), and the memories most about the best predicted files join the candidates
 (pseudo-relevance feedback on files, not on words). Newer memories gain
-``RECENCY_GAIN * position ** RECENCY_POWER``, where
+``recency_gain * position ** recency_power``, where
 ``position`` is the item's place in the project's write history (1 = newest): code written
 last is what later changes touch. Among the memories about one predicted file, the newest pieces
-of work gain most (``FILE_RECENCY * FILE_RECENCY_DECAY ** rank``, rank 0 = the latest work
+of work gain most (``file_recency * file_recency_decay ** rank``, rank 0 = the latest work
 anchored there, weighted by the file's predicted weight): the code a task changes was last
 written by them. The extras are one item per piece of work (a session, or the items written
 together), so forty extras are forty sessions, not three sessions' turns. Then one item per
@@ -19,7 +19,7 @@ out the others.
 
 A query naming a symbol that a recorded piece of work removed (``changes.py``; "How does
 ``refund`` work?" after ``refund`` was deleted) puts that work's memories first, its newest
-insight, then its newest step or turn (``REMOVED_ITEMS`` of them), each saying in
+insight, then its newest step or turn (``removed_items`` of them), each saying in
 ``metadata["removed"]`` what was removed, where and at which commit: the session that removed a
 symbol is what explains it. It costs a dict lookup per word of the query.
 
@@ -39,25 +39,11 @@ from typing import Callable, Sequence
 
 from ..models import Hit
 from .anchors import AnchorBook, book, query_symbols
+from .code_caches import CACHES
+from .code_tuning import current
 
-# Chosen on bench/codemem.py R@10 (pytest / entire-cli; BM25 .345 / .158); what each value
-# gave and what else was tried: docs/tuning.md, "Code recall".
-PRF_HITS = 10  # candidates whose files predict the task's files
-FILE_GAIN = 1.2  # weight of the file prediction, against a best match scoring 1
-RECENCY_GAIN = 1.0
-RECENCY_POWER = 8.0
-NAMED_WEIGHT = 1.0  # a file the query names, against a best match's whole weight of 1
-EXTRA_FILES = 8  # best predicted files whose memories may join the candidates
-EXTRA_ITEMS = 40  # pieces of work (one item each) joining the candidates
-SCAN = 40  # newest pieces of work anchored to a predicted file, for the extras and FILE_RECENCY
-SCAN_ITEMS = 2000  # items of one file walked at most to find them
-FILE_RECENCY = 0.15  # gain of the newest work about a predicted file (of weight 1)
-FILE_RECENCY_DECAY = 0.6  # the next newest gains this times as much
-ONE_PER_SESSION = True
-REMOVED_ITEMS = 2  # memories of the work that removed a symbol the query names, put first
-TOUCHED_WORKS = 3  # newest works that wrote a symbol the query names (defined now) joining
-TOUCHED_AFTER = 1  # ... placed after this many of the best candidates
-MAX_REMOVALS = 3  # removed symbols of one query whose works are put first
+# The knobs (``prf_hits``, ``file_gain``, ...) are ``code_tuning.CodeTuning``'s, chosen on
+# bench/codemem.py R@10: docs/tuning.md, "Code recall".
 KIND_ORDER = {"insight": 0, "step": 1, "turn": 2}  # which of a work's memories come first
 
 
@@ -65,10 +51,11 @@ def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
                   named: set[str] | frozenset[str] = frozenset(), top: int | None = None
                   ) -> dict[str, float]:
     """File -> weight: the files of the ``top`` best candidates (each candidate's score shared
-    among its files by ``1 / sqrt(n)``) plus ``NAMED_WEIGHT`` for each file the query names."""
+    among its files by ``1 / sqrt(n)``) plus ``named_weight`` for each file the query names."""
+    t = current()
     weight: dict[str, float] = {}
     best = max(scores, default=0.0) or 1.0
-    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[:top or PRF_HITS]
+    ranked = sorted(range(len(scores)), key=lambda i: -scores[i])[:top or t.prf_hits]
     for i in ranked:
         fs = files[i]
         if not fs or scores[i] <= 0:
@@ -77,7 +64,7 @@ def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
         for f in fs:
             weight[f] = weight.get(f, 0.0) + share
     for f in named:
-        weight[f] = weight.get(f, 0.0) + NAMED_WEIGHT
+        weight[f] = weight.get(f, 0.0) + t.named_weight
     return weight
 
 
@@ -90,9 +77,10 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
     files (empty: no anchors, left as it was); ``groups``: its session (or its own id);
     ``positions``: its place in the write history, 1 = newest (None: unknown); ``latest``:
     for each candidate, predicted file -> its piece of work's rank among the newest anchored
-    there (0 = the latest; absent: older than ``SCAN``). A candidate's file gain is the summed
+    there (0 = the latest; absent: older than ``scan``). A candidate's file gain is the summed
     weight of its files, against the best candidate's sum.
     """
+    t = current()
     weight = predict_files(scores, files, named)
     recent = newest_work_gain(weight, latest) if latest is not None else [0.0] * len(scores)
     about = _file_sums(weight, files)
@@ -102,15 +90,15 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
         if not fs:
             new.append(s)
             continue
-        s = s + FILE_GAIN * a / top + r
+        s = s + t.file_gain * a / top + r
         if pos is not None:
-            s += RECENCY_GAIN * pos ** RECENCY_POWER
+            s += t.recency_gain * pos ** t.recency_power
         new.append(s)
     order = sorted(range(len(new)), key=lambda i: -new[i])
     seen: set[str] = set()
     first, later = [], []
     for i in order:  # one item per session first, repeats after every session's best
-        (later if ONE_PER_SESSION and groups[i] in seen and files[i] else first).append(i)
+        (later if t.one_per_session and groups[i] in seen and files[i] else first).append(i)
         seen.add(groups[i])
     return first + later, new
 
@@ -130,10 +118,11 @@ def _file_sums(weight: dict[str, float], files: Sequence[Sequence[str]]) -> list
 
 def newest_work_gain(weight: dict[str, float], latest: Sequence[dict[str, int]]) -> list[float]:
     """Each candidate's gain as recent work about the predicted files: the sum over its files of
-    ``FILE_RECENCY * FILE_RECENCY_DECAY ** rank``, each scaled by the file's weight against the
+    ``file_recency * file_recency_decay ** rank``, each scaled by the file's weight against the
     best file's."""
+    t = current()
     best = max(weight.values(), default=0.0) or 1.0
-    return [FILE_RECENCY * sum(weight.get(f, 0.0) / best * FILE_RECENCY_DECAY ** r
+    return [t.file_recency * sum(weight.get(f, 0.0) / best * t.file_recency_decay ** r
                                for f, r in ranks.items()) for ranks in latest]
 
 
@@ -176,9 +165,6 @@ class _History:
             self.at[item_id] = t
 
 
-_history: dict[str, _History] = {}
-
-
 def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
                 specs: Sequence[str | Path], named: set[str],
                 fetch: Callable[[list[str], set[str]], list[Hit]] | None = None,
@@ -187,10 +173,10 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     (``fetch(ids, known) -> hits``), the best ``keep`` of them (all: None); unchanged when no
     hit has an anchor record. The works that removed symbols ``query`` names come first (not
     when ``snap``, the project now, defines them again)."""
-    books = [book(s) for s in specs]
+    books, t = [book(s) for s in specs], current()
     order, scores = _by_files(hits, spec_dir_of, specs, named, fetch)
     removed = removals(query, books, snap) if query else []
-    works = touched_works(query, books, snap) if query and TOUCHED_WORKS else []
+    works = touched_works(query, books, snap) if query and t.touched_works else []
     if not removed and not works:  # the usual: only the hits kept are copied with their score
         return _scored(order, scores, keep)
     ranked = _scored(order, scores, None)
@@ -199,11 +185,12 @@ def code_recall(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     if wrote:
         ids = {h.id for h in wrote}
         rest = [h for h in ranked if h.id not in ids]
-        at = rest[TOUCHED_AFTER - 1].score if 0 < TOUCHED_AFTER <= len(rest) else \
+        after = t.touched_after
+        at = rest[after - 1].score if 0 < after <= len(rest) else \
             max((h.score for h in rest), default=0.0)
         wrote = [h.replaced(score=round(max(h.score, at - (n + 1) * 1e-4), 6))
                  for n, h in enumerate(wrote)]  # scored as where they stand
-        ranked = rest[:TOUCHED_AFTER] + wrote + rest[TOUCHED_AFTER:]
+        ranked = rest[:after] + wrote + rest[after:]
     if first:
         ids = {h.id for h in first}
         ranked = first + [h for h in ranked if h.id not in ids]
@@ -220,12 +207,13 @@ def _scored(order: list[Hit], scores: list[float] | None, keep: int | None) -> l
 
 def removals(query: str, books: Sequence[AnchorBook], snap=None) -> list[tuple[str, dict]]:
     """(name, work) of the works that removed symbols ``query`` names and the project does not
-    define again, at most ``MAX_REMOVALS``."""
+    define again, at most ``max_removals``."""
     found: list[tuple[str, dict]] = []
+    most = current().max_removals
     for asked in query_symbols(query):
         for b in books:
             got = b.works.removal_named(asked)
-            if got is None or len(found) >= MAX_REMOVALS or _defined(snap, got[0]) \
+            if got is None or len(found) >= most or _defined(snap, got[0]) \
                     or (got[0] != asked and _defined(snap, asked, short=True)):
                 continue  # defined again, or a method's own name another class still defines
             found.append(got)
@@ -243,19 +231,20 @@ def removal_hits(found: list[tuple[str, dict]], hits: list[Hit],
     # keeps what it kept
     top = max((h.score for h in hits), default=0.0) + 0.01
     out: list[Hit] = []
+    most = current().removed_items
     for name, w in found:
         taken = {h.id for h in out}
         mine = _best_first([got[i] for i in reversed(w["items"]) if i in got and i not in taken], w)
         paths = sorted(p for p, names in w["removed"].items() if name in names)
         why = {"symbol": name, "paths": paths, "commit": w["head"], "at": w.get("at")}
-        for h in mine[:REMOVED_ITEMS]:
+        for h in mine[:most]:
             out.append(h.replaced(score=round(top - len(out) * 1e-4, 6),
                                   metadata={**h.metadata, "removed": why}))
     return out
 
 
 def touched_works(query: str, books: Sequence[AnchorBook], snap=None) -> list[dict]:
-    """The ``TOUCHED_WORKS`` newest works that added, changed or moved a symbol ``query``
+    """The ``touched_works`` newest works that added, changed or moved a symbol ``query``
     names and the project defines now (the sessions that wrote its code)."""
     works: list[dict] = []
     for name in query_symbols(query):
@@ -266,7 +255,7 @@ def touched_works(query: str, books: Sequence[AnchorBook], snap=None) -> list[di
                 w = b.works.by_head.get(head)
                 if w is not None and w not in works:
                     works.append(w)
-    return works[:TOUCHED_WORKS]
+    return works[:current().touched_works]
 
 
 def touched_hits(works: list[dict], hits: list[Hit],
@@ -352,7 +341,7 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
             continue
         hist = hists.get(id(b))
         if hist is None:
-            hist = hists[id(b)] = _history.setdefault(str(b.path), _History())
+            hist = hists[id(b)] = CACHES.write_times.setdefault(str(b.path), _History())
         positions.append(hist.position(b, rec.get("at")))
         latest.append(work.ranks.get(_work_key(h, rec, b), {}))
     groups = [f"{h.spec}|{h.session}" if h.session else h.id for h in hits]
@@ -374,14 +363,14 @@ def _record_work(b: AnchorBook, rec: dict) -> tuple[int, object]:
 
 
 class _NewestWork:
-    """The newest ``SCAN`` pieces of work anchored to each of the ``EXTRA_FILES`` best predicted
+    """The newest ``scan`` pieces of work anchored to each of the ``extra_files`` best predicted
     files: their rank there (``ranks``), their summed file weight and their newest item."""
 
     def __init__(self, books: list[AnchorBook], weight: dict[str, float]) -> None:
         self.ranks: dict[tuple[int, object], dict[str, int]] = {}
         self.found: dict[tuple[int, object], float] = {}
         self.item: dict[tuple[int, object], str] = {}
-        best = sorted(weight, key=lambda f: -weight[f])[:EXTRA_FILES]
+        best = sorted(weight, key=lambda f: -weight[f])[:current().extra_files]
         for b in books:
             for path in best:
                 for rank, (key, item_id) in enumerate(newest_works(b, path)):
@@ -390,15 +379,16 @@ class _NewestWork:
                     self.item.setdefault(key, item_id)  # ties go to the newer memory
 
     def extras(self, held: set[tuple[int, object]], known: set[str]) -> list[str]:
-        """One item of each of the ``EXTRA_ITEMS`` pieces of work most about the predicted files
+        """One item of each of the ``extra_items`` pieces of work most about the predicted files
         (by their summed weight) that no candidate already stands for."""
         keys = [k for k in self.found if k not in held and self.item[k] not in known]
-        return [self.item[k] for k in sorted(keys, key=lambda k: -self.found[k])[:EXTRA_ITEMS]]
+        most = current().extra_items
+        return [self.item[k] for k in sorted(keys, key=lambda k: -self.found[k])[:most]]
 
 
 def newest_works(b: AnchorBook, path: str) -> list[tuple[tuple[int, object], str]]:
-    """The newest ``SCAN`` pieces of work anchored to ``path`` in ``b`` (of its newest
-    ``SCAN_ITEMS`` items), newest first: (work, its newest item there). Kept on the book: a
+    """The newest ``scan`` pieces of work anchored to ``path`` in ``b`` (of its newest
+    ``scan_items`` items), newest first: (work, its newest item there). Kept on the book: a
     search asks for the same files as the last ones. A file whose list grew is walked only
     through its new items, before the works its last walk found (``_extended``); it is walked
     again from the newest when the book has read a newer record of an item its walk met (a
@@ -425,7 +415,7 @@ def _walked(b: AnchorBook, listed) -> tuple[int, set[str], list, int]:
     """``newest_works`` from scratch: (items listed, the items the walk met, the answer, how
     many items it walked back from the newest)."""
     out: list[tuple[tuple[int, object], str]] = []
-    walked = listed[-SCAN_ITEMS:]
+    walked = listed[-current().scan_items:]
     met = _walk(b, walked, set(), out)
     if met is not None:
         walked = walked[len(walked) - met:]
@@ -435,10 +425,11 @@ def _walked(b: AnchorBook, listed) -> tuple[int, set[str], list, int]:
 def _extended(b: AnchorBook, listed, got: tuple) -> tuple | None:
     """``newest_works`` of a file whose list grew since ``got`` (and no item its walk met was
     recorded again): its new items walked, then the works ``got`` found, as a walk from
-    scratch would meet them; None when the window of ``SCAN_ITEMS`` moved past an item its
+    scratch would meet them; None when the window of ``scan_items`` moved past an item its
     walk met."""
     known, walked, out, depth = got
-    if len(listed) < known or len(listed) - (known - depth) > SCAN_ITEMS:
+    t = current()
+    if len(listed) < known or len(listed) - (known - depth) > t.scan_items:
         return None
     new = listed[known:]
     seen: set = set()
@@ -450,15 +441,16 @@ def _extended(b: AnchorBook, listed, got: tuple) -> tuple | None:
         if key not in seen:
             seen.add(key)
             merged.append((key, item_id))
-            if len(merged) >= SCAN:
+            if len(merged) >= t.scan:
                 break
-    # the works it found are at least SCAN when its walk stopped early: none is needed beyond
+    # the works it found are at least ``scan`` when its walk stopped early: none is needed beyond
     return len(listed), walked | set(new), merged, depth + len(new)
 
 
 def _walk(b: AnchorBook, items, seen: set, out: list) -> int | None:
     """Walk ``items`` from the newest, adding each piece of work not in ``seen`` to ``out``
-    with its item -> how many items it met when ``out`` reached ``SCAN`` (None: never)."""
+    with its item -> how many items it met when ``out`` reached ``scan`` (None: never)."""
+    most = current().scan
     for n, item_id in enumerate(reversed(items)):
         rec = b.records.get(item_id)
         if rec is None:
@@ -467,7 +459,7 @@ def _walk(b: AnchorBook, items, seen: set, out: list) -> int | None:
         if key not in seen:
             seen.add(key)
             out.append((key, item_id))
-            if len(out) >= SCAN:
+            if len(out) >= most:
                 return n + 1
     return None
 
@@ -493,19 +485,17 @@ class _WorksMemo:
                 del self.paths[path]
 
 
-_files_memo: dict[int, tuple[dict, list[str]]] = {}
-
-
 def _files(rec: dict | None) -> list[str]:
     """The paths a record anchors (memoised: records are shared and never change)."""
     if not rec:
         return []
-    got = _files_memo.get(id(rec))
+    memo = CACHES.record_files
+    got = memo.get(id(rec))
     if got is not None and got[0] is rec:
         return got[1]
     fs = list(dict.fromkeys(a["path"] for a in rec.get("anchors") or []
                             if isinstance(a, dict) and isinstance(a.get("path"), str)))
-    if len(_files_memo) > 100_000:
-        _files_memo.clear()
-    _files_memo[id(rec)] = (rec, fs)
+    if len(memo) > current().files_memo:
+        memo.clear()
+    memo[id(rec)] = (rec, fs)
     return fs

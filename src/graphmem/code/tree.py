@@ -3,7 +3,7 @@
 A ``Snapshot`` is cached against the repository's state: in git, HEAD plus the mtime of
 ``.git/index`` (both read from files, no subprocess), so a search reuses it until a commit,
 checkout or ``git add`` (edits not yet added are seen from the next one); outside git, a walk of
-the folder reused while its watch holds or for ``WALK_TTL`` seconds, files re-hashed only when
+the folder reused while its watch holds or for ``walk_ttl`` seconds (``code_tuning.py``), files re-hashed only when
 their size or mtime moved. Blob ids are git's
 (``sha1("blob <size>\\0" + bytes)``) everywhere, from ``git ls-files -s`` in a repository and
 computed from the bytes outside one, so an anchor means the same thing in both.
@@ -16,9 +16,9 @@ ignore source, taken at the listing. It is listed again only when a folder or ig
 changed (or a file the index tracked left it while staying on disk), a stat check of a few
 hundred paths instead of a walk of the work tree; an untracked file whose stat changed is
 hashed again alone; a commit reuses the list too. The racy-git rule guards a change in the
-same tick as the listing. A watch of more than ``CHECK_EACH_READ`` paths is checked only once
-the list is ``UNTRACKED_TTL`` seconds old (reused unchecked until then, as before the watch);
-past ``tree_watch.MAX_WATCHED`` paths there is no watch and the list is listed again after the
+same tick as the listing. A watch of more than ``check_each_read`` paths is checked only once
+the list is ``untracked_ttl`` seconds old (reused unchecked until then, as before the watch);
+past ``max_watched`` paths there is no watch and the list is listed again after the
 TTL; a caller can ask for a fresh listing
 (``untracked_age=0``: a write naming a path that is a file on disk but not in the snapshot).
 Outside git the walk keeps a watch of the folders and files it read the same way, so a read
@@ -36,25 +36,16 @@ import time
 from functools import cached_property
 from pathlib import Path
 
+from .code_caches import CACHES
+from .code_tuning import current
 from .history import blob_id, blob_texts, common_dir, git_dir, read_regular
 from .symbols import Symbol, language_of, parse_symbols
 from .tree_watch import Watch, folders, settled, untracked_watch, walk_watch
 
 SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache",
              "dist", "build", ".pytest_cache", ".auto-claude"}
-MAX_WALK_FILES = 5_000  # outside git, a bigger tree is anchored by its first 5,000 files
-WALK_TTL = 2.0  # seconds a walked (non-git) snapshot is reused
-UNTRACKED_TTL = 2.0  # seconds an unwatched (or too widely watched) untracked list is reused
-CHECK_EACH_READ = 5_000  # watched paths stat-ed at every read (~6 ms); past it, after the TTL
-MAX_PARSE_BYTES = 1_000_000
-MAX_CACHED_BLOBS = 100_000
-
 MEMORY_LAYOUT = ("codebase_map.json", "patterns.md", "gotchas.md", "session_insights", "episodes",
                  "anchors.jsonl")
-_lock = threading.Lock()
-_snapshots: dict[str, tuple[tuple, "Snapshot"]] = {}
-_symbols_by_blob: dict[str, list[Symbol]] = {}
-_blob_by_stat: dict[tuple, str] = {}
 
 
 def _read(path: Path) -> str:
@@ -133,23 +124,25 @@ class Snapshot:
         blob = self.files.get(path)
         if blob is None or language_of(path) is None:
             return []
-        found = _symbols_by_blob.get(blob)
+        cache = CACHES.symbols_by_blob
+        found = cache.get(blob)
         if found is None:
             found = parse_symbols(path, self._text(path, blob))
-            if len(_symbols_by_blob) > MAX_CACHED_BLOBS:
-                _symbols_by_blob.clear()
-            _symbols_by_blob[blob] = found
+            if len(cache) > current().max_cached_blobs:
+                cache.clear()
+            cache[blob] = found
         return found
 
     def _text(self, path: str, blob: str) -> str:
         """The text of ``blob`` (the file's state in this snapshot): in git, the blob itself
         (read from the file when it holds that blob, else from git: an edit not yet added is
-        not it); outside git, the file. Empty when unreadable or over ``MAX_PARSE_BYTES``.
+        not it); outside git, the file. Empty when unreadable or over ``max_parse_bytes``.
         Parsed symbols are kept by blob, so they must be the blob's."""
+        limit = current().max_parse_bytes
         if self.git:
-            text = blob_texts(self.root, {blob}, {blob: path}, MAX_PARSE_BYTES).get(blob, "")
+            text = blob_texts(self.root, {blob}, {blob: path}, limit).get(blob, "")
         else:
-            got = read_regular(self.root / path, MAX_PARSE_BYTES)
+            got = read_regular(self.root / path, limit)
             text = got[0].decode("utf-8", "replace") if got is not None else ""
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -186,19 +179,20 @@ class Snapshot:
                     out.setdefault(sym.short, []).append((path, sym))
 
 
-def snapshot(root: str | Path, max_age: float = WALK_TTL,
+def snapshot(root: str | Path, max_age: float | None = None,
              untracked_age: float | None = None) -> Snapshot:
     """The current snapshot of the project at ``root`` (cached against the repository state;
-    outside git, a walk reused while its watch holds or for ``max_age`` seconds: reads pass 0,
-    writes reuse one; in git, the untracked files listed again only when their watch shows a
+    outside git, a walk reused while its watch holds or for ``max_age`` seconds, ``walk_ttl``
+    unless given: reads pass 0, writes reuse one; in git, the untracked files listed again only when their watch shows a
     change, or, without a watch, when older than ``untracked_age``; 0 lists them again)."""
-    root = Path(root)
+    root, tuning = Path(root), current()
+    max_age = tuning.walk_ttl if max_age is None else max_age
     forced = untracked_age is not None and untracked_age <= 0
-    ttl = UNTRACKED_TTL if untracked_age is None else untracked_age
+    ttl = tuning.untracked_ttl if untracked_age is None else untracked_age
     gitdir = git_dir(root)
     key: tuple = ("git", str(gitdir), _git_state(gitdir)) if gitdir else ("walk",)
-    with _lock:
-        hit = _snapshots.get(str(root))
+    with CACHES.snapshots_lock:
+        hit = CACHES.snapshots.get(str(root))
     if hit and hit[0] == key and not gitdir:
         if time.monotonic() - hit[1].made < max_age or _holds(hit[1].watch):
             return hit[1]
@@ -221,8 +215,8 @@ def snapshot(root: str | Path, max_age: float = WALK_TTL,
         hit[1].previous = None  # keep one generation only
         if snap.git and snap.head and snap.head != hit[1].head:
             _warm_history(root, snap.head)
-    with _lock:
-        _snapshots[str(root)] = (key, snap)
+    with CACHES.snapshots_lock:
+        CACHES.snapshots[str(root)] = (key, snap)
     return snap
 
 
@@ -233,12 +227,12 @@ def _holds(watch: Watch | None) -> bool:
 def _kept_list(snap: Snapshot, ttl: float) -> tuple[dict[str, str], Watch | None] | None:
     """``snap``'s untracked files (path -> blob id) and their watch as they are now, without
     ``git ls-files -o``: its watch's folders and ignore files hold (checked at every read up to
-    ``CHECK_EACH_READ`` paths, past that once the list is ``ttl`` seconds old) and the files
+    ``check_each_read`` paths, past that once the list is ``ttl`` seconds old) and the files
     edited since are hashed again; or, without a watch (too many paths), it was listed less
     than ``ttl`` seconds ago. None when git must list them again."""
-    watch = snap.watch
+    watch, tuning = snap.watch, current()
     young = time.monotonic() - snap.untracked_at < ttl
-    if watch is None or young and watch.size > CHECK_EACH_READ:
+    if watch is None or young and watch.size > tuning.check_each_read:
         return (snap.untracked, watch) if young else None
     if not watch.names_hold():
         return None
@@ -246,12 +240,12 @@ def _kept_list(snap: Snapshot, ttl: float) -> tuple[dict[str, str], Watch | None
     edited = watch.edited()
     if not edited:
         return snap.untracked, watch
-    if len(snap.untracked) >= MAX_WALK_FILES:
+    if len(snap.untracked) >= tuning.max_walk_files:
         return None  # a file dropped or added would move the cut: git lists them in order
     started = time.time_ns()
     files = dict(snap.untracked)
     for path in edited:  # the same names: only these files' bytes may have changed
-        blob = _hash(os.path.join(snap.root, path), MAX_PARSE_BYTES)
+        blob = _hash(os.path.join(snap.root, path), tuning.max_parse_bytes)
         if blob is None:
             files.pop(path, None)
         else:
@@ -305,9 +299,9 @@ def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot |
 def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]
                ) -> tuple[dict[str, str], Watch | None]:
     """Files git does not track and does not ignore -> blob ids of their bytes (at most
-    ``MAX_WALK_FILES``, each at most ``MAX_PARSE_BYTES``; a spec's memory folder left out),
+    ``max_walk_files``, each at most ``max_parse_bytes``; a spec's memory folder left out),
     and the watch telling when that list may have changed (None: none could be made)."""
-    started = time.time_ns()
+    started, tuning = time.time_ns(), current()
     try:
         out = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard",
                               "-z"], capture_output=True, timeout=20)
@@ -327,12 +321,12 @@ def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
         if _in_memory_folder(root, folder, memory_dirs):
             continue
-        blob = _hash(os.path.join(root, path), MAX_PARSE_BYTES)  # no big data file read
+        blob = _hash(os.path.join(root, path), tuning.max_parse_bytes)  # no big data file read
         if not path.endswith("/"):  # a nested repository, not a file
             hashed.append(path)
         if blob is not None:
             files[path] = blob
-            if len(files) >= MAX_WALK_FILES:
+            if len(files) >= tuning.max_walk_files:
                 break  # git lists in order: the files after it are left out the same way
     return files, untracked_watch(root, gitdir, tracked_dirs, listed, hashed, started)
 
@@ -374,7 +368,7 @@ def _hash(path: str, max_bytes: int | None = None) -> str | None:
         return None
     if not stat.S_ISREG(st.st_mode) or max_bytes is not None and st.st_size > max_bytes:
         return None  # a FIFO, socket or device (or a link to one): reading it may never end
-    blob = _blob_by_stat.get((path, st.st_size, st.st_mtime_ns))
+    blob = CACHES.blob_by_stat.get((path, st.st_size, st.st_mtime_ns))
     if blob is None:
         now = time.time_ns()
         got = read_regular(path, max_bytes)  # a FIFO swapped in since the stat is not read
@@ -383,7 +377,7 @@ def _hash(path: str, max_bytes: int | None = None) -> str | None:
         data, st = got
         blob = blob_id(data)
         if settled(st.st_mtime_ns, now):  # else a write in the same tick keeps this stat
-            _blob_by_stat[(path, st.st_size, st.st_mtime_ns)] = blob
+            CACHES.blob_by_stat[(path, st.st_size, st.st_mtime_ns)] = blob
     return blob
 
 
@@ -394,7 +388,7 @@ def _memory_folder(path: str, name: str) -> bool:
 
 def _walk_snapshot(root: Path) -> Snapshot:
     """The files under ``root`` (not a git work tree), and the watch of what the walk read."""
-    started = time.time_ns()
+    started, most = time.time_ns(), current().max_walk_files
     files: dict[str, str] = {}
     dirs_read: list[str] = []
     names_seen: list[str] = []
@@ -411,7 +405,7 @@ def _walk_snapshot(root: Path) -> Snapshot:
             if blob is None:
                 continue
             files[os.path.relpath(p, root).replace(os.sep, "/")] = blob
-            if len(files) >= MAX_WALK_FILES:
+            if len(files) >= most:
                 break
         else:
             continue
@@ -419,11 +413,3 @@ def _walk_snapshot(root: Path) -> Snapshot:
     snap = Snapshot(root, None, files, git=False)
     snap.watch = walk_watch(dirs_read, names_seen, started)
     return snap
-
-
-def forget() -> None:
-    """Drop this module's process-wide caches (snapshots, parsed symbols, walked blob ids)."""
-    with _lock:
-        _snapshots.clear()
-    _symbols_by_blob.clear()
-    _blob_by_stat.clear()

@@ -18,10 +18,10 @@ Outside git (``walk_watch``) the walked directories and files.
 The racy-git rule: a file system stamps mtimes from a clock that lags the wall clock by up to a
 tick (a few ms here) and some stamp whole seconds, so a change in the same tick as the listing
 can leave an mtime equal to what the listing saw. A folder or ignore file not safely older than
-the moment the listing started (``settled``: by ``RACY_FINE_NS``, ``RACY_COARSE_NS`` for an
+the moment the listing started (``settled``: by ``racy_fine_ns``, ``racy_coarse_ns`` for an
 mtime of whole seconds) makes the watch never hold: the next read lists again, by which time
 the change is older than the listing. Such a file is hashed again at the next read. Past
-``MAX_WATCHED`` paths no watch is made (its memory grows with the tree, its check nears a
+``max_watched`` paths no watch is made (its memory grows with the tree, its check nears a
 listing's cost); the caller falls back to its time-to-live.
 """
 
@@ -32,11 +32,9 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
+from .code_caches import CACHES
+from .code_tuning import CodeTuning, current
 from .history import common_dir
-
-MAX_WATCHED = 100_000  # paths a watch keeps (a check ~1.2 us each); past it, the caller's TTL
-RACY_FINE_NS = 20_000_000  # a kernel tick is 1-10 ms: 20 ms covers the lag of its clock
-RACY_COARSE_NS = 2_000_000_000  # file systems with 1 s (ext3, HFS+) or 2 s (FAT) mtimes
 
 
 def _sig(path: str) -> tuple | None:
@@ -47,11 +45,12 @@ def _sig(path: str) -> tuple | None:
     return (st.st_mode >> 12, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def settled(mtime_ns: int, at_ns: int) -> bool:
+def settled(mtime_ns: int, at_ns: int, tuning: CodeTuning | None = None) -> bool:
     """Whether an mtime is safely older than the wall-clock moment ``at_ns`` (a change after
-    that moment cannot have stamped it): by ``RACY_FINE_NS``, or ``RACY_COARSE_NS`` for a
-    whole-second mtime."""
-    return mtime_ns < at_ns - (RACY_COARSE_NS if mtime_ns % 1_000_000_000 == 0 else RACY_FINE_NS)
+    that moment cannot have stamped it): by ``racy_fine_ns``, or ``racy_coarse_ns`` for a
+    whole-second mtime (of ``tuning``, the one in force unless given)."""
+    t = tuning or current()
+    return mtime_ns < at_ns - (t.racy_coarse_ns if mtime_ns % 1_000_000_000 == 0 else t.racy_fine_ns)
 
 
 class Watch:
@@ -62,8 +61,9 @@ class Watch:
     def __init__(self, stats: dict[str, tuple | None], started_ns: int, root: str = "",
                  files: dict[str, tuple | None] | None = None):
         self.stats, self.root, self.files = stats, root, files or {}
-        self.racy = any(not settled(s[2], started_ns) for s in stats.values() if s)
-        self.unsettled = {p for p, s in self.files.items() if s and not settled(s[2], started_ns)}
+        t = current()
+        self.racy = any(not settled(s[2], started_ns, t) for s in stats.values() if s)
+        self.unsettled = {p for p, s in self.files.items() if s and not settled(s[2], started_ns, t)}
 
     @property
     def size(self) -> int:
@@ -95,7 +95,7 @@ class Watch:
 def walk_watch(dirs: Iterable[str], files: Iterable[str], started_ns: int) -> Watch | None:
     """The watch of a folder walk: the directories it read and the files it hashed."""
     paths = [*dirs, *files]
-    if len(paths) > MAX_WATCHED:
+    if len(paths) > current().max_watched:
         return None
     return Watch({p: _sig(p) for p in paths}, started_ns)
 
@@ -105,16 +105,16 @@ def untracked_watch(root: Path, gitdir: Path, tracked_dirs: set[str], listed: It
     """The watch of ``git ls-files -o --exclude-standard`` run in ``root`` from ``started_ns``:
     ``tracked_dirs`` (``folders`` of the tracked files), ``listed`` (its output: a ``dir/`` is a
     nested repository, not read by git) and ``hashed`` (the listed files whose bytes the snapshot
-    holds) are root-relative. None past ``MAX_WATCHED`` paths or when git cannot say what it
+    holds) are root-relative. None past ``max_watched`` paths or when git cannot say what it
     ignores."""
-    listed = list(listed)
+    listed, most = list(listed), current().max_watched
     opaque = {p.rstrip("/") for p in listed if p.endswith("/")}
     dirs = folders(listed, set(tracked_dirs))
     base = str(root)
     stats: dict[str, tuple | None] = {}
     frontier = _scan(base, dirs, dirs | opaque, stats)
     while frontier:  # directories with nothing listed in them: git read them unless it ignores them
-        if len(stats) > MAX_WATCHED:
+        if len(stats) > most:
             return None
         ignored = _ignored(root, frontier)
         if ignored is None:
@@ -125,7 +125,7 @@ def untracked_watch(root: Path, gitdir: Path, tracked_dirs: set[str], listed: It
     for p in _ignore_sources(root, gitdir):
         stats[p] = _sig(p)
     files = {p: _sig(f"{base}/{p}") for p in hashed}
-    return Watch(stats, started_ns, base, files) if len(stats) + len(files) <= MAX_WATCHED else None
+    return Watch(stats, started_ns, base, files) if len(stats) + len(files) <= most else None
 
 
 def folders(paths: Iterable[str], dirs: set[str] | None = None) -> set[str]:
@@ -191,9 +191,6 @@ def _ignored(root: Path, paths: set[str]) -> set[str] | None:
     return {p.decode("utf-8", "surrogateescape") for p in out.stdout.split(b"\0") if p}
 
 
-_excludes_named: dict[tuple, str] = {}  # (root, config files' stats) -> core.excludesFile
-
-
 def _ignore_sources(root: Path, gitdir: Path) -> list[str]:
     """The ignore files outside the watched directories, present or not: ``.gitignore`` above
     ``root`` up to the work tree's top, ``info/exclude``, the global excludes file and the
@@ -210,7 +207,8 @@ def _ignore_sources(root: Path, gitdir: Path) -> list[str]:
                str(xdg / "config"), "/etc/gitconfig"]
     out += [str(common / "info" / "exclude"), str(xdg / "ignore"), *configs]
     key = (str(root), *(_sig(p) for p in configs))
-    named = _excludes_named.get(key)
+    memo = CACHES.excludes_named  # (root, config files' stats) -> core.excludesFile
+    named = memo.get(key)
     if named is None:  # read again only when a config file changed
         try:
             named = subprocess.run(["git", "-C", str(root), "config", "--path", "--get",
@@ -218,9 +216,9 @@ def _ignore_sources(root: Path, gitdir: Path) -> list[str]:
                                    timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             named = ""
-        if len(_excludes_named) > 64:
-            _excludes_named.clear()
-        _excludes_named[key] = named
+        if len(memo) > current().excludes_memo:
+            memo.clear()
+        memo[key] = named
     if named:
         out.append(named if os.path.isabs(named) else str(root / named))
     return out

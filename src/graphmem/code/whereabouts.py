@@ -4,11 +4,12 @@ A value that changed over time ("where is ``stripe_refund``?" after it moved fro
 ``b.py``) has a current answer and superseded ones, and the memories that give the superseded
 ones are often the best word matches: the sessions that worked on it while it lived in ``a.py``.
 So when a query names one or two code names (``anchors.query_symbols``: functions, classes,
-methods such as ``Session.commit``) that the project defines now in at most ``MAX_HOMES`` files:
+methods such as ``Session.commit``) that the project defines now in at most ``max_homes`` files
+(``code_tuning.py``):
 
 - ``promote``: the codebase-map entry (kind ``file``) of each file that defines them now, at
-  most ``MAX_PROMOTED``, fetched from the index when it was not among the candidates (an entry's
-  id is its path's, ``insight_items``), goes no lower than place ``PROMOTE_AT``, and above the
+  most ``max_promoted``, fetched from the index when it was not among the candidates (an entry's
+  id is its path's, ``insight_items``), goes no lower than place ``promote_at``, and above the
   first unmarked hit that names a file the name has left (``former_homes``: the files recorded
   works added it to, changed it in or moved it from, ``changes.py``), so an agent reading from the
   top meets the current home before a superseded one; an entry already higher keeps its place.
@@ -17,8 +18,8 @@ methods such as ``Session.commit``) that the project defines now in at most ``MA
   is marked ``moved`` (its freshness), with ``asked_moved: {"X": ["b.py"]}``; search and context
   show "`X` is now in b.py".
 
-A name defined in more files says too little to answer (``MAX_HOMES``), and a query naming more
-than ``MAX_NAMES`` defined names is a task, not a question about where one thing is. Both steps
+A name defined in more files says too little to answer (``max_homes``), and a query naming more
+than ``max_names`` defined names is a task, not a question about where one thing is. Both steps
 read the snapshot's symbol table that code recall already built (``Snapshot.definitions``) and
 the anchor book's work index; the names asked are kept per query on the snapshot, so a search
 pays a few dict look-ups (and one index read when an entry was not a candidate).
@@ -32,15 +33,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..models import Hit, stable_id
-from .anchors import MAX_SYMBOL_FILES, query_symbols
+from .anchors import query_symbols
+from .code_tuning import current
 from .tree import Snapshot
 
-MAX_NAMES = 2  # defined names a query may use and still ask where one thing is
-MAX_HOMES = MAX_SYMBOL_FILES  # files defining a name, at most, for it to have a home
-MAX_PROMOTED = 2  # map entries of those files put among the first hits
-PROMOTE_AT = 2  # the lowest place of the first of them (0: first)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_MEMO_SIZE = 64
 
 
 @dataclass(frozen=True)
@@ -55,13 +52,13 @@ class Asked:
 
 def asked_homes(query: str, snap: Snapshot | None) -> list[Asked]:
     """The code names ``query`` uses that the project defines now, with their files (empty
-    when it names none, or more than ``MAX_NAMES``); kept per query on the snapshot."""
+    when it names none, or more than ``max_names``); kept per query on the snapshot."""
     if snap is None or not query or not getattr(snap, "files", None):
         return []
     memo = snap.__dict__.setdefault("_asked_homes", {})
     got = memo.get(query)
     if got is None:
-        if len(memo) >= _MEMO_SIZE:
+        if len(memo) >= current().asked_memo:
             memo.clear()
         got = memo[query] = _resolve(query, snap)
     return got
@@ -81,9 +78,10 @@ def _resolve(query: str, snap: Snapshot) -> list[Asked]:
                 found[key] = Asked(name, frozenset({name, cand, *(s.name for _, s in rows)}),
                                    tuple(dict.fromkeys(p for p, _ in rows)))
             break
-    if len(found) > MAX_NAMES:
+    t = current()
+    if len(found) > t.max_names:
         return []
-    return [a for a in found.values() if len(a.homes) <= MAX_HOMES]
+    return [a for a in found.values() if len(a.homes) <= t.max_homes]
 
 
 def former_homes(asked: list[Asked], works: Iterable) -> set[str]:
@@ -106,23 +104,24 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
             fetch: Callable[[list[str], set[str]], list[Hit]] | None = None,
             former: set[str] | frozenset[str] = frozenset()) -> list[Hit]:
     """``hits`` with the map entries of the files defining the asked names now at place
-    ``PROMOTE_AT`` at the lowest, and above the first unmarked hit that points to one of the
+    ``promote_at`` at the lowest, and above the first unmarked hit that points to one of the
     ``former`` files (its text or its files name it); an entry already higher keeps its place.
     ``scopes`` are the (project, spec) keys whose map entries count, ``fetch(ids, known)``
     reads the missing ones from the index."""
     homes = list(dict.fromkeys(p for a in asked for p in a.homes))
     if not homes:
         return hits
+    t = current()
     first = next((n for n, h in enumerate(hits) if "removed" not in h.metadata), len(hits))
     wrong = next((n for n, h in enumerate(hits) if n >= first and _points_to(h, former)), None)
     right = next((n for n, h in enumerate(hits) if _names_home(h, homes)), None)
-    if right is not None and right <= first + PROMOTE_AT and (wrong is None or right < wrong):
+    if right is not None and right <= first + t.promote_at and (wrong is None or right < wrong):
         return hits  # the current home is met first already: nothing to move
     scopes = list(dict.fromkeys(scopes))
     mine = set(scopes)
     have = [h for h in hits if h.kind == "file" and (h.project, h.spec) in mine
             and h.metadata.get("path") in homes]
-    if len(have) < MAX_PROMOTED and fetch is not None:
+    if len(have) < t.max_promoted and fetch is not None:
         known = {h.id for h in hits}
         ids = [stable_id(project, spec, "file", p) for project, spec in scopes for p in homes]
         have += [h for h in fetch([i for i in ids if i not in known], known)
@@ -130,14 +129,14 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
     one = {}  # one entry per file (the best placed): a second one for the same file adds nothing
     for h in have:
         one.setdefault(h.metadata["path"], h)
-    chosen = list(one.values())[:MAX_PROMOTED]
+    chosen = list(one.values())[:t.max_promoted]
     if not chosen:
         return hits
     was = {h.id: n for n, h in enumerate(hits)}
     ids = {h.id for h in chosen}
     rest = [h for h in hits if h.id not in ids]
     first = next((n for n, h in enumerate(rest) if "removed" not in h.metadata), len(rest))
-    at = first + PROMOTE_AT  # after the works that removed a name it asks
+    at = first + t.promote_at  # after the works that removed a name it asks
     at = min(at, next((n for n, h in enumerate(rest) if n >= first and _points_to(h, former)), at))
     out = rest
     for n, h in enumerate(sorted(chosen, key=lambda h: was.get(h.id, len(hits)))):

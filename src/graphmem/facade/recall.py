@@ -143,7 +143,7 @@ class Recall:
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
-        from graphmem.code import named_files, with_freshness
+        from graphmem.code import named_files
 
         # In a project with code, a few more candidates than asked, for code recall to re-order
         # (LoCoMo, with no code, keeps its cost: p50 8 ms, not 22).
@@ -165,44 +165,18 @@ class Recall:
         else:
             specs.add(Path(self.scope.spec_dir))
 
-        asked = []
-        if code:  # re-ranked by the files the best candidates are about (code/recall.py)
-            from graphmem.code.reorder import code_recall
-            from ..code.whereabouts import asked_homes, mark_moved
+        from ..code.after_ranking import rerank_and_mark
 
-            hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
-                               fetch=self._fetcher(kinds), keep=limit + CODE_SLACK, query=query,
-                               snap=snap)
-            asked = asked_homes(query, snap)  # "where is X now" (code/whereabouts.py)
-        hits = with_freshness(hits, root, spec_dir_of=self._spec_dir_of, snap=snap, query=query)
-        if asked:  # a map entry listing X for a file that no longer defines it: moved; the
-            hits = mark_moved(hits, asked, project.key)  # entries of X's files now rise
-            hits = self._promote_homes(hits, asked, spec, kinds, snap, sorted(map(str, specs)),
-                                       query)
+        # re-ranked by code, freshness marked, "where is X now" answered (code/after_ranking.py)
+        hits = rerank_and_mark(hits, query, code=code, focus=focus, snap=snap, root=root,
+                               project=project.key, spec=spec, own_spec=self.scope.spec_key,
+                               specs=sorted(map(str, specs)), spec_dir_of=self._spec_dir_of,
+                               fetch=self._fetcher(kinds), keep=limit + CODE_SLACK)
         from graphmem.files.validity_log import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of,
                                       fetch=self._fresh_fetcher(kinds, snap, query))
         return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
-
-    def _promote_homes(self, hits: list[Hit], asked: list, spec: str | None,
-                       kinds: tuple[str, ...] | None, snap, specs: list[str], query: str
-                       ) -> list[Hit]:
-        """``hits`` with the map entries of the files defining the asked names now among the
-        first (``code/whereabouts.py``), from this project's specs (``spec`` alone if given)."""
-        from graphmem.code import with_freshness
-        from ..code.anchors import book
-        from ..code.whereabouts import former_homes, promote
-
-        key = self.scope.project.key
-        keys = [spec] if spec is not None else [self.scope.spec_key,
-                                                *(h.spec for h in hits if h.project == key)]
-        fetch = self._fetcher(kinds)
-        return promote(hits, asked, [(key, s) for s in keys if s],
-                       fetch=lambda ids, known: with_freshness(
-                           fetch(ids, known), self.scope.root, spec_dir_of=self._spec_dir_of,
-                           snap=snap, query=query),
-                       former=former_homes(asked, [book(s).works for s in specs]))
 
     def _fresh_fetcher(self, kinds: tuple[str, ...] | None, snap=None, query: str = ""):
         """``fetch(ids)`` for validity (``apply_validity``): the index rows of ``ids`` as hits
