@@ -359,6 +359,7 @@ def to_time(value: Any, field: str = "at") -> datetime:
     an aware UTC datetime; None -> now. A ValidationError names ``field``."""
     if value is None:
         return utcnow()
+    t: datetime | None
     if isinstance(value, datetime):
         t = _aware(value)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
