@@ -23,7 +23,7 @@ import re
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..models import MemoryItem
 from graphmem.code import changes
@@ -124,7 +124,7 @@ def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
 
 
 def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
-                touched: list[dict] = ()) -> list[dict]:
+                touched: Sequence[dict] = ()) -> list[dict]:
     """The anchors of one item: its own paths and symbols, then its session's files and the
     symbols the session added or changed there (``touched_symbols``)."""
     text = item.text
