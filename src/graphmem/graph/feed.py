@@ -50,6 +50,7 @@ async def server_ms(store: Any, project: str) -> int:
 async def items_by_id(store: Any, project: str, ids: list[str]) -> list[list]:
     """``HIT_FIELDS`` rows of the given items (those still in the graph), in chunks; a chunk
     cut short by the server's RESULTSET_SIZE is asked for again without what came back."""
+    rows: list[list]
     gid, rows, pending = schema.group_id(project), [], list(dict.fromkeys(ids))
     while pending:
         chunk, pending = pending[:BATCH], pending[BATCH:]
@@ -68,6 +69,7 @@ async def item_ids(store: Any, project: str, spec: str | None = None,
     machine: ``host``)."""
     where = ("n.gm_kind IS NOT NULL" + (" AND n.gm_spec = $spec" if spec is not None else "")
              + (" AND n.gm_host = $host" if host is not None else ""))
+    ids: set[str]
     gid, ids, after = schema.group_id(project), set(), ""
     while True:
         res = await store.query(gid, f"MATCH (n:Entity) WHERE {where} AND n.uuid > $after "
