@@ -429,12 +429,16 @@ class Hit(BaseModel):
         return new
 
 
+IndexOutcome = Literal["indexed", "off", "failed"]  # what the local index did with a write
+GraphOutcome = Literal["written", "queued", "off"]  # what the graph did with it
+
+
 class SaveReport(BaseModel):
     """Which backends took a write: ``files`` always, then ``index`` and ``graph``."""
 
     files: Literal["written", "unchanged"] = "written"
-    index: Literal["indexed", "off", "failed"] = "off"
-    graph: Literal["written", "queued", "off"] = "off"
+    index: IndexOutcome = "off"
+    graph: GraphOutcome = "off"
     items: int = 0
     path: str = ""
     detail: str | None = None
