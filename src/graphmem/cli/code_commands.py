@@ -91,6 +91,7 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
     from graphmem.hooks import git_hooks as hooks
 
     project = _project(args)
+    assert project is not None  # hooks takes no --spec-dir: the project folder or the current one
     if args.action == "install":
         out = hooks.install(project)
         return _emit(args, out, lambda o: print(

@@ -48,7 +48,7 @@ ProjectArg = Annotated[str | None, Field(
                 "alone, it allows project-wide reads (search_memory, get_context)")]
 
 
-def _int(description: str, **bounds: int) -> Any:
+def _int(description: str, **bounds: Any) -> Any:  # bounds: Field's ge / le (ints)
     # strict: JSON 3 only; "3", 3.0 and true are refused instead of coerced.
     return Field(strict=True, description=description, **bounds)
 
