@@ -206,7 +206,7 @@ def _left_for(a: dict, snap: Snapshot) -> str | None:
     ``anchor_state`` asks whether that file is the old one renamed), else None."""
     if a.get("path") in snap.files:
         return None
-    homes = {p for p, _ in snap.definitions.get(a["symbol"], ())}  # a symbol anchor's
+    homes = {p for p, _ in snap.definitions.get(a["symbol"], ())}  # asked of symbol anchors only
     return next(iter(homes)) if len(homes) == 1 else None
 
 

@@ -231,10 +231,11 @@ class View:
     # ---- vectors -------------------------------------------------------------------------
     def rows_vectors(self, pos: np.ndarray) -> np.ndarray:
         """The vectors of the rows at ``pos`` (base and delta), as one matrix."""
-        assert self.vectors is not None and self.d_vectors is not None  # callers check view.vectors
+        assert self.vectors is not None  # callers check view.vectors
         inb = pos < self.nb
         if inb.all():
             return np.asarray(self.vectors[pos])
+        assert self.d_vectors is not None  # the delta is embedded as the base is
         out = np.empty((len(pos), self.vectors.shape[1]), np.float32)
         out[inb] = self.vectors[pos[inb]]
         out[~inb] = self.d_vectors[pos[~inb] - self.nb]
