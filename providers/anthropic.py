@@ -65,7 +65,7 @@ class AnthropicLLM(HTTPProvider, LLM):
                        temperature: float = 0.0) -> str:
         """Chat messages -> the assistant's text."""
         data = await self._messages(normalise_messages(messages), max_tokens, temperature)
-        texts = [b.get("text") for b in data["content"] if isinstance(b, dict) and b.get("type") == "text"]
+        texts: list[Any] = [b.get("text") for b in data["content"] if isinstance(b, dict) and b.get("type") == "text"]
         if not texts or not all(isinstance(t, str) for t in texts):
             raise malformed("anthropic", "message", data)
         return "".join(texts)

@@ -176,7 +176,12 @@ class _UndeclaredTokenEncoder(_Undeclared, TokenEncoder):
 
 async def embed_query(embedder: Any, text: str) -> list[float]:
     """A search query's vector from any embedder (kept for callers written before the bases)."""
-    return await as_embedder(embedder).embed_query(text)
+    emb = as_embedder(embedder)
+    if emb is None:
+        from ..errors import ValidationError
+
+        raise ValidationError("no embedder given", field="embedder")
+    return await emb.embed_query(text)
 
 
 def as_embedder(obj: Any) -> Embedder | None:

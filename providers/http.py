@@ -140,6 +140,7 @@ class VendorHTTP:
         if state.attempt_number >= self.max_tries:
             return True
         # Stop now rather than sleep past the budget: the total time stays bounded.
+        assert state.seconds_since_start is not None  # tenacity stops after an outcome
         return state.seconds_since_start + (state.upcoming_sleep or 0.0) > self.budget
 
     async def post(self, path: str, body: dict[str, Any], params: dict[str, str] | None = None,
@@ -245,6 +246,7 @@ def malformed(provider: str, what: str, data: Any) -> ProviderError:
 
 def batches(texts: Sequence[str], max_items: int, max_chars: int) -> Iterable[tuple[int, list[str]]]:
     """Split texts into (offset, chunk) within a count and a rough size limit, keeping order."""
+    chunk: list[str]
     start, chunk, size = 0, [], 0
     for i, text in enumerate(texts):
         if chunk and (len(chunk) >= max_items or size + len(text) > max_chars):

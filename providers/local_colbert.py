@@ -162,6 +162,7 @@ class ColbertMeanEmbedder(InProcessEmbedder):
 
     name = "local/answerai-colbert-small-v1"  # its vectors: the token matrices' means
     dimension = DIM
+    token_encoder: ColbertEncoder
 
     def __init__(self, encoder: ColbertEncoder,
                  similar: Callable[[], InProcessEmbedder] | None = None) -> None:

@@ -152,6 +152,9 @@ def dequantise(source: Path, target: Path) -> int:
             raise ValueError(f"{name} is not a constant weight")
         return numpy_helper.to_array(inits[name]).astype(np.float32)
 
+    replace: dict[int, Any]  # id(MatMulInteger node) -> its float MatMul
+    dropped: set[int]
+    added: list[Any]
     replace, dropped, added = {}, set(), []
     for node in graph.node:
         if node.op_type != "MatMulInteger":

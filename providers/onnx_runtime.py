@@ -129,7 +129,7 @@ def _cached_session(source: Path, stem: str, cache: Path | None,
             cached.unlink(missing_ok=True)
     opts = session_options(ort, True, threads)
     tmp = None
-    if cached is not None:
+    if cache is not None and cached is not None:
         try:
             cache.mkdir(parents=True, exist_ok=True)
             tmp = cache / f".{cached.name}.{os.getpid()}.{threading.get_ident()}.tmp"
@@ -137,7 +137,7 @@ def _cached_session(source: Path, stem: str, cache: Path | None,
         except OSError:
             tmp = None  # read-only home: run without the cache
     session = ort.InferenceSession(str(source), opts, providers=["CPUExecutionProvider"])
-    if tmp is not None and tmp.is_file():
+    if tmp is not None and cached is not None and tmp.is_file():
         try:
             os.replace(tmp, cached)  # atomic: concurrent processes never see half a file
         except OSError:

@@ -29,7 +29,7 @@ MAX_INPUTS, MAX_CHARS = 2048, 250_000
 
 def _reasoning(model: str | None) -> bool:
     # o-series and gpt-5 models take max_completion_tokens and refuse a temperature.
-    return bool(model) and model.startswith(("o1", "o3", "o4", "gpt-5"))
+    return bool(model and model.startswith(("o1", "o3", "o4", "gpt-5")))
 
 
 class OpenAIChat(HTTPProvider, LLM):

@@ -11,7 +11,7 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from graphmem import providers
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, ValidationError
 from graphmem.health import Row
 from graphmem.index import local_search as query_module
 from graphmem.index import rerank
@@ -141,6 +141,13 @@ def test_an_undeclared_object_is_wrapped_once_with_the_derived_methods():
     assert asyncio.run(emb.embed_query("abc")) == [3.0]
     assert base.as_embedder(emb) is emb and base.as_embedder(None) is None
     assert not isinstance(emb, base.InProcessEmbedder)  # no capability it did not declare
+
+
+def test_embed_query_without_an_embedder_names_the_argument():
+    """The module-level helper refuses None with the library's error, not an AttributeError."""
+    with pytest.raises(ValidationError) as err:
+        asyncio.run(base.embed_query(None, "which cache?"))
+    assert err.value.field == "embedder"
 
 
 def test_a_plugin_embedder_without_a_dimension_is_a_config_error(plugins):

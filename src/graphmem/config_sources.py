@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Literal, Mapping, NamedTuple, get_args
 
 from .errors import ConfigError
 
-SEARCH_SERVER_MODES = ("auto", "off")  # settings.SearchServerSettings.mode
+SearchServerMode = Literal["auto", "off"]  # settings.SearchServerSettings.mode
+SEARCH_SERVER_MODES: tuple[str, ...] = get_args(SearchServerMode)
 DEFAULT_IDLE = 900.0  # seconds without a request before the warm search server exits
 
 

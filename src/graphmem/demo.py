@@ -24,7 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from .graph.server import EmbeddedServer
 
 MARKER = ".graphmem-demo"  # marks a folder the demo created, so only such folders are wiped
 PROJECT_FILES = ("shopfront.json", "telemetry.json")
@@ -64,7 +67,7 @@ class Demo:
         self.graph = graph
         self.steps: list[Step] = []
         self.projects: dict[str, dict[str, Any]] = {}  # name -> {data, dir, spec, memory}
-        self.server = None
+        self.server: EmbeddedServer | None = None
 
     # ---- bookkeeping ----------------------------------------------------------------------
     @contextmanager
@@ -142,7 +145,7 @@ class Demo:
         data = p["data"]
         with self.step(f"save {name}") as st:
             mem = p["memory"] = Memory(p["spec"])  # the project is found from the spec
-            counts = {"sessions": 0, "turns": 0, "items": 0, "graph": set()}
+            counts: dict[str, Any] = {"sessions": 0, "turns": 0, "items": 0, "graph": set()}
             for session in data["sessions"]:
                 sid = mem.start_session(str(p["dir"]), model=session.get("model"), mode="agent")
                 for turn in session["turns"]:

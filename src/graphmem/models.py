@@ -359,6 +359,7 @@ def to_time(value: Any, field: str = "at") -> datetime:
     an aware UTC datetime; None -> now. A ValidationError names ``field``."""
     if value is None:
         return utcnow()
+    t: datetime | None
     if isinstance(value, datetime):
         t = _aware(value)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -428,12 +429,16 @@ class Hit(BaseModel):
         return new
 
 
+IndexOutcome = Literal["indexed", "off", "failed"]  # what the local index did with a write
+GraphOutcome = Literal["written", "queued", "off"]  # what the graph did with it
+
+
 class SaveReport(BaseModel):
     """Which backends took a write: ``files`` always, then ``index`` and ``graph``."""
 
     files: Literal["written", "unchanged"] = "written"
-    index: Literal["indexed", "off", "failed"] = "off"
-    graph: Literal["written", "queued", "off"] = "off"
+    index: IndexOutcome = "off"
+    graph: GraphOutcome = "off"
     items: int = 0
     path: str = ""
     detail: str | None = None

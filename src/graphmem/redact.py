@@ -201,7 +201,7 @@ def substitute(kind: str, pattern: re.Pattern, text: str, low: str | None = None
     generic = kind in _GENERIC
     group = "s" if "s" in pattern.groupindex else 0
     out, last = [], 0
-    for m in (fast.finditer(low) if fast is not None else pattern.finditer(text)):
+    for m in (fast.finditer(low) if fast is not None and low is not None else pattern.finditer(text)):
         start, end = m.span(group)
         bare = start < 0  # env_secret's unquoted value (group ``b``): code is not a secret
         if bare:

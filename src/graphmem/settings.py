@@ -18,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args, get_origin
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from .config_sources import (DEFAULT_IDLE, ENV_NAMES, SEARCH_SERVER_MODES, default_home,
+from .config_sources import (DEFAULT_IDLE, ENV_NAMES, SearchServerMode, default_home,
                              default_model_cache, put, raw_settings, read_sources)
 from .errors import ConfigError, field_name, first_problem
+
+if TYPE_CHECKING:
+    from pydantic.json_schema import JsonDict
 
 GraphMode = Literal["on", "off", "auto"]
 LocalEmbeddingModel = Literal["default", "answerai-colbert-small-v1", "bge-small-en-v1.5",
@@ -33,10 +36,9 @@ LocalEmbeddingModel = Literal["default", "answerai-colbert-small-v1", "bge-small
 LocalReranker = Literal["default", "ms-marco-MiniLM-L-12-v2"]
 LateInteraction = Literal["default", "answerai-colbert-small-v1", "off"]
 LateSearch = Literal["auto", "rerank", "all"]
-SearchServerMode = Literal[SEARCH_SERVER_MODES]
 
 
-def _shown(default: str | None = None, values: str | None = None) -> dict[str, str]:
+def _shown(default: str | None = None, values: str | None = None) -> JsonDict:
     """How the README's table shows a field whose default or values the type cannot say."""
     return {k: v for k, v in (("shown_default", default), ("shown_values", values)) if v}
 

@@ -105,6 +105,7 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
         raise ValidationError("--user needs an agent (graphmem hooks install claude-code --user)",
                               field="user")
     project = _project(args)
+    assert project is not None  # hooks takes no --spec-dir: the project folder or the current one
     if args.action == "install":
         out = hooks.install(project)
         return _emit(args, out, lambda o: print(

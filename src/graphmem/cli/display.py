@@ -10,7 +10,7 @@ process's environment.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 _SEQUENCES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, clear screen
@@ -61,10 +61,10 @@ def console_for(env: Mapping[str, str], file: Any) -> Any:
     terminal = tty == "1" if tty in ("0", "1") else env.get("FORCE_COLOR", "") != ""
     term = env.get("TERM", "").strip().lower()
     dumb = terminal and term in ("dumb", "unknown")
-    colors = None
+    colors: Literal["truecolor", "256", "standard"] | None = None
     if terminal and not dumb:
         colors = ("truecolor" if env.get("COLORTERM", "").strip().lower() in ("truecolor", "24bit")
-                  else {"kitty": "256", "256color": "256"}.get(term.rpartition("-")[2], "standard"))
+                  else "256" if term.rpartition("-")[2] in ("kitty", "256color") else "standard")
     width, height = number("COLUMNS"), number("LINES")
     if dumb and (width is None or height is None):
         width, height = 80, 25  # rich's size for a dumb terminal unless both are set

@@ -245,6 +245,7 @@ def run_doctor(spec_dir: Path | None, project_dir: Path | None, check: bool = Fa
     from graphmem.settings import Settings
 
     sections: dict[str, list[dict]] = {}
+    settings: Settings | None
     try:
         settings = Settings.load()
     except Exception as exc:  # a broken configuration is itself the finding

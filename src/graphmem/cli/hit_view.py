@@ -39,17 +39,17 @@ def stale_note(meta: dict) -> str:
     from graphmem.rules.context import validity_note
 
     out = [note for note in (validity_note(meta),) if note]
-    f = meta.get("freshness") if isinstance(meta.get("freshness"), dict) else {}
+    f = x if isinstance(x := meta.get("freshness"), dict) else {}
     state = f.get("state")
     if state == "gone":
         out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))
-        work = f.get("work_gone") if isinstance(f.get("work_gone"), dict) else {}
+        work = x if isinstance(x := f.get("work_gone"), dict) else {}
         if work.get("symbols"):
             out.append(f"the {len(work['symbols'])} symbols its work wrote are defined nowhere now")
         if work.get("files"):
             out.append(f"{len(work['files'])} of the {work.get('of')} files its work changed "
                        "are no longer in the tree")
-        removed = f.get("removed_in") if isinstance(f.get("removed_in"), dict) else {}
+        removed = x if isinstance(x := f.get("removed_in"), dict) else {}
         out.extend(f"{name} was removed in session {', '.join(map(str, who))}"
                    for name, who in list(removed.items())[:3] if isinstance(who, list) and who)
     elif state == "moved":

@@ -130,7 +130,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
                             rerank=args.rerank, include_history=args.include_history)
             notes = list(m.search_notes)
         data = [h.model_dump(mode="json") for h in hits]
-    elif isinstance(answer.get("text"), str):
+    elif answer and isinstance(answer.get("text"), str):  # (data came from answer)
         sys.stdout.write(answer["text"])
         _tell(notes)
         return 0

@@ -122,11 +122,13 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
             from graphmem.hooks.agent_context import answer
 
             return {"context": await answer(mem, req)}
+        task: Any = req.get("task")  # the façade checks each field (it refuses a missing one)
+        query: Any = req.get("query")
         if op == "context":
-            text = await mem.context(req.get("task"), max_tokens=req.get("max_tokens", 1500),
+            text: str | None = await mem.context(task, max_tokens=req.get("max_tokens", 1500),
                                      files=req.get("files"))
             return {"context": text, "notes": list(mem.search_notes)}
-        hits = await mem.search(req.get("query"), scope=req.get("scope", "project"),
+        hits = await mem.search(query, scope=req.get("scope", "project"),
                                 kinds=req.get("kinds"), limit=req.get("limit", 10),
                                 rerank=req.get("rerank", False),
                                 include_history=req.get("include_history", False))

@@ -136,7 +136,7 @@ def removals(spec_dirs: Iterable[str | Path], target: str,
     from .anchors import book
 
     path, _, name = target.rpartition(":") if ":" in target else ("", "", target)
-    out = []
+    out: list[dict[str, Any]] = []
     for spec in spec_dirs:
         works = book(spec).works
         for sym, head in works.removed_by.items():
@@ -189,6 +189,8 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
     (see the module docstring); ``rows`` are
     the memories as the local index holds them (id -> ``Hit``); ``works_of(row)``, the work
     lines of its spec (``changes.Works``), gives the same ``work_gone`` mark as a search."""
+    current: list[dict[str, Any]]
+    gone: list[dict[str, Any]]
     current, gone, history = [], [], []
     for m in mentions:
         row = rows.get(m.id)
@@ -272,8 +274,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             if f["changed"]:  # renamed and mostly rewritten in one commit
                 extra += "; " + ", ".join(f["changed"]) + " changed since"
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
-            why = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
-            extra = " (" + "; ".join([*why, *([f["reason"]] if f.get("reason") else [])]) + ")"
+            said = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
+            extra = " (" + "; ".join([*said, *([f["reason"]] if f.get("reason") else [])]) + ")"
         elif f["state"] == "gone" and f.get("work_gone"):
             w = f["work_gone"]
             extra = (f" ({len(w['files'])} of the {w['of']} files its work changed are no longer"

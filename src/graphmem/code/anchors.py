@@ -22,7 +22,7 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from ..models import MemoryItem
 from graphmem.code import changes
@@ -125,7 +125,7 @@ def find_symbols(text: str, snap: Snapshot, near: list[str]) -> list[dict]:
 
 
 def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
-                touched: list[dict] = ()) -> list[dict]:
+                touched: Sequence[dict] = ()) -> list[dict]:
     """The anchors of one item: its own paths and symbols, then its session's files and the
     symbols the session added or changed there (``touched_symbols``)."""
     text = item.text

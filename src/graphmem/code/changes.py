@@ -59,6 +59,7 @@ _HEX = re.compile(r"[0-9a-f]{4,64}")
 def diff(snap: Snapshot, base: str) -> list[tuple[str, str, str, str]] | None:
     """``(status, path, old blob, new blob)`` of the files that differ between ``base`` and the
     snapshot's HEAD (None when git cannot say: ``base`` is not in the repository)."""
+    assert snap.head is not None  # callers pass a snapshot at a commit
     raw = _git(snap.root, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", base, snap.head)
     if raw is None:
         return None
@@ -220,7 +221,7 @@ class Works:
     def join(self, head: str | None, session: str | None, items: Iterable[str]) -> None:
         """An anchor record written at ``head`` by one of the work's sessions: its items join."""
         w = self.by_head.get(head) if head else None
-        if w is not None and session in w["sessions"]:
+        if w is not None and head and session in w["sessions"]:
             items = [i for i in items if i not in w["items"]]
             w["items"].extend(items)
             self.version += 1

@@ -78,6 +78,7 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
         found = snap.definitions.get(sym, [])
         here = [s for p, s in found if p == path]
         if here:
+            assert path is not None  # it names a file of the definitions found
             if any(s.digest == a.get("digest") for s in here):
                 out["state"] = "current"  # its own lines are as they were
                 out["edited"] = snap.files.get(path) != a.get("blob")
@@ -93,7 +94,7 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
         else:
             out["state"] = "gone"
         return out
-    blob = snap.files.get(path)
+    blob = snap.files.get(path) if path is not None else None
     if blob is not None:
         if blob == a.get("blob"):
             out["state"] = "current"
@@ -135,7 +136,7 @@ def _mostly_at(blob: str, path: str, snap: Snapshot) -> bool:
     return kept is not None and kept >= current().renamed_share
 
 
-def _renamed_to(path: str, head: str | None, snap: Snapshot) -> str | None:
+def _renamed_to(path: str | None, head: str | None, snap: Snapshot) -> str | None:
     """The file ``path`` is now by the renames git saw since ``head`` (None: not renamed, or
     not in the tree now)."""
     if not (snap.git and snap.head and head and path):
@@ -167,8 +168,8 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
     known = _kept(snap)
     # id(record) -> (record, its anchors then): a session's record gains anchors as lines are read
     done = _memo(snap, "_prepared")
-    pairs = set()
-    where = {}  # a current blob is read from its file in the work tree
+    pairs: set[tuple[str, str]] = set()
+    where: dict[str, str] = {}  # a current blob is read from its file in the work tree
     for rec in recs:
         size = len(rec.get("anchors") or ())
         seen = done.get(id(rec))
@@ -179,10 +180,12 @@ def prepare(recs: list[dict], snap: Snapshot) -> None:
             if not isinstance(a, dict):
                 continue
             at = a.get("path") if not a.get("symbol") else _left_for(a, snap)
+            if at is None:
+                continue
             now = snap.files.get(at)
             pair = (a.get("blob") or "", now)
             if now is not None and now != pair[0] and pair not in known:
-                pairs.add(pair)
+                pairs.add((pair[0], now))
                 where[now] = at
     if pairs:
         known.update(kept_shares(snap.root, pairs, where))
@@ -193,7 +196,7 @@ def _left_for(a: dict, snap: Snapshot) -> str | None:
     ``anchor_state`` asks whether that file is the old one renamed), else None."""
     if a.get("path") in snap.files:
         return None
-    homes = {p for p, _ in snap.definitions.get(a.get("symbol"), ())}
+    homes = {p for p, _ in snap.definitions.get(a["symbol"], ())}  # asked of symbol anchors only
     return next(iter(homes)) if len(homes) == 1 else None
 
 
@@ -370,6 +373,7 @@ def asked_gone(fresh: dict, rec: dict, asked: set[str], snap: Snapshot, hit: Hit
     for name in sorted(asked) if works is not None and hit is not None else ():
         if snap.definitions.get(name):
             continue
+        assert hit is not None  # the loop runs only with a hit
         removal = works.removal(name)
         for head in works.touched_by.get(name, ()):
             w = works.by_head.get(head)
@@ -429,6 +433,7 @@ def annotate(hits: list[Hit], project_dir: str | Path | None, snap: Snapshot | N
             out.append(hit)
             continue
         works = books[where].works if where else None
+        assert snap is not None  # a record is never empty: any(recs) above made the snapshot
         fresh = work_gone(item_state(rec, snap), rec, hit, works, snap)
         fresh = asked_gone(fresh, rec, asked, snap, hit, works if asked else None)
         out.append(hit.replaced(metadata={**hit.metadata, "freshness": fresh}))

@@ -96,6 +96,8 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
         new.append(s)
     order = sorted(range(len(new)), key=lambda i: -new[i])
     seen: set[str] = set()
+    first: list[int]
+    later: list[int]
     first, later = [], []
     for i in order:  # one item per session first, repeats after every session's best
         (later if t.one_per_session and groups[i] in seen and files[i] else first).append(i)
@@ -106,6 +108,7 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
 def _file_sums(weight: dict[str, float], files: Sequence[Sequence[str]]) -> list[float]:
     """Each candidate's summed file weight, added in its files' order (candidates of one
     record share its list of files: summed once)."""
+    done: dict[int, float]  # id(list of files) -> its sum
     get, done = weight.get, {}
     out = []
     for fs in files:
@@ -323,7 +326,7 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
     weight = predict_files(scores, files, named)
     work = _NewestWork([book(s) for s in specs], weight)
     if fetch is not None:
-        held = {_work_key(h, r, b) for h, (r, b) in zip(hits, recs) if r is not None}
+        held = {_work_key(h, r, b) for h, (r, b) in zip(hits, recs) if r is not None and b is not None}
         ids = work.extras(held, {h.id for h in hits})
         extra = fetch(ids, {h.id for h in hits}) if ids else []
         if extra:
@@ -332,6 +335,8 @@ def _by_files(hits: list[Hit], spec_dir_of: Callable[[Hit], Path | None],
             recs += more
             files += [_files(r) for r, _ in more]
             scores += [0.0] * len(extra)
+    positions: list[float | None]
+    latest: list[dict[str, int]]
     positions, latest = [], []
     hists: dict[int, _History] = {}  # per book
     for h, (rec, b) in zip(hits, recs):

@@ -64,7 +64,7 @@ def _python(text: str) -> list[Symbol]:
     lines = text.splitlines()
     out: list[Symbol] = []
 
-    def add(name: str, kind: str, node: ast.AST) -> None:
+    def add(name: str, kind: str, node: ast.stmt) -> None:
         end = getattr(node, "end_lineno", None) or node.lineno
         start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
         out.append(Symbol(name, kind, start, end, _digest(lines, start, end)))
@@ -87,12 +87,16 @@ def _parser(lang: str):
         from tree_sitter import Language, Parser
 
         if lang == "go":
-            import tree_sitter_go as grammar
+            import tree_sitter_go
+
+            grammar = tree_sitter_go.language()
         elif lang == "javascript":
-            import tree_sitter_javascript as grammar
+            import tree_sitter_javascript
+
+            grammar = tree_sitter_javascript.language()
         else:
             return None
-        return Parser(Language(grammar.language()))
+        return Parser(Language(grammar))
     except (ImportError, ValueError, OSError):
         return None
 

@@ -154,7 +154,7 @@ class Snapshot:
         whose blob changed (a commit touches a few files of thousands)."""
         prev, self.previous = self.previous, None
         if prev is not None and "definitions" in prev.__dict__:
-            out = {k: list(v) for k, v in prev.definitions.items()}
+            out: dict[str, list[tuple[str, Symbol]]] = {k: list(v) for k, v in prev.definitions.items()}
             changed = {p for p in prev.files.keys() | self.files.keys()
                        if prev.files.get(p) != self.files.get(p)}
             for path in changed:
@@ -167,7 +167,7 @@ class Snapshot:
                             out.pop(name, None)
             self._add(out, changed)
             return out
-        out: dict[str, list[tuple[str, Symbol]]] = {}
+        out = {}
         self._add(out, self.files)
         return out
 
@@ -205,7 +205,7 @@ def snapshot(root: str | Path, max_age: float | None = None,
         if snap is hit[1]:
             return snap
     elif gitdir:  # a new commit or index: the untracked list is reused while it holds
-        snap = _git_snapshot(root, gitdir, key[2][1], hit[1] if kept else None, kept)
+        snap = _git_snapshot(root, gitdir, key[2][1], hit[1] if hit and kept else None, kept)
     if snap is None:
         snap = _walk_snapshot(root)
     if gitdir and snap.git:
@@ -291,9 +291,9 @@ def _git_snapshot(root: Path, gitdir: Path, commit: str = "", listed: Snapshot |
         listed = None  # untracked now (``git rm --cached``), or ignored: git decides
     if listed is None or kept is None:
         return _with_untracked(snap, *_untracked(root, gitdir, snap.tracked_dirs))
-    out = _with_untracked(snap, {p: b for p, b in kept[0].items() if p not in files}, kept[1])
-    out.untracked_at = listed.untracked_at  # as old as the list it took
-    return out
+    merged = _with_untracked(snap, {p: b for p, b in kept[0].items() if p not in files}, kept[1])
+    merged.untracked_at = listed.untracked_at  # as old as the list it took
+    return merged
 
 
 def _untracked(root: Path, gitdir: Path, tracked_dirs: set[str]

@@ -126,15 +126,15 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
         ids = [stable_id(project, spec, "file", p) for project, spec in scopes for p in homes]
         have += [h for h in fetch([i for i in ids if i not in known], known)
                  if h.kind == "file" and h.metadata.get("path") in homes]
-    one = {}  # one entry per file (the best placed): a second one for the same file adds nothing
+    one: dict[str, Hit] = {}  # one entry per file (the best placed): a second one for the same file adds nothing
     for h in have:
         one.setdefault(h.metadata["path"], h)
     chosen = list(one.values())[:t.max_promoted]
     if not chosen:
         return hits
     was = {h.id: n for n, h in enumerate(hits)}
-    ids = {h.id for h in chosen}
-    rest = [h for h in hits if h.id not in ids]
+    picked = {h.id for h in chosen}
+    rest = [h for h in hits if h.id not in picked]
     first = next((n for n, h in enumerate(rest) if "removed" not in h.metadata), len(rest))
     at = first + t.promote_at  # after the works that removed a name it asks
     at = min(at, next((n for n, h in enumerate(rest) if n >= first and _points_to(h, former)), at))
@@ -150,7 +150,7 @@ def promote(hits: list[Hit], asked: list[Asked], scopes: Iterable[tuple[str, str
 
 def _points_to(hit: Hit, files: set[str] | frozenset[str]) -> bool:
     """Whether an unmarked hit names one of ``files`` in its text or among its files."""
-    fresh = hit.metadata.get("freshness") if isinstance(hit.metadata.get("freshness"), dict) else {}
+    fresh = m if isinstance(m := hit.metadata.get("freshness"), dict) else {}
     if not files or fresh.get("state") in ("moved", "gone") or hit.metadata.get("validity"):
         return False
     return any(f in hit.text for f in files) or any(p in files for p in fresh.get("paths") or ())
@@ -159,7 +159,7 @@ def _points_to(hit: Hit, files: set[str] | frozenset[str]) -> bool:
 def _names_home(hit: Hit, homes: list[str]) -> bool:
     """Whether a hit names one of ``homes`` as an agent reads it: in its text, among its files,
     or as the new name of a moved one."""
-    fresh = hit.metadata.get("freshness") if isinstance(hit.metadata.get("freshness"), dict) else {}
+    fresh = m if isinstance(m := hit.metadata.get("freshness"), dict) else {}
     shown = {*(fresh.get("paths") or ()), *(fresh.get("moved") or {}).values()}
     return any(h in hit.text or h in shown for h in homes)
 
@@ -172,7 +172,7 @@ def mark_moved(hits: list[Hit], asked: list[Asked], project: str) -> list[Hit]:
     out = []
     for h in hits:
         path = h.metadata.get("path") if h.kind == "file" and h.project == project else None
-        fresh = h.metadata.get("freshness") if isinstance(h.metadata.get("freshness"), dict) else {}
+        fresh = m if isinstance(m := h.metadata.get("freshness"), dict) else {}
         if not isinstance(path, str) or fresh.get("state") == "gone":
             out.append(h)
             continue
@@ -200,6 +200,6 @@ def _names_in(hit: Hit) -> set[str]:
 
 def moved_note(fresh: dict) -> list[str]:
     """"`X` is now in b.py" for each name ``asked_moved`` holds (what search and context show)."""
-    got = fresh.get("asked_moved") if isinstance(fresh.get("asked_moved"), dict) else {}
+    got = m if isinstance(m := fresh.get("asked_moved"), dict) else {}
     return [f"`{name}` is now in {', '.join(map(str, homes))}" for name, homes in got.items()
             if isinstance(homes, list)]

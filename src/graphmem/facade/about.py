@@ -73,7 +73,7 @@ class About:
     def _spec_ids(self) -> set[str]:
         from ..code.anchors import book
 
-        return set(book(self.scope.spec_dir).records)
+        return set(book(self.scope.require_spec()).records)  # asked only with a spec
 
     async def _graph_mentions(self, target: str, snap: Snapshot) -> list[Mention] | None:
         """Mentions from the graph; None when the graph is off or cannot answer."""

@@ -75,6 +75,7 @@ class AsyncMemory:
                                       known_roots=_known_roots(settings))
             self._scope = Scope(project)
         else:
+            assert spec_dir is not None  # not project_only: refused above when None
             project = resolve_project(spec_dir, project_dir, project_id=settings.project_id)
             self._scope = Scope(project, Path(spec_dir).resolve())
         self._derived = DerivedRef(settings, backends, on_open=self._register_root)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from graphmem.models import MemoryItem, SaveReport
+from graphmem.models import GraphOutcome, IndexOutcome, MemoryItem, SaveReport
 from graphmem.redact import redact_items
 from graphmem.settings import Settings
 
@@ -167,7 +167,9 @@ class DerivedStores:
 
             items = stamp(items, self.settings, scope.root)
         report.index = await self.write_index(items, entry, scope.project)
-        report.graph, note = await self.write_graph(scope.memory_dir, scope.root, items)
+        memory_dir = scope.memory_dir
+        assert memory_dir is not None  # the items were just written to the spec's files
+        report.graph, note = await self.write_graph(memory_dir, scope.root, items)
         if note:
             report.detail = note
 
@@ -184,7 +186,7 @@ class DerivedStores:
             return None
 
     async def write_index(self, items: list[MemoryItem], entry: Any = None,
-                          project: "Project | None" = None) -> str:
+                          project: "Project | None" = None) -> IndexOutcome:
         """Upsert into the local index -> "indexed" | "failed"; then replay what the journal
         holds. ``entry`` (the write's journal entry) is dropped once the rows are in."""
         await self.catch_up(project)
@@ -276,7 +278,7 @@ class DerivedStores:
         return await graph.recorded_embedder(project_key) if graph is not None else None
 
     async def write_graph(self, memory_dir: Path, project_dir: Path,
-                          items: list[MemoryItem]) -> tuple[str, str | None]:
+                          items: list[MemoryItem]) -> tuple[GraphOutcome, str | None]:
         """Write to the graph, or queue in the outbox -> ("written" | "queued" | "off", note).
 
         The note says why a write was queued, or what LLM extraction reported; it is returned

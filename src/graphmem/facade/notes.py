@@ -189,6 +189,7 @@ class SpecNotes:
                                       field="new_text") from None
             clean = self.rules.clean(" ".join(new_text.split()) if isinstance(new_text, str)
                                       else new_text)
+            assert self.scope.spec_key is not None  # append wrote to the spec's files
             new_id = stable_id(self.scope.project.key, self.scope.spec_key, row["kind"], clean)
             if new_id == id:
                 raise ValidationError("is the same text as the memory it would supersede",

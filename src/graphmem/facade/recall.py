@@ -202,7 +202,7 @@ class Recall:
             got = self._spec_dirs[hit.spec] = Path(self.scope.root) / hit.spec
         return got
 
-    def hits_by_id(self, ids: list[str], known: set[str] = frozenset(),
+    def hits_by_id(self, ids: list[str], known: set[str] | frozenset[str] = frozenset(),
                    localise: bool = True) -> list[Hit]:
         """Index rows of ``ids`` (those it holds and ``known`` lacks) as hits scoring 0, with
         ``local_path`` set unless not ``localise`` (a search sets it on the hits it returns)."""

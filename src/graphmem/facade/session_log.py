@@ -14,6 +14,7 @@ import os
 import random
 import weakref
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -190,7 +191,7 @@ class _EpisodeState:
                     steps = self._clean(self.store.read_lines(sid, STEPS, locked=True))
                     self.writer.put(Job(self.spec, sid, turns, steps, self.store.sizes(sid),
                                         self._derived.get().local,
-                                        lambda s=sid, t=turns, p=steps: self.items(s, t, p),
+                                        partial(self.items, sid, turns, steps),
                                         meta=meta, fallback=self.index))
             else:
                 continue

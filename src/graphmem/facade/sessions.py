@@ -336,7 +336,7 @@ class Sessions:
             root = Path(self.scope.root)
             specs = sorted(set(spec_folders(root)) | set(episode_specs(root)))
         else:
-            specs = [Path(self.scope.spec_dir)]
+            specs = [Path(self.scope.require_spec())]  # not whole: the scope has a spec
         llm = get_llm(self.settings)
         note = None
         try:
@@ -376,11 +376,12 @@ class Sessions:
             if not isinstance(data, Mapping):
                 raise ValidationError(f"must be a mapping of turn fields, got {type(data).__name__}",
                                       field="event")
+            get: Callable[..., Any] = data.get  # unchecked fields: record_turn checks each
             return await self.record_turn(
-                data.get("session_id"), data.get("role"), data.get("content"),
-                model=data.get("model", data.get("model_used")),
-                tokens=data.get("tokens", data.get("tokens_used")),
-                metadata=data.get("metadata"), at=data.get("at"))
+                get("session_id"), get("role"), get("content"),
+                model=get("model", get("model_used")),
+                tokens=get("tokens", get("tokens_used")),
+                metadata=get("metadata"), at=get("at"))
 
         return handle
 

@@ -249,7 +249,7 @@ def _next(rows: list[list], settled: int, at: int) -> tuple[int, str]:
 
 async def pull_all(mem: Any) -> dict[str, int] | None:
     """Pull until the project graph has nothing more to give (``graphmem sync``)."""
-    total = None
+    total: dict[str, int] | None = None
     while True:
         got = await pull(mem)
         if got is None:

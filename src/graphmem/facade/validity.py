@@ -153,6 +153,7 @@ class Validity:
         if llm is None and skeleton(text) is None:
             return
         files, key, spec = self.scope.files, self.scope.project.key, self.scope.spec_key
+        assert spec is not None  # scope.files required the spec
         path = files.bullet_file(kind)
         bullets = files.load_bullets(kind)
         rule = older_versions(path, bullets, text) if skeleton(text) is not None else []
@@ -224,16 +225,16 @@ class Validity:
         session named (``validity.reverted_subject``; ``items`` are the new session's, the
         revert line among them): its insights, gotchas and patterns, not its files' purposes. A
         revert naming no earlier session changes nothing."""
-        reverts = [(line, reverted_subject(line)) for line in lines]
-        reverts = [(line, subject) for line, subject in reverts if subject]
+        named = [(line, reverted_subject(line)) for line in lines]
+        reverts = [(line, subject) for line, subject in named if subject]
         await self._flag_reverted_commits(session_num, items)
         if not reverts:
             return
         from graphmem.files.insight_shapes import entries
         from ..models import normalise
 
-        sessions = [(sf.data.get("session_number"), sf) for _, sf in self.scope.files.sessions()]
-        sessions = [(n, sf) for n, sf in sessions if isinstance(n, int) and n < session_num]
+        numbered = [(sf.data.get("session_number"), sf) for _, sf in self.scope.files.sessions()]
+        sessions = [(n, sf) for n, sf in numbered if isinstance(n, int) and n < session_num]
         known = validity_log(self.scope.require_spec()).events
         flagged: list[str] = []
         for line, subject in reverts:
@@ -325,6 +326,7 @@ class Validity:
         from graphmem.rules.supersession import same_anchor
 
         key, spec, spec_dir = self.scope.project.key, self.scope.spec_key, self.scope.spec_dir
+        assert spec is not None and spec_dir is not None  # flag_updates read the spec's bullets
         texts = {stable_id(key, spec, kind, b): b for b in bullets}
         texts.pop(new_id, None)
         gone = {i for i, ev in validity_log(spec_dir).events.items()

@@ -17,7 +17,7 @@ from ..models import MemoryItem, hash_id, parse_iso, stable_id
 
 def turn_item(project: str, spec: str, sid: str, t: dict, source: str | Path) -> MemoryItem:
     """A conversation turn as a searchable item (kind "turn")."""
-    user = t.get("metadata") if isinstance(t.get("metadata"), dict) else {}
+    user = m if isinstance(m := t.get("metadata"), dict) else {}
     meta = {**user, "role": t.get("role"), "speaker": user.get("speaker") or t.get("role"),
             "turn_index": t.get("index"), "turn_id": t.get("id")}
     for key in ("model", "tokens"):

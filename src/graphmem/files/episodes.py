@@ -160,6 +160,7 @@ class EpisodeStore:
         cached = self._meta.get(sid)
         if cached and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
             return dict(cached[2])
+        data: dict | None
         try:
             data = _session_json(read_bytes(path).decode("utf-8"))
         except FileNotFoundError:
@@ -267,7 +268,7 @@ class EpisodeStore:
         data = "".join(_line(r) for r in out).encode("utf-8")
         fd = self._fds.take(path, st.st_ino) if st is not None else None
         fresh = fd is None
-        if fresh:
+        if fd is None:
             fd = open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             if st is None or fresh:
@@ -405,7 +406,7 @@ _FIELD = re.compile(r'"(workspace|project|spec|model|mode|started_at|summary)"\s
 
 def _readable_fields(text: str) -> dict:
     """The string fields still readable in a damaged session.json (e.g. one cut short)."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in _FIELD.findall(text):
         try:
             out.setdefault(key, json.loads(value))

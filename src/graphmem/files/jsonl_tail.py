@@ -27,6 +27,8 @@ _tails: dict[tuple[type, str], "JsonlTail"] = {}
 class JsonlTail:
     """Subclasses say what starting over clears (``reset``) and what one record adds (``take``)."""
 
+    ino: int | None  # the file's inode when last read (None: not read, or missing)
+
     def __init__(self, path: Path):
         self.path, self.offset, self.ino = Path(path), 0, None
         self._start_over()

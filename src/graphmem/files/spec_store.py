@@ -257,7 +257,7 @@ class SpecStore:
                 quarantine(self.map_file, f"holds a JSON {type(current).__name__}, not an object")
             cmap = current if isinstance(current, dict) else {}
             cmap.update(discoveries)
-            meta = cmap.get("_metadata") if isinstance(cmap.get("_metadata"), dict) else {}
+            meta = m if isinstance(m := cmap.get("_metadata"), dict) else {}
             meta["last_updated"] = datetime.now(timezone.utc).isoformat()
             meta["total_files"] = len(agent_formats.map_files(cmap))
             cmap["_metadata"] = meta
@@ -271,7 +271,8 @@ class SpecStore:
         files: dict[str, str] = {}
         for _, s in self.sessions() if sessions is None else sessions:
             if s.counted:
-                files.update((e.path, e.purpose) for e in s.entries if e.kind == "file")
+                files.update((e.path, e.purpose) for e in s.entries  # a file entry has both
+                             if e.kind == "file" and e.path is not None and e.purpose is not None)
         data = self._read_json(self.map_file)
         if data is not None and not isinstance(data, dict):
             quarantine(self.map_file, f"holds a JSON {type(data).__name__}, not an object")
@@ -315,6 +316,7 @@ class SpecStore:
                     start = cache.size  # an append: read only the new bytes
             if start == 0:
                 cache = _BulletCache(ident, 0, 0, b"", [], set())
+            assert cache is not None  # start > 0 only with a cache of the file's earlier bytes
             f.seek(start)
             raw = f.read()
         if raw and not raw.endswith(b"\n"):

@@ -90,7 +90,9 @@ def build_code_rows(gid: str, items: list[MemoryItem], snap: Any) -> dict[str, A
         rec, own = _own_anchors(item)
         if not own:
             continue
-        ev = validity_log(spec_dir_of(item)).events.get(item.id) or {}
+        spec = spec_dir_of(item)
+        assert rec is not None and spec is not None  # own anchors come from the spec's record
+        ev = validity_log(spec).events.get(item.id) or {}
         state = ev.get("state")
         when = item.time.isoformat()
         for a in own:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import GraphError, ServerError
 from ..settings import Settings
 from graphmem.graph import schema
+
+if TYPE_CHECKING:
+    from .server import Endpoint
 
 log = logging.getLogger("graphmem.graph")
 # The client's pool holds 100 connections, and a search over every graph sends 2-3 queries per
@@ -39,8 +42,8 @@ class Connection:
         from .breaker import Breaker
 
         self.settings = settings
-        self.endpoint = None
-        self.client = None
+        self.endpoint: Endpoint | None = None
+        self.client: Any = None  # falkordb.asyncio.FalkorDB once connected
         self.last_error: str | None = None
         self.failed_at = float("-inf")  # monotonic time of the last failed connection
         self.breaker = Breaker(settings.home, settings.graph.retry_after)

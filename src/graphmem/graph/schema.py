@@ -26,7 +26,7 @@ import json
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..models import MemoryItem, hash_id, stable_id
 
@@ -135,6 +135,7 @@ def _map(v: dict) -> str:
 
 
 # Exact-type dispatch: writes serialise ~10^5 values per batch, so isinstance chains add up.
+_LITERALS: dict[type, Callable[[Any], str]]
 _LITERALS = {str: _str, int: repr, float: _num, bool: lambda v: "true" if v else "false",
              type(None): lambda v: "null", Vector: list.__repr__, list: _list, tuple: _list,
              dict: _map}

@@ -83,8 +83,8 @@ def sync_client(ep: Endpoint, timeout: float = 2.0):
     from redis.retry import Retry
 
     # No retries: redis-py's default (10 tries with back-off) turns "server down" into seconds.
-    opts = dict(socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True,
-                retry=Retry(NoBackoff(), 0))
+    opts: dict[str, Any] = dict(socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True,
+                                retry=Retry(NoBackoff(), 0))
     if ep.url:
         return redis.from_url(ep.url, **opts)
     return redis.Redis(**ep.client_kwargs(), **opts)
@@ -114,7 +114,7 @@ def ping(ep: Endpoint, timeout: float = 2.0) -> str | None:
 
 def is_hung(reason: str | None) -> bool:
     """Whether a ``ping`` reason says the server is there but does not reply."""
-    return bool(reason) and reason.startswith(HUNG)
+    return bool(reason and reason.startswith(HUNG))
 
 
 class EmbeddedServer:
@@ -285,7 +285,7 @@ class EmbeddedServer:
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        reason = "not started"
+        reason: str | None = "not started"
         while time.monotonic() < deadline:
             reason = ping(self.endpoint(), timeout=self.settings.graph.connect_timeout)
             if reason is None:

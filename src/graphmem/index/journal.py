@@ -38,6 +38,8 @@ STALE_TMP = 3600.0  # seconds
 class Entry:
     """One journal entry held (locked) by this process: ``finish`` drops it, ``release`` keeps it."""
 
+    _fd: int | None  # None once released
+
     def __init__(self, path: Path, fd: int, data: dict):
         self.path, self._fd, self.data = path, fd, data
 

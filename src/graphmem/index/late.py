@@ -139,6 +139,7 @@ def token_rows(index: Any, rowids: Sequence[int]) -> dict[int, tuple[Any, Any]]:
 
     cache = index.token_cache
     hashes = index.hashes_by_rowid(rowids)
+    todo: dict[str, list[int]]  # content hash -> rowids
     out, todo = {}, {}
     for r, h in hashes.items():
         got = cache.get(h)
@@ -166,10 +167,12 @@ def token_best(qm, docs: Sequence[tuple[Any, Any] | None]):
     # Rows of one text share one cached matrix (``token_rows``): each is multiplied once (about
     # one pool row in eight on the codemem replays: repeated turns, copied lines).
     column: dict[int, int] = {}
-    distinct = []
+    distinct: list[tuple[Any, Any]] = []
     for i in where:
-        if column.setdefault(id(docs[i]), len(distinct)) == len(distinct):
-            distinct.append(docs[i])
+        doc = docs[i]
+        assert doc is not None  # ``where`` holds the documents with tokens
+        if column.setdefault(id(doc), len(distinct)) == len(distinct):
+            distinct.append(doc)
     from .maxsim import best_matches
 
     best = best_matches(distinct, qm)  # per distinct matrix, its best per query token

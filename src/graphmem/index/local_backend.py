@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from ..errors import ConfigError, CorruptIndexError, GraphmemError, IndexMismatchError, StorageError
-from ..models import Hit, MemoryItem
+from ..models import Hit, IndexOutcome, MemoryItem
 
 log = logging.getLogger("graphmem.index")
 
@@ -123,7 +123,7 @@ class LocalBackend:
         """Upsert freshly written items -> "indexed" | "failed" (see ``write_rows``)."""
         return (await self.write_rows(items))[0]
 
-    async def write_rows(self, items: Sequence[MemoryItem]) -> tuple[str, bool]:
+    async def write_rows(self, items: Sequence[MemoryItem]) -> tuple[IndexOutcome, bool]:
         """Upsert freshly written items -> (status, whether the rows are in).
 
         "failed" with the rows in: their vectors are missing (``graphmem reindex`` fills them);

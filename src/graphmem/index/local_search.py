@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Sequence
+from typing import Any, Awaitable, Sequence
 
 from ..errors import ProviderError
 from ..lru import LRU
@@ -64,6 +64,8 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
     """(query token matrix, query unit vector) for the stages that run. Each is None when not
     wanted, or the exception that stopped its model: words alone still answer. With the default
     local model one pass gives both (the vector is the token matrix's mean)."""
+    qm: Any
+    qvec: Any
     if late_enc is not None and want_vector and not late.shares_pass(index):
         # two models (e.g. bge vectors and ColBERT tokens): side by side on worker threads
         qm, qvec = await asyncio.gather(late.query_tokens(late_enc, query),
@@ -75,7 +77,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
         if isinstance(qvec, Exception) and not isinstance(qvec, ProviderError):
             raise qvec
         return qm, qvec
-    qm: Any = None
+    qm = None
     if late_enc is not None:
         try:
             qm = await late.query_tokens(late_enc, query, inline=inline)
@@ -121,7 +123,7 @@ async def search_local(index: LocalIndex, query: str, *, projects: Sequence[str]
     # (a hand-off to a worker and back cost more than the pass blocks the loop).
     wanted = index.late_always if late_stage is None else late_stage
     late_enc = index.late if wanted and p.late_pool and late.usable(index) else None
-    encoding = _encode(index, late_enc, query, snap.vectors is not None, not p.overlap)
+    encoding: Awaitable[tuple[Any, Any]] = _encode(index, late_enc, query, snap.vectors is not None, not p.overlap)
     if p.overlap:
         encoding = asyncio.ensure_future(encoding)
         await asyncio.sleep(0)  # let the encoders start before the words are scored

@@ -152,6 +152,7 @@ def build_base(index: Any) -> Base:
 
 def _permute(rows: Rows, order: np.ndarray) -> Rows:
     """The same rows in ``order`` (postings keep their grouping by term, docs renumbered)."""
+    assert rows.vectors is not None  # only rows with vectors get a partition to follow
     inv = np.empty(len(order), np.int32)
     inv[order] = np.arange(len(order), dtype=np.int32)
     cols = {c: getattr(rows, c)[order] for c in COLUMNS}

@@ -269,6 +269,7 @@ class IndexStore:
         pid = self.project_id(project)
         if pid is None:
             return 0
+        args: list[Any]  # SQL parameters
         where, args = ["project_id=?"], [pid]
         if spec is not None:
             where.append("spec=?")
@@ -393,6 +394,7 @@ class IndexStore:
         pid = self.project_id(project)
         if pid is None:
             return {}
+        args: list[Any]  # SQL parameters
         sql, args = "SELECT id, hash FROM search_items WHERE project_id=?", [pid]
         if spec is not None:
             sql, args = sql + " AND spec=?", args + [spec]

@@ -8,12 +8,15 @@ derives (scope masks, BM25 tf parts, a vector sample, rowid positions) is cached
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..models import KINDS
 from .tuning import Tuning
+
+if TYPE_CHECKING:
+    from .ivf import Partition
 
 SEQUENCE_KINDS = ("turn", "step")  # kinds whose neighbours in a session give them context
 
@@ -21,8 +24,42 @@ SEQUENCE_KINDS = ("turn", "step")  # kinds whose neighbours in a session give th
 class View:
     """A base plus its delta as one set of rows (positions: base first, then delta)."""
 
+    base: Any  # a snapshot.Base (snapshot imports this module, not the other way)
+    gen: int
+    specs: dict[str, int]
+    n_sessions: int
+    nb: int
+    # the columns of ``snapshot.COLUMNS``, base rows then delta rows
+    rowid: np.ndarray
+    project: np.ndarray
+    kind: np.ndarray
+    spec: np.ndarray
+    session: np.ndarray
+    time: np.ndarray
+    length: np.ndarray
+    live: np.ndarray
+    n_live: int
+    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]
+    s_segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    name_segments: list[tuple[np.ndarray, np.ndarray, int]]
+    avg_length: float
+    s_length: np.ndarray
+    n_sess_live: int
+    s_avg: float
+    neighbours: list[tuple[np.ndarray, np.ndarray]]
+    vectors: np.ndarray | None
+    d_vectors: np.ndarray | None
+    partition: Partition | None
+    sess_order: np.ndarray
+    sess_ptr: np.ndarray
+    _masks: dict[Any, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]]
+    _cached_scopes: int
+    _parts: dict[Any, np.ndarray]
+    _sample: tuple[np.ndarray, np.ndarray] | None
+    _positions: dict[int, int] | None
+
     @classmethod
-    def of(cls, base, delta, gone, gen: int, specs: dict[str, int], n_sessions: int) -> "View":
+    def of(cls, base: Any, delta: Any, gone: np.ndarray, gen: int, specs: dict[str, int], n_sessions: int) -> "View":
         self = cls()
         b, d = base.rows, delta
         self.base, self.gen, self.specs, self.n_sessions = base, gen, specs, n_sessions
@@ -59,11 +96,11 @@ class View:
         self.sess_order = in_session[np.argsort(self.session[in_session], kind="stable")]
         self.sess_ptr = np.searchsorted(self.session[self.sess_order],
                                         np.arange(n_sessions + 1)).astype(np.int64)
-        self._masks: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+        self._masks = {}
         self._cached_scopes = 0
-        self._parts: dict[Any, np.ndarray] = {}
+        self._parts = {}
         self._sample = None
-        self._positions: dict[int, int] | None = None
+        self._positions = None
         return self
 
     @property
@@ -72,7 +109,7 @@ class View:
 
     # ---- scope ---------------------------------------------------------------------------
     def mask(self, projects: tuple[int, ...] | None, spec: str | None,
-             kinds: tuple[str, ...] | None) -> tuple[np.ndarray, np.ndarray]:
+             kinds: tuple[str, ...] | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """(bool mask, positions, cache) of the rows a query may return (cached per scope)."""
         key = (projects, spec, kinds)
         got = self._masks.get(key)
@@ -120,7 +157,7 @@ class View:
         keep = self.live[d]
         return d[keep], f[keep], w[keep]
 
-    def postings_of(self, terms: Sequence[int],
+    def postings_of(self, terms: Sequence[int] | np.ndarray,
                     p: Tuning) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``postings`` of every term in ``terms`` read at once: (positions, BM25 tf parts, how
         many of them each term holds), term after term in the given order, each term's as
@@ -149,7 +186,7 @@ class View:
                                  minlength=len(terms))
         return d, w, counts
 
-    def session_postings_of(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def session_postings_of(self, terms: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(index in ``terms``, session, term count) of every session holding one of ``terms``
         (a session's text: all its rows), by term then session; a session in both base and
         delta has its counts added."""
@@ -194,9 +231,11 @@ class View:
     # ---- vectors -------------------------------------------------------------------------
     def rows_vectors(self, pos: np.ndarray) -> np.ndarray:
         """The vectors of the rows at ``pos`` (base and delta), as one matrix."""
+        assert self.vectors is not None  # callers check view.vectors
         inb = pos < self.nb
         if inb.all():
             return np.asarray(self.vectors[pos])
+        assert self.d_vectors is not None  # the delta is embedded as the base is
         out = np.empty((len(pos), self.vectors.shape[1]), np.float32)
         out[inb] = self.vectors[pos[inb]]
         out[~inb] = self.d_vectors[pos[~inb] - self.nb]
@@ -204,6 +243,7 @@ class View:
 
     def sims(self, pos: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Cosine of ``q`` with the rows at ``pos``."""
+        assert self.vectors is not None  # callers check view.vectors
         if len(pos) > self.nb // 2 and (pos < self.nb).all():
             return (self.vectors @ q)[pos]  # most rows: one pass beats a gather
         return self.rows_vectors(pos) @ q
@@ -211,6 +251,7 @@ class View:
     def probed(self, q: np.ndarray, mask: np.ndarray,
                tuning: Tuning) -> tuple[np.ndarray, np.ndarray]:
         """(positions, cosines) of in-scope rows in the lists nearest ``q``, plus the delta."""
+        assert self.partition is not None and self.vectors is not None  # ranker checks both
         pos, sims = [], []
         for lo, hi in self.partition.probe(q, tuning):
             pos.append(np.arange(lo, hi))
@@ -225,6 +266,7 @@ class View:
     def sample(self, size: int) -> tuple[np.ndarray, np.ndarray]:
         """(positions, vectors) of a fixed sample of about ``size`` base rows (made once)."""
         if self._sample is None:
+            assert self.vectors is not None  # callers check view.vectors
             pos = np.arange(0, self.nb, max(1, self.nb // size))
             self._sample = (pos, np.ascontiguousarray(self.vectors[pos]))
         return self._sample

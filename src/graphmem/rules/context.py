@@ -79,7 +79,7 @@ def _freshness(hit: Hit) -> dict:
 def validity_note(meta: dict) -> str:
     """A hit's validity mark as one line ("possibly superseded: reverted in session 12: ..."),
     empty when its metadata carries none: what ``context`` and ``graphmem search`` show."""
-    v = meta.get("validity") if isinstance(meta.get("validity"), dict) else {}
+    v = m if isinstance(m := meta.get("validity"), dict) else {}
     if not v.get("state"):
         return ""
     reason = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log

@@ -37,7 +37,7 @@ class Judgement(BaseModel):
     reason: str = Field(default="", description="one short sentence: what changed")
 
 
-def anchor_keys(rec: dict | None) -> set[tuple[str, str | None]]:
+def anchor_keys(rec: dict | None) -> set[tuple[str | None, str | None]]:
     """The own anchors of an anchor record as (path, symbol) keys."""
     return {(a.get("path"), a.get("symbol")) for a in (rec or {}).get("anchors") or ()
             if isinstance(a, dict) and not a.get("via")}

@@ -49,7 +49,7 @@ ProjectArg = Annotated[str | None, Field(
                 "(<project>/.graphmem/memory)")]
 
 
-def _int(description: str, **bounds: int) -> Any:
+def _int(description: str, **bounds: Any) -> Any:  # bounds: Field's ge / le (ints)
     # strict: JSON 3 only; "3", 3.0 and true are refused instead of coerced.
     return Field(strict=True, description=description, **bounds)
 

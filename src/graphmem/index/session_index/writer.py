@@ -110,6 +110,7 @@ class EpisodeWriter:
             if not self._urgent and self._queued - self._applied < BATCH:
                 self._cv.wait_for(lambda: self._urgent or self._queued - self._applied >= BATCH,
                                   LINGER)
+            batch: list[Job]
             batch, n = [], 0
             while self._jobs and (n < BATCH or not batch):
                 job = self._jobs.pop(0)
