@@ -268,6 +268,10 @@ _FIELDS = [f.strip() for f in HIT_FIELDS.split(",")][1:]
 _STRINGS = "[v IN [{}] WHERE typeOf(v) = 'String']"
 CHECKED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
                        + ", ".join(_STRINGS.format(f) for f in _FIELDS))
+# The same in one read for a few ids (a search's winners): a field over $max comes back [null].
+_CLIPPED = "[v IN [{}] WHERE typeOf(v) = 'String' | CASE WHEN size(v) > $max THEN null ELSE v END]"
+CLIPPED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
+                       + ", ".join(_CLIPPED.format(f) for f in _FIELDS))
 ITEM_SIZES = ("MATCH (n:Entity) WHERE n.uuid IN $ids WITH n, "
               + _STRINGS.format(", ".join(_FIELDS)) + " AS f RETURN n.uuid, "
               "reduce(m = 0, x IN f | CASE WHEN size(x) > m THEN size(x) ELSE m END), "
