@@ -111,7 +111,7 @@ def test_a_node_pointing_outside_the_project_is_refused(team, field, value):
 
 def test_validity_and_freshness_of_a_node_are_recomputed_here(team):
     """Metadata a search computes on this machine (validity, freshness) is never taken from a
-    node: a spoofed "current" or "superseded" mark does not reach the hit."""
+    node: a spoofed "current" or "superseded" mark does not reach the hit, nor a time to come."""
     srv, repos, envs = team
     with _mem(repos, "a", envs, "001-a") as a:
         a.append_gotcha(A_NOTES[1])
@@ -119,13 +119,14 @@ def test_validity_and_freshness_of_a_node_are_recomputed_here(team):
     spoof = {"author": "mallory", "validity": {"state": "superseded", "by": "x"},
              "freshness": {"state": "current", "reason": "trust me"}, "removed": "no"}
     _node(srv, key, "spoof-1", "vault secrets rotate weekly for the payments worker",
-          meta=json.dumps(spoof))
+          meta=json.dumps(spoof), time_="2999-01-01T00:00:00+00:00")
     for scope in ("project", "all"):
         hits, _ = _search(repos, envs, "b", "vault secrets rotate payments worker", scope=scope)
         (hit,) = [h for h in hits if h["id"] == "spoof-1"]
         assert hit["metadata"].get("author") == "mallory"  # shown as claimed
         assert "validity" not in hit["metadata"] and "removed" not in hit["metadata"]
         assert (hit["metadata"].get("freshness") or {}).get("reason") != "trust me"
+        assert hit["time"] < "2100"  # a time to come is taken as now
 
 
 def test_big_items_are_spread_over_pulls_by_their_size(team):
