@@ -292,7 +292,6 @@ CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND " + _AFTER
                  + " RETURN n.uuid, n.gm_hash, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
 CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE " + _AFTER
                       + " RETURN n.uuid, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
-ITEMS_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN " + HIT_FIELDS
 AFTER_ALL = "~~~~"  # as a cursor's uuid: past every id written at that ms (ids are [0-9a-f-])
 TOMBSTONE_IDS = """UNWIND $ids AS id
 MERGE (t:GraphmemTombstone {uuid: id})
