@@ -24,6 +24,10 @@ def _graph_ids(srv, key: str) -> dict[str, str]:
     return {r[0]: r[1] for r in res[1]}
 
 
+def _rows(srv, key: str, query: str) -> list:
+    return srv.client().execute_command("GRAPH.QUERY", schema.group_id(key), query)[1]
+
+
 def _tombstones(srv, key: str) -> set[str]:
     res = srv.client().execute_command("GRAPH.QUERY", schema.group_id(key),
                                        "MATCH (t:GraphmemTombstone) RETURN t.uuid")
@@ -48,6 +52,13 @@ def test_clear_removes_only_this_homes_items_of_a_spec_of_the_same_name(team):
     after = _graph_ids(srv, key)
     assert a_id not in after and b_id in after
     assert a_id in _tombstones(srv, key) and b_id not in _tombstones(srv, key)
+    assert _rows(srv, key, f"MATCH (a)-[:RELATES_TO]->(n {{uuid: '{b_id}'}}) "
+                 "WHERE a.gm_anchor IS NOT NULL RETURN a.uuid")  # B's anchor stays
+    with _mem(repos, "a", envs, "006-only-a") as a:  # a spec only A has: nothing of it is left
+        a.append_gotcha("A: only A writes here")
+        a.clear()
+    assert not _rows(srv, key, "MATCH (n) WHERE n.gm_spec = 'auto-claude/specs/006-only-a' "
+                     "RETURN n.uuid")
     with _mem(repos, "b", envs, "003-same") as b:
         assert b.drift()["missing"] == []
         texts = [h.text for h in b.search("importer exporter rows BOM", scope="project")]

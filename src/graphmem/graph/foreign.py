@@ -2,8 +2,8 @@
 server's password can write any node, so what a node holds is data to validate, never trusted
 as it comes.
 
-Taken from a node: its kind, text, session, time and source file (relative to the project
-root, never outside it), and its metadata without what a search computes on this machine
+Taken from a node: its kind, text, session, time (never later than now) and source file
+(relative to the project root, never outside it), and its metadata without what a search computes on this machine
 (``LOCAL_ONLY``: validity, freshness). ``author`` and ``host`` are what the writer claims; this
 machine shows them, and never decides anything by them (``team.owner`` is what it owns).
 """
@@ -15,7 +15,7 @@ import posixpath
 from typing import Any
 
 from ..errors import ValidationError
-from ..models import parse_iso
+from ..models import parse_iso, utcnow
 
 # Metadata a search sets on this machine (validity from the spec's log, freshness from the
 # code here, why a hit was removed): a node's own values are dropped, never shown or trusted.
@@ -75,6 +75,6 @@ def fields(row: list, max_bytes: int, strict_paths: bool = True) -> dict[str, An
             out[key] = None
     out["source"] = out["source"] or ""
     t = parse_iso(when) if when else None
-    if t is not None:
-        out["time"] = t
+    if t is not None:  # a time to come is now: no node ranks as the newest forever
+        out["time"] = min(t, utcnow())
     return out

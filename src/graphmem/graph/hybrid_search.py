@@ -7,15 +7,16 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
-from ..models import Hit
 from graphmem.graph import schema
-from .feed import fetch_items
-from .foreign import fields
-from .schema import rrf
+from graphmem.graph.feed import fetch_items
+from graphmem.graph.foreign import fields
+from graphmem.graph.schema import rrf
+from graphmem.models import Hit, Kind
 
 log = logging.getLogger("graphmem.graph")
+KINDS = list(get_args(Kind))
 SEARCH_RETRY = 1.0  # seconds after a failed connection before a search tries again
 _STOP = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
          "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
@@ -124,9 +125,10 @@ async def _same_embedder(store: Any, gids: list[str], strict: bool) -> list[str]
 async def _candidates(store: Any, gid: str, vec: list[float], ft: str, kinds: list[str] | None,
                       k: int, spec: str | None) -> tuple[list, list]:
     """One graph's best ``k`` ids by cosine and by full text, as (uuid, score) pairs."""
-    where = ("WHERE n.gm_kind IS NOT NULL" + (" AND n.gm_kind IN $kinds" if kinds else "")
-             + (" AND n.gm_spec = $spec" if spec else ""))
-    params = {"vec": vec, "k": k, "kinds": kinds or [], "q": ft, "spec": spec or ""}
+    # Only nodes of our kinds: another program's nodes are no candidates, and cost no warning
+    # on every search (a node of ours that fails its checks is skipped with one, ``_hit``).
+    where = "WHERE n.gm_kind IN $kinds" + (" AND n.gm_spec = $spec" if spec else "")
+    params = {"vec": vec, "k": k, "kinds": list(kinds or KINDS), "q": ft, "spec": spec or ""}
     # Ids and scores only: projecting fields (let alone vectors) for every candidate costs
     # more than the ranking itself; the winners' fields are fetched afterwards.
     # A node without a vector (written by another program) has no cosine: not a candidate.

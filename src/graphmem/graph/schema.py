@@ -269,6 +269,10 @@ _FIELDS = [f.strip() for f in HIT_FIELDS.split(",")][1:]
 _STRINGS = "[v IN [{}] WHERE typeOf(v) = 'String']"
 CHECKED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
                        + ", ".join(_STRINGS.format(f) for f in _FIELDS))
+# The same in one read for a few ids (a search's winners): a field over $max comes back [null].
+_CLIPPED = "[v IN [{}] WHERE typeOf(v) = 'String' | CASE WHEN size(v) > $max THEN null ELSE v END]"
+CLIPPED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
+                       + ", ".join(_CLIPPED.format(f) for f in _FIELDS))
 ITEM_SIZES = ("MATCH (n:Entity) WHERE n.uuid IN $ids WITH n, "
               + _STRINGS.format(", ".join(_FIELDS)) + " AS f RETURN n.uuid, "
               "reduce(m = 0, x IN f | CASE WHEN size(x) > m THEN size(x) ELSE m END), "
@@ -289,7 +293,6 @@ CHANGED_ITEMS = ("MATCH (n:Entity) WHERE n.gm_kind IS NOT NULL AND " + _AFTER
                  + " RETURN n.uuid, n.gm_hash, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
 CHANGED_TOMBSTONES = ("MATCH (n:GraphmemTombstone) WHERE " + _AFTER
                       + " RETURN n.uuid, n.gm_written ORDER BY n.gm_written, n.uuid LIMIT $page")
-ITEMS_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN " + HIT_FIELDS
 AFTER_ALL = "~~~~"  # as a cursor's uuid: past every id written at that ms (ids are [0-9a-f-])
 TOMBSTONE_IDS = """UNWIND $ids AS id
 MERGE (t:GraphmemTombstone {uuid: id})
