@@ -5,7 +5,6 @@ in the reference layout; spec folders work as before and a project search covers
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

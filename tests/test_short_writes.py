@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 LIGHT = {"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama", "GRAPHMEM_LOCAL_LATE_INTERACTION": "off"}
 

@@ -163,7 +163,7 @@ def run(project: Path, log: Any = print) -> int:
                         started = time.time()
                         try:
                             out = digest(mem, project, sid)
-                        except Exception as exc:  # noqa: BLE001 - this session waits, not others
+                        except Exception as exc:
                             log(f"{_now()} digest {sid}: failed: {type(exc).__name__}: {exc}")
                             return done
                         done += 1
@@ -240,7 +240,7 @@ def _llm_summary(mem: Any, facts: dict[str, Any], prompts: list[str]) -> str | N
 
     try:
         llm = get_llm(mem.settings)
-    except Exception as exc:  # noqa: BLE001 - a misconfigured provider: no summary, say why
+    except Exception as exc:
         print(f"{_now()} digest: no LLM summary: {exc}", flush=True)
         return None
     if llm is None:
@@ -255,7 +255,7 @@ def _llm_summary(mem: Any, facts: dict[str, Any], prompts: list[str]) -> str | N
         text = _sync.run(llm.generate([{"role": "system", "content": SUMMARY_PROMPT},
                                        {"role": "user", "content": "\n".join(lines)[:8000]}],
                                       max_tokens=300))
-    except Exception as exc:  # noqa: BLE001 - a provider down: no summary this time
+    except Exception as exc:
         print(f"{_now()} digest: no LLM summary: {type(exc).__name__}: {exc}", flush=True)
         return None
     return " ".join(text.split())[:2000] or None
@@ -277,7 +277,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         run(Path(argv[0]), log=lambda line: print(line, flush=True))
-    except Exception as exc:  # noqa: BLE001 - logged; the spools keep the lines for the next run
+    except Exception as exc:
         print(f"{_now()} digest: failed: {type(exc).__name__}: {exc}", flush=True)
         return 1
     return 0
