@@ -25,8 +25,8 @@ else is lost. Appends take ``LOCK_NAME`` and cut a torn last line first, so a cr
 never swallows the next record.
 
 Compaction (``compact``): once the file holds more than ``compact_ratio`` times the lines its
-readers need and at least ``compact_min_bytes`` (``code_tuning.py``), the next write rewrites it with only what still
-decides something (the last record of each item, the records that give an episodic session its
+readers need and at least ``compact_min_bytes`` (``code_tuning.py``), the next write rewrites it
+with only what still decides something (the last record of each item, the records that give an episodic session its
 files, the sets they name, and every work line), in order, to a temp file renamed over it, under the same lock
 every append takes. A reader sees the old file or the new one (a new inode: it reads it again),
 a crash leaves the old file and a stray temp file, and nothing is lost: the file is derived

@@ -34,8 +34,8 @@ later work added it back); symbol -> the works that added, changed or moved it, 
 memory id and session -> the works that name them (``of``).
 
 Bounded per write: at most ``work_files`` changed source files are parsed and ``work_symbols``
-symbols listed per work (``code_tuning.py``). Outside git, or when the HEAD graphmem saw is gone from the repository
-(history rewritten), nothing is recorded.
+symbols listed per work (``code_tuning.py``). Outside git, or when the HEAD graphmem saw is gone
+from the repository (history rewritten), nothing is recorded.
 """
 
 from __future__ import annotations

@@ -214,7 +214,8 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     states = [s for s, a in zip(every, anchors) if not a.get("touched")]
     basis = own or states
     counts = {k: sum(1 for s in basis if s["state"] == k) for k in STATES}
-    work_gone = not own and len(touched) >= current().min_touched and all(s["state"] == "gone" for s in touched)
+    work_gone = not own and len(touched) >= current().min_touched and all(
+        s["state"] == "gone" for s in touched)
     if work_gone:
         states = states + touched  # the symbols its session wrote: all defined nowhere now
     partly_gone = sorted({_named(s) for s in own if s["state"] == "gone"})

@@ -5,8 +5,8 @@ touched the path (``git log -M --name-status`` read once, then extended by ``old
 each commit: one subprocess per new HEAD, never one per hit). Git's rename detection (``-M``: a
 file renamed and edited in one commit, as long as half of it is kept) gives ``follow``: where a
 path an anchor saw is now. History is read as a line,
-newest ``max_commits`` commits (``code_tuning.py``), ``--topo-order``: on a merge-heavy history a commit of a merged
-branch counts as "since" when git lists it after the anchor's HEAD, which is the usual reading
+newest ``max_commits`` commits (``code_tuning.py``), ``--topo-order``: on a merge-heavy history a
+commit of a merged branch counts as "since" when git lists it after the anchor's HEAD, which is the usual reading
 of "since this was learned". An anchor older than the window counts as ``None`` (unknown).
 
 ``kept_shares`` gives, per (old blob, new blob), the share of the old blob's lines still in the

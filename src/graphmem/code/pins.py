@@ -2,9 +2,10 @@
 
 A file pins the memories anchored to it by the name they used, and those whose code now lives
 there (a file renamed there, a function moved there). A folder (``src``, or ``.`` for the whole
-project) pins the same for the files under it, newest first, at most ``folder_pins`` (``code_tuning.py``) per folder
-once gone, retired and superseded ones are out, so a folder as wide as the project cannot fill
-the context with pins the task may not need (pinned memories skip the relevance floor).
+project) pins the same for the files under it, newest first, at most ``folder_pins``
+(``code_tuning.py``) per folder once gone, retired and superseded ones are out, so a folder as
+wide as the project cannot fill the context with pins the task may not need (pinned memories skip
+the relevance floor).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A ``Snapshot`` is cached against the repository's state: in git, HEAD plus the mtime of
 ``.git/index`` (both read from files, no subprocess), so a search reuses it until a commit,
 checkout or ``git add`` (edits not yet added are seen from the next one); outside git, a walk of
-the folder reused while its watch holds or for ``walk_ttl`` seconds (``code_tuning.py``), files re-hashed only when
-their size or mtime moved. Blob ids are git's
+the folder reused while its watch holds or for ``walk_ttl`` seconds (``code_tuning.py``), files
+re-hashed only when their size or mtime moved. Blob ids are git's
 (``sha1("blob <size>\\0" + bytes)``) everywhere, from ``git ls-files -s`` in a repository and
 computed from the bytes outside one, so an anchor means the same thing in both.
 
@@ -183,8 +183,9 @@ def snapshot(root: str | Path, max_age: float | None = None,
              untracked_age: float | None = None) -> Snapshot:
     """The current snapshot of the project at ``root`` (cached against the repository state;
     outside git, a walk reused while its watch holds or for ``max_age`` seconds, ``walk_ttl``
-    unless given: reads pass 0, writes reuse one; in git, the untracked files listed again only when their watch shows a
-    change, or, without a watch, when older than ``untracked_age``; 0 lists them again)."""
+    unless given: reads pass 0, writes reuse one; in git, the untracked files listed again only
+    when their watch shows a change, or, without a watch, when older than ``untracked_age``; 0
+    lists them again)."""
     root, tuning = Path(root), current()
     max_age = tuning.walk_ttl if max_age is None else max_age
     forced = untracked_age is not None and untracked_age <= 0
