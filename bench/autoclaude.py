@@ -69,7 +69,8 @@ t = time.perf_counter()
 from graphmem import compat
 t_import = time.perf_counter() - t
 t = time.perf_counter()
-compat.save_session_insights(sys.argv[1], int(sys.argv[2]), {"what_failed": ["Failed to complete subtask: qa-fix-3"], "subtask_id": "qa-fix-3", "success": False})
+compat.save_session_insights(sys.argv[1], int(sys.argv[2]), {
+    "what_failed": ["Failed to complete subtask: qa-fix-3"], "subtask_id": "qa-fix-3", "success": False})
 print(t_import * 1000, (time.perf_counter() - t) * 1000)
 """
 

@@ -79,7 +79,7 @@ def test_after_a_graph_rebuild(tmp_path, graph_on):
         assert_history_hidden(*shown(mem))
 
 
-def test_after_a_team_pull(team):  # noqa: F811  (the fixture imported above)
+def test_after_a_team_pull(team):
     srv, repos, envs = team
     with _mem(repos, "a", envs, "001-a") as a:
         write_history(a)

@@ -86,7 +86,8 @@ FORMATS_35 = [
     ("vault_token", "VAULT_ADDR=https://vault:8200 vault login hvs." + "CAESIJ5s2xR0kKq3eZ9aB1cD2eF3g",
      "CAESIJ5s2xR0kKq3eZ9aB1cD2eF3g"),
     ("slack_token", "xoxe.xoxp-1-" + "Mi0yLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw", "Mi0yLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw"),
-    ("slack_token", "refresh with xoxe-1-" + "My0xLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw", "My0xLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw"),
+    ("slack_token", "refresh with xoxe-1-" + "My0xLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw",
+     "My0xLTEyMzQ1Njc4OTAxMi0xMjM0NTY3ODkw"),
     ("twilio_key", "TWILIO_API_KEY_SID SK" + _HEX32, "SK" + _HEX32),
     ("databricks_token", "databricks configure --token dapi" + _HEX32[::-1], "dapi" + _HEX32[::-1]),
     ("shopify_token", "X-Shopify-Access-Token: shpat_" + _HEX32, "shpat_" + _HEX32),
@@ -112,7 +113,8 @@ FORMATS_35 = [
     ("doppler_token", "DOPPLER_TOKEN dp.pt." + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfG",
      "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfG"),
     ("mailchimp_key", "mailchimp " + _HEX32 + "-us14", _HEX32 + "-us14"),
-    ("telegram_bot_token", "bot 123456789:AA" + "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw7", "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw7"),
+    ("telegram_bot_token", "bot 123456789:AA" + "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw7",
+     "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw7"),
 ]
 
 # Shapes of those formats that keep their text: placeholders, prose, code.

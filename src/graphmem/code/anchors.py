@@ -16,6 +16,7 @@ deleted).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -295,7 +296,7 @@ def backfill(project_dir: str | Path, items: list[MemoryItem],
             written += record(project_dir, spec, missing, with_work=False)  # old items: no new work
             if len(known) > len(its) + written or b.inline:  # items the files no longer hold,
                 # or records in the format before sets: the file is written again in this one
-                compact(spec, live=None if held is None else (lambda spec=spec: held(spec)))
+                compact(spec, live=None if held is None else functools.partial(held, spec))
         except OSError as exc:
             log.warning("anchors of %s not written: %s", spec, exc)
     return written

@@ -15,7 +15,7 @@ from typing import Any
 from ..facade.memory import Memory
 from ..settings import Settings
 
-_CACHE: dict[tuple[str, str], Memory] = {}
+_CACHE: dict[tuple[str, str, str], Memory] = {}
 _CACHE_LOCK = threading.Lock()
 
 

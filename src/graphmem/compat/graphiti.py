@@ -251,8 +251,7 @@ class GraphitiMemory:
             return []
         out = [{"type": EPISODE_TYPE_SESSION_INSIGHT, "spec_id": self.spec_context_id, **s}
                for s in sessions]
-        out.sort(key=lambda s: s.get("session_number") if isinstance(s.get("session_number"), int)
-                 else 0, reverse=True)
+        out.sort(key=_session_number, reverse=True)
         return out[:max(0, limit)]
 
     async def get_similar_task_outcomes(self, task_description: str, limit: int = 5) -> list[dict]:
@@ -308,3 +307,8 @@ class GraphitiMemory:
                 "episode_count": self._saved, "last_session": self._last_session,
                 "errors": len(self._errors)}
 
+
+def _session_number(session: dict) -> int:
+    """A session's number for ordering; 0 for one that has none."""
+    n = session.get("session_number")
+    return n if isinstance(n, int) else 0

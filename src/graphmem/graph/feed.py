@@ -100,7 +100,8 @@ async def _by_id(store: Any, gid: str, query: str, ids: list[str],
                  params: dict[str, Any] | None = None) -> list[list]:
     """Rows of ``query`` for ``ids``, in chunks; a chunk cut short by the server's
     RESULTSET_SIZE is asked for again without what came back."""
-    rows, pending = [], list(ids)
+    rows: list[list] = []
+    pending = list(ids)
     while pending:
         chunk, pending = pending[:BATCH], pending[BATCH:]
         res = await store.query(gid, query, {"ids": chunk, **(params or {})}, ro=True)
@@ -120,7 +121,8 @@ async def item_ids(store: Any, project: str, spec: str | None = None,
     if owner is not None:
         where += " AND " + schema.MINE
     writer, host = owner or ("", "")
-    gid, ids, after = schema.group_id(project), set(), ""
+    ids: set[str] = set()
+    gid, after = schema.group_id(project), ""
     while True:
         res = await store.query(gid, f"MATCH (n:Entity) WHERE {where} AND n.uuid > $after "
                                 f"RETURN n.uuid ORDER BY n.uuid LIMIT {PAGE}",

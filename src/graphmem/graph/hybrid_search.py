@@ -87,7 +87,8 @@ async def search(store: Any, query: str, projects: list[str] | None, kinds: list
     limit_bytes = store.settings.max_item_bytes
     fetched = await asyncio.gather(*(fetch_items(store, g, u, limit_bytes)
                                      for g, u in wanted.items()))
-    rows, over = {}, {}
+    rows: dict[str, list] = {}
+    over: dict[str, int] = {}
     for got, too_big in fetched:
         rows.update((r[0], r) for r in got)
         over.update(too_big)

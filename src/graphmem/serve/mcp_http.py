@@ -89,7 +89,7 @@ def protocol_class() -> type:
             if self.conn.their_state in waiting and not self.transport.is_closing():
                 self.transport.close()  # connection_lost tells a waiting handler it is gone
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._arm()
 
