@@ -428,3 +428,32 @@ def test_an_llm_summary_only_when_a_provider_is_configured(proj, monkeypatch):
         assert m.get_session_summary(with_llm["session"]) == \
             "Asked to fix refund rounding; edited src/pay.py."
         assert m.get_session_summary(plain["session"]) is None
+
+
+def test_the_digest_keeps_lessons_not_noise():
+    """Failing checks and what made them pass are lessons; a flake, ``git status`` or a
+    greeting as the task are not."""
+    from graphmem.hooks.digest import _facts, insight_of, learn, learned
+
+    def bash(cmd, error=None):
+        return {"kind": "fail" if error else "tool", "tool": "Bash", "input": {"command": cmd},
+                **({"error": error} if error else {})}
+
+    facts = _facts({})
+    learn(facts, [{"kind": "prompt", "prompt": "hi"},
+                  {"kind": "prompt", "prompt": "Fix the flaky cart total test please"},
+                  bash("git push", "Exit code 128"), bash("git status"),
+                  bash("go test ./cart/...", "Exit code 1"), bash("go test ./cart/..."),
+                  bash("make lint", "Exit code 2"),
+                  {"kind": "tool", "tool": "Edit", "input": {"file_path": "cart/total.go"}},
+                  bash("make lint")])
+    assert facts["task"] == "Fix the flaky cart total test please"
+    assert facts["fixes"] == ["`make lint` failed (Exit code 2); it passed after editing "
+                              "cart/total.go"]  # the flaky go test is no lesson, git push none
+    assert facts["passed"] == ["`go test ./cart/...`", "`make lint`"]
+    insight = insight_of(facts, "s")
+    assert insight["discoveries"]["files_understood"] == {
+        "cart/total.go": "edited for: Fix the flaky cart total test please"}
+    only_a_question = _facts({})
+    learn(only_a_question, [{"kind": "prompt", "prompt": "How does `Client` work?"}])
+    assert not learned(only_a_question)  # kept as a turn, no insight

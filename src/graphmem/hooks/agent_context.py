@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from graphmem.facade.async_memory import AsyncMemory
 
 PROMPT_BUDGET = 800  # tokens injected for a prompt at most (estimated, ``context.py``)
-BRIEF_BUDGET = 400  # tokens of a session's briefing
+BRIEF_BUDGET = 250  # tokens of a session's briefing
 FILE_BUDGET = 250  # tokens of what is known about one file
 FILE_ITEMS = 3  # current memories shown about one file
 # A prompt gets context only when one of its best memories shares FLOOR_TERMS of its words
