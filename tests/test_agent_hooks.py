@@ -235,6 +235,9 @@ def test_a_session_leaves_memories_the_next_session_is_given(proj, warm):
     assert "src/pay.py" in told and len(told) / 4 <= 800
     assert context(fire(proj, "UserPromptSubmit", {
         "session_id": "s-two", "prompt": "translate the onboarding emails into German"})) == ""
+    where = context(fire(proj, "UserPromptSubmit", {"session_id": "s-two",
+                                                    "prompt": "Where is `total` implemented?"}))
+    assert "`total` is defined in src/cart.py" in where  # no memory names it: the code does
     about = context(fire(proj, "PreToolUse", {"session_id": "s-two", "tool_name": "Read",
                                               "tool_input": {"file_path": pay}}, "Read"))
     assert "known about src/pay.py" in about and "round half-even" in about

@@ -60,13 +60,17 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
 
 async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_BUDGET) -> str:
     """``context`` for the prompt within ``budget`` tokens, or '' when its best memory is
-    under the relevance floor (nothing rather than noise)."""
+    under the relevance floor (nothing rather than noise) and it names no code of the project
+    (a symbol it names is answered with where it is defined now)."""
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
     prompt = " ".join(prompt.split())[:2000]
-    hits = await mem.search(prompt, scope="project", limit=5)
-    if not hits or not await _relevant(prompt, hits, mem):
-        return ""
+    from graphmem.code import defined_now
+
+    if not defined_now(prompt, mem.project_dir, limit=1):  # code it names: always worth saying
+        hits = await mem.search(prompt, scope="project", limit=5)
+        if not hits or not await _relevant(prompt, hits, mem):
+            return ""
     return await mem.context(prompt, max_tokens=budget)
 
 
