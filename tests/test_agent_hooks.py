@@ -460,3 +460,19 @@ def test_the_digest_keeps_lessons_not_noise():
     only_a_question = _facts({})
     learn(only_a_question, [{"kind": "prompt", "prompt": "How does `Client` work?"}])
     assert not learned(only_a_question)  # kept as a turn, no insight
+
+
+def test_checks_are_told_by_their_program_and_long_quotes_are_cut_within_budget():
+    from graphmem.hooks.agent_context import fit
+    from graphmem.hooks.digest import is_check
+
+    assert [is_check(c) for c in ('git commit -m "add tests"', "mkdir docs/testing",
+                                  "cd cmd && go test ./...", "FOO=1 pytest -q", "git status",
+                                  "mise run fmt && mise run lint 2>&1")] == [
+        False, False, True, True, False, True]
+    text = ("## Memory relevant to: x\n\n### Gotchas\n- " + "plan " * 400 +
+            "_(source: s.json, session 3)_ [files: a.go]\n\n### Files\n- b.go: edited for: y\n")
+    out = fit(text, 120)
+    assert len(out) / 4 <= 120 and "_(source: s.json, session 3)_ [files: a.go]" in out
+    assert "- b.go: edited for: y" in out and "plan plan" in out
+    assert fit("## Memory relevant to: x\n\n### Files\n- " + "z" * 4000 + "\n", 30) == ""

@@ -72,8 +72,15 @@ def substantive(prompt: str) -> bool:
 
 def is_check(command: str) -> bool:
     """Whether a command verifies the work (tests, lint, build, type checks): the ones whose
-    failure and fix are worth remembering; ``git status`` or ``ls`` are not."""
-    return bool(CHECK.search(command))
+    failure and fix are worth remembering; ``git status`` or ``ls`` are not. Only the first
+    words of each ``&&``/``;``/``|`` part count (``git commit -m "add tests"`` is no check)."""
+    for part in re.split(r"&&|\|\||;|\|", command):
+        words = [w for w in part.split() if not _ENV.match(w)]
+        if words and words[0] == "cd":
+            continue
+        if CHECK.search(" ".join(words[:3])):
+            return True
+    return False
 
 
 def _short(command: str) -> str:
