@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from graphmem.facade.async_memory import AsyncMemory
 
 PROMPT_BUDGET = 800  # tokens injected for a prompt at most (estimated, ``context.py``)
-BRIEF_BUDGET = 250  # tokens of a session's briefing
+BRIEF_BUDGET = 160  # tokens of a session's briefing (with a prompt's 800: ~800 on average)
 FILE_BUDGET = 250  # tokens of what is known about one file
 FILE_ITEMS = 3  # current memories shown about one file
 # A prompt gets context only when one of its best memories shares FLOOR_TERMS of its words
@@ -49,9 +49,9 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
     query = recent[0] if recent else "gotchas pitfalls conventions patterns of this project"
     hits = await mem.search(query, scope="project", kinds=["gotcha", "pattern"], limit=12)
     hits = [h.replaced(score=1.0) for h in hits]  # a briefing: no floor among them
-    body = build_context(query, hits, max(budget - 80, 60), mem.project_dir) if hits else ""
+    body = build_context(query, hits, max(budget - 60, 60), mem.project_dir) if hits else ""
     body = body.split("\n", 1)[1] if body else ""  # our own title instead
-    lines = [f"- {t}\n" for t in recent[:3]]
+    lines = [f"- {t if len(t) <= 100 else t[:99] + chr(0x2026)}\n" for t in recent[:3]]
     if lines:
         body += "\n### Recent sessions worked on\n" + "".join(lines)
     if not body.strip():
