@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint install bench clean
+.PHONY: demo test test-fast slow-list lint install bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "graphmem needs Python 3.11 or newer (found: $(PYTHON)); run: make PYTHON=/path/to/python3.11 ..."; exit 1; }
@@ -29,6 +29,11 @@ test: lint
 # the inner loop: the tests not marked slow, in under a minute
 test-fast: $(STAMP)
 	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m "not slow"
+
+# re-measure which tests are slow (tests/slow_tests.txt) after adding or speeding up tests
+slow-list: $(STAMP)
+	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -p no:cacheprovider --junitxml=.slow-report.xml; \
+	  $(PY) tests/slow_list.py .slow-report.xml; rm -f .slow-report.xml
 
 bench: $(STAMP)
 	for b in bench/[!_]*.py; do GRAPHITI_TELEMETRY_ENABLED=false $(PY) $$b || exit 1; done

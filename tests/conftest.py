@@ -120,3 +120,16 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nconftest: stopped {len(leftovers)} server(s) a test left running:")
         for _, cmd in leftovers[:10]:
             print("  ", cmd[-160:])
+
+
+_SLOW = Path(__file__).with_name("slow_tests.txt")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the tests tests/slow_tests.txt names (measured; `make slow-list` rewrites it),
+    so that `make test-fast` (``-m "not slow"``) runs the rest in under a minute."""
+    names = {line.strip() for line in _SLOW.read_text().splitlines()
+             if line.strip() and not line.startswith("#")} if _SLOW.exists() else set()
+    for item in items:
+        if f"{item.module.__name__.rpartition('.')[2]}::{item.originalname}" in names:
+            item.add_marker(pytest.mark.slow)
