@@ -70,7 +70,7 @@ def is_ours(handler: Any, agent: Agent) -> bool:
     if not isinstance(handler, dict) or not isinstance(handler.get("command"), str):
         return False
     m = _OURS.search(handler["command"].strip())
-    return bool(m) and m.group(1) == agent.name
+    return m is not None and m.group(1) == agent.name
 
 
 def _read(path: Path) -> dict[str, Any]:

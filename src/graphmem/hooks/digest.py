@@ -90,10 +90,11 @@ def _short(command: str) -> str:
 
 def learn(facts: dict[str, Any], records: list[dict]) -> tuple[list[str], list[dict]]:
     """Fold spool records into ``facts``; the new prompts and the steps to record."""
-    prompts, steps = [], []
+    prompts: list[str] = []
+    steps: list[dict] = []
     for rec in records:
         kind, tool = rec.get("kind"), rec.get("tool")
-        inp = rec.get("input") if isinstance(rec.get("input"), dict) else {}
+        inp: dict = got if isinstance(got := rec.get("input"), dict) else {}
         if kind == "prompt" and isinstance(rec.get("prompt"), str) and rec["prompt"].strip():
             text = " ".join(rec["prompt"].split())
             prompts.append(rec["prompt"])
