@@ -264,7 +264,7 @@ def json_export(data: object, source: str) -> Read | None:
     if isinstance(data, dict) and isinstance(data.get("observations"), list):
         return claude_mem(data, source)
     rows = data.get("results", data.get("memories")) if isinstance(data, dict) else data
-    if isinstance(rows, list) and rows and all(isinstance(r, dict) and "memory" in r for r in rows):
+    if isinstance(rows, list) and any(isinstance(r, dict) and "memory" in r for r in rows):
         return mem0(rows, source)
     return None
 

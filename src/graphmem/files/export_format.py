@@ -3,8 +3,8 @@
 One JSON object per line (UTF-8). The first line is the header; the others are items and the
 validity events of the spec folders they came from (the README documents every field)::
 
-    {"format": "graphmem-export", "version": 1, "project": "github.com/o/r", "spec": null,
-     "exported_at": "2026-12-06T01:00:00+00:00"}
+    {"type": "header", "format": "graphmem-export", "version": 1, "project": "github.com/o/r",
+     "spec": null, "exported_at": "2026-12-06T01:00:00+00:00"}
     {"type": "item", "id": "3f0c...", "kind": "gotcha", "text": "...", "spec": ".graphmem",
      "session": null, "time": "...", "source": ".graphmem/memory/gotchas.md", "metadata": {}}
     {"type": "validity", "spec": ".graphmem", "item": "3f0c...", "state": "retired", "by": null,
@@ -35,7 +35,7 @@ EVENT_FIELDS = {"spec": (str, type(None)), "item": str, "state": str, "by": (str
 
 def header(project: str, spec: str | None) -> dict[str, Any]:
     """The first line of an export."""
-    return {"format": FORMAT, "version": VERSION, "project": project, "spec": spec,
+    return {"type": "header", "format": FORMAT, "version": VERSION, "project": project, "spec": spec,
             "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 

@@ -24,6 +24,7 @@ END = "<!-- graphmem:end -->"
 DEFAULT_BYTES = 2048
 MIN_BYTES = 256
 KINDS = ("gotcha", "pattern")
+LINE_CHARS = 240  # of one memory's text in the section
 CANDIDATES = 40  # memories the search offers before the budget cuts
 QUERY = "gotchas pitfalls conventions patterns of this project"  # the briefing's own query
 TITLE = "## Project memory (graphmem)\n"
@@ -35,31 +36,41 @@ _SOURCE = re.compile(r" _\(source: [^)]*\)_")
 
 def render(hits: list[Any], root: Path, max_bytes: int = DEFAULT_BYTES) -> str:
     """The section's body (without markers): current memories in a stable order, stale ones
-    marked, at most ``max_bytes`` bytes with the markers."""
-    from .context import build_context
+    marked, at most ``max_bytes`` bytes with the markers. Each kind takes its turn at the budget
+    (gotcha, pattern, gotcha, ...), its memories in text order, so both kinds are shown."""
+    from .context import SECTIONS, _freshness, _line
 
-    kind_rank = {k: i for i, k in enumerate(KINDS)}
-    hits = sorted((h.replaced(score=1.0) for h in hits if h.kind in kind_rank),
-                  key=lambda h: (kind_rank[h.kind], normalise(h.text), h.id))
-    room = max_bytes - len(f"{BEGIN}\n{TITLE}{NOTE}{END}\n".encode())
-    body = build_context(QUERY, hits, 200_000, root) if hits else ""
-    lines = [_SOURCE.sub("", line) for line in body.split("\n", 1)[1].splitlines()] if body else []
-    out: list[str] = []
-    used = 0
-    for line in lines:
-        if line.startswith("_") and "left out" in line:
-            continue  # a count of hidden memories says nothing to another agent
-        cost = len(line.encode()) + 1
-        if line.startswith("### ") or not line:
-            out.append(line)
-            used += cost
-            continue
-        if used + cost > room:
-            continue
-        out.append(line)
-        used += cost
-    text = "\n".join(_drop_empty_sections(out)).strip("\n")
-    return TITLE + NOTE + (("\n" + text + "\n") if text else "\n_Nothing current is known yet._\n")
+    by_kind: dict[str, list[str]] = {k: [] for k in KINDS}
+    seen: set[str] = set()
+    for h in sorted(hits, key=lambda h: (normalise(h.text), h.id)):
+        key = normalise(h.text)
+        if h.kind not in by_kind or key in seen or _freshness(h).get("state") == "gone":
+            continue  # a memory whose code is gone is not handed to another agent
+        seen.add(key)
+        by_kind[h.kind].append(_SOURCE.sub("", _line(h.replaced(text=_short(h.text)), root)))
+    frame = len(f"{BEGIN}\n{TITLE}{NOTE}\n{END}\n".encode())
+    titles = {k: title for title, kinds in SECTIONS for k in kinds}
+    room = max_bytes - frame - sum(len(f"\n### {titles[k]}\n".encode()) for k in KINDS)
+    chosen: dict[str, list[str]] = {k: [] for k in KINDS}
+    queues = [list(v) for v in by_kind.values()]
+    while any(queues):
+        for kind, queue in zip(KINDS, queues):
+            if not queue:
+                continue
+            line = queue.pop(0)
+            if len(line.encode()) <= room:
+                chosen[kind].append(line)
+                room -= len(line.encode())
+    text = "".join(f"\n### {titles[k]}\n" + "".join(chosen[k]) for k in KINDS if chosen[k])
+    return TITLE + NOTE + (text or "\n_Nothing current is known yet._\n")
+
+
+def _short(text: str) -> str:
+    """One memory's text, cut to ``LINE_CHARS`` at a word (the section is a digest)."""
+    text = " ".join(text.split())
+    if len(text) <= LINE_CHARS:
+        return text
+    return text[:LINE_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
 
 def _drop_empty_sections(lines: list[str]) -> list[str]:
