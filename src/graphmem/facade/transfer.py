@@ -167,10 +167,9 @@ class Transfer:
         with self.sync.journal() as entry:
             items = []
             for kind, texts in notes.items():
-                for text in dict.fromkeys(self.rules.clean(t) for t in texts):
-                    if store.append_bullet(kind, text):
-                        added[kind] += 1
-                        items += store.bullet_items(kind, [text])
+                new = store.append_bullets(kind, [self.rules.clean(t) for t in texts])
+                added[kind] = len(new)
+                items += store.bullet_items(kind, new)
             if files:
                 clean = self.rules.clean(files)
                 before = store.load_codebase_map()
