@@ -223,3 +223,24 @@ def test_agents_md_writes_current_memory_between_markers_byte_identical(tmp_path
     assert broken.read_text() == f"x\n{am.BEGIN}\nold\n"
     p = run_cli("agents-md", "--project-dir", str(root))
     assert p.returncode == 0 and p.stdout.startswith(am.TITLE) and am.BEGIN not in p.stdout
+
+
+def test_the_section_is_an_mcp_tool(tmp_path):
+    import anyio
+    from mcp import Client
+
+    from graphmem.serve.mcp_server import build_server
+
+    root, _ = project(tmp_path, {"src/pay.py": PAY})
+    with Memory(None, root) as m:
+        m.append_gotcha("refund() in src/pay.py must round half-even.")
+        want = m.agents_md()["section"]
+
+    async def main():
+        async with Client(build_server(None, root)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert tools["agents_md_section"].annotations.read_only_hint is True
+            res = await c.call_tool("agents_md_section", {"project_dir": str(root)})
+            assert not res.is_error
+            assert res.structured_content["section"] == want and "half-even" in want
+    anyio.run(main)

@@ -173,11 +173,11 @@ class Transfer:
             if files:
                 clean = self.rules.clean(files)
                 before = store.load_codebase_map()
-                new = {p: v for p, v in clean.items() if before.get(p) != v}
-                if new:
-                    store.update_codebase_map(new)
-                    items += store.map_items(new)
-                    added["file"] = len(new)
+                changed = {p: v for p, v in clean.items() if before.get(p) != v}
+                if changed:
+                    store.update_codebase_map(changed)
+                    items += store.map_items(changed)
+                    added["file"] = len(changed)
             await self.sync.propagate(items, SaveReport(path=str(store.memory_dir)), entry)
         return added
 
