@@ -27,13 +27,14 @@ def _memory_files(root: Path) -> dict[str, bytes]:
 def test_the_kind_rule_and_paths_of_a_rules_file():
     text = ("# Proj\n\nIntro paragraph that says to use uv.\n\n## Testing\n\n"
             "- Never run the suite against production.\n- Prefer `pytest -q`.\n"
-            "- `src/api/` — the HTTP handlers\n\n```bash\nrm -rf /\n```\n"
+            "- `src/api/` — the HTTP handlers\n- Node.js: version 20 or newer\n\n```bash\nrm -rf /\n```\n"
             "| a | b |\n|---|---|\n")
     read = af.markdown_notes(text, "AGENTS.md", "rules")
     got = {(f.kind, f.text, f.path) for f in read.found}
     assert ("gotcha", "Testing: Never run the suite against production.", "") in got
     assert ("pattern", "Testing: Prefer `pytest -q`.", "") in got
     assert ("file", "the HTTP handlers", "src/api/") in got
+    assert ("pattern", "Testing: Node.js: version 20 or newer", "") in got  # a name, not a path
     assert ("pattern", "Intro paragraph that says to use uv.", "") in got
     assert not any("rm -rf" in f.text for f in read.found)  # code blocks are not memory
     assert {w for _, w in read.skipped} == {"a code block", "a table"}

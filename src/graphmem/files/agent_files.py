@@ -40,8 +40,9 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _MDC_LINK = re.compile(r"\[([^\]]*)\]\(mdc:([^)\s]+)\)")
-_PATH_HEAD = re.compile(r"^`?((?:\.{0,2}/)?[\w.-][\w.@-]*(?:/[\w.@*-]*)+|[\w@-]+\.[A-Za-z]{1,8})`?\s*"
-                        r"(?:[:—–]|-{1,2}|→|->)\s+(.+)$")
+_PATH = r"(?:\.{0,2}/)?[\w.-][\w.@-]*(?:/[\w.@*-]*)+"  # a path with a folder: src/api/, ./web/x.ts
+_PATH_HEAD = re.compile(r"^(?:`(" + _PATH + r"|[\w.@-]+\.[A-Za-z]{1,8})`|(" + _PATH + r"))\s*"
+                        r"(?:[:—–]|-{1,2}|→|->)\s+(.+)$")  # a bare file name only in backticks
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,10 @@ def markdown_notes(text: str, source: str, origin: str, prefix: str = "") -> Rea
             out.skipped.append((where, f"a note of {len(body)} characters (over {MAX_NOTE})"))
             return
         m = _PATH_HEAD.match(body) if is_item else None
-        if m and ("/" in m.group(1) or "." in m.group(1)) and not m.group(1).startswith("http"):
-            out.found.append(Found("file", _one_line(m.group(2)), source, origin,
-                                   path=m.group(1).strip("`").lstrip("./") or m.group(1)))
+        named = (m.group(1) or m.group(2)) if m else ""
+        if m and not named.startswith(("http", "www.")):
+            out.found.append(Found("file", _one_line(m.group(3)), source, origin,
+                                   path=named.removeprefix("./") or named))
             return
         note = f"{heading}: {body}" if heading and depth > 1 and len(body) < 400 else body
         out.found.append(Found(kind_of(body), f"{prefix}{note}", source, origin))
