@@ -93,6 +93,7 @@ def test_import_reads_auto_memory_serena_claude_mem_and_mem0_and_redacts(tmp_pat
         r = m.import_paths([auto, serena.parent.parent, cm, m0])
         gotchas, patterns = m.load_gotchas(), m.load_patterns()
     assert "Do not retry refund() in src/pay.py: it double-charges." in gotchas
+    assert not [p for p in patterns if "payments.md" in p]  # MEMORY.md's index lines
     assert any(g.startswith("Refund rounding. refund() rounded half-up. use half-even. Files: src/pay.py")
                for g in gotchas)  # a claude-mem bugfix is a gotcha, its files named
     assert "Prefers pnpm over npm" in patterns
@@ -101,6 +102,7 @@ def test_import_reads_auto_memory_serena_claude_mem_and_mem0_and_redacts(tmp_pat
     assert {"auto-memory/gotcha", "serena/pattern", "claude-mem/gotcha", "mem0/pattern"} <= \
         set(r["by_source"])
     whys = " | ".join(s["why"] for s in r["skipped"])
+    assert "1 index lines pointing at topic files" in whys
     assert "not an object" in whys and "no 'memory' text" in whys and "session records" in whys
 
 

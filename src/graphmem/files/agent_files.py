@@ -39,6 +39,7 @@ _WARN = re.compile(r"\b(don'?t|do not|never|avoid|careful|must not|mustn'?t|bewa
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+_INDEX_LINE = re.compile(r"^(?:[^:]*: )?\[[^\]]*\]\([^)\s]+\.md\)\s*(?:[:—–-]|$)")
 _MDC_LINK = re.compile(r"\[([^\]]*)\]\(mdc:([^)\s]+)\)")
 _PATH = r"(?:\.{0,2}/)?[\w.-][\w.@-]*(?:/[\w.@*-]*)+"  # a path with a folder: src/api/, ./web/x.ts
 _PATH_HEAD = re.compile(r"^(?:`(" + _PATH + r"|[\w.@-]+\.[A-Za-z]{1,8})`|(" + _PATH + r"))\s*"
@@ -197,6 +198,10 @@ def auto_memory(text: str, source: str, origin: str) -> Read:
     except ValidationError:
         meta, body = {}, text  # a memory file's front matter is optional and informal
     read = markdown_notes(body, source, origin)
+    index = [f for f in read.found if _INDEX_LINE.match(f.text)]
+    if index:  # MEMORY.md's lines pointing at topic files: the topic files are read instead
+        read.found = [f for f in read.found if f not in index]
+        read.skipped.append((source, f"{len(index)} index lines pointing at topic files"))
     desc = _one_line(meta.get("description", ""))
     if desc and not read.found:
         read.found.append(Found(kind_of(desc), desc, source, origin))
