@@ -63,6 +63,11 @@ def test_import_finds_the_rules_and_paths_of_three_public_repositories(tmp_path)
     assert any("Never add yourself (Claude) as a co-author" in g for g in gotchas)
     assert any("Install the project with its test dependencies" in p for p in patterns)
     assert any(s["why"] == "a code block" and "llm/AGENTS.md" in s["where"] for s in r["skipped"])
+    with Memory(None, root) as m:  # the rules folder named on its own: the same notes
+        alone = m.import_paths([FIXTURES / "langfuse" / ".cursor" / "rules"])
+    assert alone["took"] == {"gotcha": r["by_source"]["cursor/gotcha"],
+                             "pattern": r["by_source"]["cursor/pattern"]}
+    assert alone["added"]["pattern"] == 0
     before = _memory_files(root)
     with Memory(None, root) as m:  # importing twice adds nothing
         again = m.import_paths([FIXTURES / "langfuse", FIXTURES / "pydantic-ai", FIXTURES / "llm"])

@@ -276,6 +276,14 @@ def _walk(folder: Path) -> list[tuple[Path, str]]:
         return [(p, "auto-memory") for p in sorted(folder.glob("*.md"))]
     if folder.name == "memories" and folder.parent.name == ".serena":
         return [(p, "serena") for p in sorted(folder.glob("*.md"))]
+    if folder.name == "rules" and folder.parent.name == ".cursor":
+        return [(p, "cursor") for p in sorted(folder.glob("**/*.mdc"))]
+    if folder.name == ".cursor":
+        return _walk(folder / "rules")
+    if folder.name == ".serena":
+        return _walk(folder / "memories")
+    if folder.name == ".claude":
+        return [(folder / "CLAUDE.md", "rules")] if (folder / "CLAUDE.md").is_file() else []
     found = [(folder / n, "rules") for n in af.RULE_FILES if (folder / n).is_file()]
     if (folder / ".claude" / "CLAUDE.md").is_file():
         found.append((folder / ".claude" / "CLAUDE.md", "rules"))
