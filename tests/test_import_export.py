@@ -252,3 +252,18 @@ def test_the_section_is_an_mcp_tool(tmp_path):
             assert not res.is_error
             assert res.structured_content["section"] == want and "half-even" in want
     anyio.run(main)
+
+
+def test_an_export_of_the_wrong_shape_is_refused_naming_the_line(tmp_path):
+    from graphmem.files.export_format import read_export
+
+    head = '{"type": "header", "format": "graphmem-export", "version": 1, "project": "p", "spec": null}'
+    cases = [("", "is empty"), ('{"format": "other"}', "line 1: must be the header"),
+             (head.replace('"version": 1', '"version": 2'), "line 1: version 2 is not one"),
+             (head + "\nnot json", "line 2: is not JSON"),
+             (head + "\n[1, 2]", "line 2: must be a JSON object, got list"),
+             (head + '\n{"type": "note"}', "line 2: 'type' must be 'item' or 'validity'"),
+             (head + '\n\n{"type": "validity", "item": "x"}', "line 3: has no 'spec'")]
+    for text, why in cases:
+        with pytest.raises(ValidationError, match=why):
+            read_export(tmp_path / "e.jsonl", text)

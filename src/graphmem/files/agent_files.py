@@ -17,9 +17,9 @@ GEMINI.md, ``.cursor/rules/*.mdc``, Claude Code's auto-memory, ``.serena/memorie
   ``globs`` and ``description`` open each of its notes ("In `web/**/*.ts`: ...").
 
 claude-mem's export (``{"observations": [...], ...}``, its ``scripts/export-memories.ts``) gives
-one note per observation (``title``: ``narrative``, its ``facts``), a gotcha when its ``type`` is
-``bugfix``; mem0's ``get_all`` answer (``{"results": [{"memory": ...}]}`` or a bare list) one
-pattern per memory.
+one note per observation (``title``, ``subtitle``, ``narrative``, its ``facts`` and files; the
+fields of its ``ObservationInput``), a gotcha when its ``type`` is ``bugfix``; mem0's ``get_all``
+answer (``{"results": [{"memory": ...}]}`` or a bare list) one note per memory.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def claude_mem(data: dict, source: str) -> Read:
         if not isinstance(ob, dict):
             out.skipped.append((where, "not an object"))
             continue
-        parts = [str(ob[k]) for k in ("title", "narrative", "text") if isinstance(ob.get(k), str)
+        parts = [str(ob[k]) for k in ("title", "subtitle", "narrative", "text") if isinstance(ob.get(k), str)
                  and ob[k].strip()]
         facts = ob.get("facts")
         if isinstance(facts, str):
