@@ -86,6 +86,9 @@ def main() -> None:
     print(f"target: {args.files} files in under 10 s; cold import took {data['cold']['seconds']} s "
           "(files, anchors, and the bundled embedder embedding every note)")
     write_json("import_memory", data)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
