@@ -41,7 +41,11 @@ def test_the_kind_rule_and_paths_of_a_rules_file():
     rule = af.cursor_rule("---\ndescription: API rules\nglobs: web/**/*.ts, worker/**\n---\n"
                           "- Avoid default exports, see [x.ts](mdc:web/x.ts)\n", "r.mdc")
     assert [(f.kind, f.text) for f in rule.found] == [
-        ("gotcha", "In `web/**/*.ts`, `worker/**`: Avoid default exports, see web/x.ts")]
+        ("gotcha", "In `web/**/*.ts`, `worker/**` (API rules): Avoid default exports, see web/x.ts")]
+    only = af.cursor_rule("---\ndescription: How to add API routes\nglobs:\n---\n- Use zod.\n", "r.mdc")
+    assert [f.text for f in only.found] == ["How to add API routes: Use zod."]
+    bare = af.cursor_rule("---\ndescription: Prefer tabs\nglobs: '*.go'\n---\n", "r.mdc")
+    assert [f.text for f in bare.found] == ["In `*.go`: Prefer tabs"]
 
 
 def test_import_finds_the_rules_and_paths_of_three_public_repositories(tmp_path):

@@ -14,7 +14,7 @@ GEMINI.md, ``.cursor/rules/*.mdc``, Claude Code's auto-memory, ``.serena/memorie
   is a **file** entry of the codebase map; paths named anywhere else stay in the note's text,
   where graphmem's anchors find them (Cursor's ``[x](mdc:path)`` links become ``path``);
 - code blocks, tables, HTML comments and front matter are skipped; an ``.mdc`` file's
-  ``globs`` and ``description`` open each of its notes ("In `web/**/*.ts`: ...").
+  ``globs`` and ``description`` open each of its notes ("In `web/**/*.ts` (API routes): ...").
 
 claude-mem's export (``{"observations": [...], ...}``, its ``scripts/export-memories.ts``) gives
 one note per observation (``title``, ``subtitle``, ``narrative``, its ``facts`` and files; the
@@ -182,10 +182,14 @@ def cursor_rule(text: str, source: str) -> Read:
     """A ``.cursor/rules/*.mdc`` file: its globs and description open each of its notes."""
     meta, body = front_matter(text, source)
     globs = [g.strip() for g in re.split(r"[,\s]+", meta.get("globs", "").strip("[]")) if g.strip()]
-    prefix = f"In {', '.join(f'`{g}`' for g in globs)}: " if globs else ""
-    read = markdown_notes(body, source, "cursor", prefix)
     desc = _one_line(meta.get("description", ""))
+    where = f"In {', '.join(f'`{g}`' for g in globs)}" if globs else ""
+    about = desc if 0 < len(desc) <= 120 else ""
+    prefix = (f"{where} ({about}): " if where and about else f"{where or about}: "
+              if where or about else "")
+    read = markdown_notes(body, source, "cursor", prefix)
     if desc and not read.found:
+        prefix = f"{where}: " if where else ""
         read.found.append(Found(kind_of(desc), prefix + desc, source, "cursor"))
     return read
 
