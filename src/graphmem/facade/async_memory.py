@@ -12,6 +12,7 @@ into one of them:
     Sessions (sessions.py)         sessions, turns, steps, summaries, consolidation
     Recall (recall.py)             search and context
     Validity (validity.py)         retire (the validity log)
+    Transfer (transfer.py)         export, import, the agents-md section
     About (about.py)               about a file or symbol, anchors refresh
     DerivedSync (derived_sync.py)  the write's derived steps, reindex, outbox sync, drift
     EpisodeLog (session_log.py)    queued session rows, settled before every read
@@ -32,6 +33,7 @@ from graphmem.facade.notes import SpecNotes
 from graphmem.facade.recall import Recall
 from graphmem.facade.session_log import EpisodeLog
 from graphmem.facade.sessions import Sessions
+from graphmem.facade.transfer import Transfer
 from graphmem.facade.validity import Validity
 from graphmem.facade.write_rules import WriteRules
 from graphmem.identity import resolve_project
@@ -87,6 +89,7 @@ class AsyncMemory:
         self._notes = SpecNotes(*args, rules, self._episodes, self._sync, self._validity)
         self._sessions = Sessions(*args, rules, self._episodes, self._sync)
         self._recall = Recall(*args, rules, self._episodes, self._sync)
+        self._transfer = Transfer(self._scope, rules, self._sync, self._notes, self._validity)
         self._about = About(*args, self._episodes, self._recall.hits_by_id)
 
     def _register_root(self) -> None:
@@ -205,6 +208,31 @@ class AsyncMemory:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
         logged as superseded by it."""
         return await self._notes.supersede(id, new_text, reason=reason, at=at)
+
+    # ---- export, import, write-through ---------------------------------------------------
+    async def export(self, path: str | Path | None = None) -> str:
+        """Everything of this memory (the whole project when project-wide), history included,
+        as graphmem's JSON Lines export; also written to ``path`` (atomically) when given."""
+        from graphmem.files.atomic import atomic_write_text
+        from graphmem.files.export_format import dump
+
+        await self._episodes.settle()
+        text = dump(self._transfer.export_lines())
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
+
+    async def import_paths(self, paths: Sequence[str | Path]) -> dict:
+        """Import other agents' memory files and folders (CLAUDE.md, AGENTS.md, GEMINI.md,
+        ``.cursor/rules``, Claude Code's auto-memory, ``.serena/memories``, claude-mem and mem0
+        JSON, graphmem's export) -> what it took, added and skipped (and why)."""
+        return await self._transfer.import_paths(list(paths))
+
+    async def agents_md(self, write: str | Path | None = None, max_bytes: int = 2048) -> dict:
+        """The project's current, verified memory as a marked section of AGENTS.md, CLAUDE.md
+        or a ``.mdc`` rule -> ``{"section", "path", "changed"}``; written into ``write`` (between
+        its markers, the rest untouched) when given."""
+        return await self._transfer.agents_md(self.search, write, max_bytes)
 
     # ---- search, context, code -----------------------------------------------------------
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,

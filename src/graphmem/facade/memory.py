@@ -147,6 +147,23 @@ class Memory:
         logged as superseded by it."""
         return _sync.run(self._async.supersede(id, new_text, reason=reason, at=at))
 
+    def export(self, path: str | Path | None = None) -> str:
+        """Everything of this memory (the whole project when project-wide), history included,
+        as graphmem's JSON Lines export; also written to ``path`` (atomically) when given."""
+        return _sync.run(self._async.export(path))
+
+    def import_paths(self, paths: Sequence[str | Path]) -> dict:
+        """Import other agents' memory files and folders (CLAUDE.md, AGENTS.md, GEMINI.md,
+        ``.cursor/rules``, Claude Code's auto-memory, ``.serena/memories``, claude-mem and mem0
+        JSON, graphmem's export) -> what it took, added and skipped (and why)."""
+        return _sync.run(self._async.import_paths(paths))
+
+    def agents_md(self, write: str | Path | None = None, max_bytes: int = 2048) -> dict:
+        """The project's current, verified memory as a marked section of AGENTS.md, CLAUDE.md
+        or a ``.mdc`` rule -> ``{"section", "path", "changed"}``; written into ``write`` (between
+        its markers, the rest untouched) when given."""
+        return _sync.run(self._async.agents_md(write, max_bytes))
+
     def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                limit: int = 10, rerank: bool = False, include_history: bool = False
                ) -> list[Hit]:

@@ -357,6 +357,30 @@ class SpecStore:
             self._refresh_bullets(kind)
         return True
 
+    def append_bullets(self, kind: str, texts: list[str]) -> list[str]:
+        """Append the gotchas or patterns not there yet (normalised), in one write -> those added."""
+        path = self.bullet_file(kind)
+        with self.lock():
+            if repair_tail(path):
+                with _BULLETS_LOCK:
+                    _BULLETS.pop(path, None)
+            seen = set(self._refresh_bullets(kind).seen)
+            new = []
+            for text in (t.strip() for t in texts):
+                if text and normalise(text) not in seen:
+                    seen.add(normalise(text))
+                    new.append(text)
+            if not new:
+                return []
+            lines = "".join(f"- {t}\n" for t in new)
+            st = file_stat(path)
+            if st is None or st.st_size == 0:
+                atomic_write_text(path, HEADERS[kind][1] + lines)
+            else:
+                append_line(path, lines)
+            self._refresh_bullets(kind)
+        return new
+
     def load_bullets(self, kind: str) -> list[str]:
         """Every bullet of ``gotchas.md`` or ``patterns.md``, in file order."""
         cache = self._refresh(self.bullet_file(kind))

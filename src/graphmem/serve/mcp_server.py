@@ -266,6 +266,18 @@ def _register_tools(server: MCPServer, pool: MemoryPool) -> None:
             spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
         return await use(spec_dir, project_dir, lambda m: m.about(path_or_symbol))
 
+    @tool(title="Memory section for agent files", annotations=_reads("Memory section for agent files"),
+          description="The project's current, verified gotchas and patterns as a compact Markdown "
+                      "section (what `graphmem agents-md` writes into AGENTS.md or CLAUDE.md): "
+                      "nothing retired, superseded or whose code is gone; changed code marked; "
+                      "stable order; at most max_bytes bytes.")
+    async def agents_md_section(
+            max_bytes: Annotated[int, _int("size budget of the section in bytes", ge=256,
+                                           le=100_000)] = 2048,
+            spec_dir: SpecArg = None, project_dir: ProjectArg = None) -> dict[str, Any]:
+        out = await use(spec_dir, project_dir, lambda m: m.agents_md(None, max_bytes))
+        return {"section": out["section"]}
+
     @tool(title="Add a pattern", annotations=_writes("Add a pattern", True),
           description="Record a code pattern to follow in this codebase (one line; duplicates are ignored).")
     async def add_pattern(text: Annotated[str, Field(description="the pattern, one line")],

@@ -1,0 +1,85 @@
+"""``graphmem export``, ``graphmem import`` and ``graphmem agents-md``: memory in and out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from graphmem.cli.app import _console, _emit, _memory, _spec_args, command, escape
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="write the export to this file (default: print it)")
+    _spec_args(p)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    with _memory(args) as m:
+        text = m.export(args.output)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        lines = text.count("\n")
+        print(f"Exported {lines - 1} lines to {args.output}", file=sys.stderr)
+    return 0
+
+
+command("export", "write all memory, history included, as graphmem's JSON Lines export")(
+    _cmd_export)(_export_args)
+
+
+def _import_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=Path,
+                   help="files or folders: CLAUDE.md, AGENTS.md, GEMINI.md, .cursor/rules, an "
+                        "auto-memory or .serena/memories folder, claude-mem or mem0 JSON, an export")
+    _spec_args(p)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    with _memory(args) as m:
+        report = m.import_paths(args.paths)
+
+    def show(r):
+        c = _console()
+        took = ", ".join(f"{n} {k}" for k, n in sorted(r["took"].items())) or "nothing"
+        added = ", ".join(f"{n} {k}" for k, n in r["added"].items() if n) or "nothing new"
+        c.print(f"Took {escape(took)}; added {escape(added)} to {escape(r['spec_dir'])}")
+        for src, n in r["by_source"].items():
+            c.print(f"  {escape(src)}: {n}")
+        if r["skipped"]:
+            c.print(f"Skipped {len(r['skipped'])}:")
+            for s in r["skipped"][:50]:
+                c.print(f"  {escape(s['where'])}: {escape(s['why'])}")
+            if len(r["skipped"]) > 50:
+                c.print(f"  ... and {len(r['skipped']) - 50} more (--json lists them all)")
+    return _emit(args, report, show)
+
+
+command("import", "import other agents' memory files and exports (idempotent, redacted)")(
+    _cmd_import)(_import_args)
+
+
+def _agents_md_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--write", type=Path, default=None, metavar="FILE",
+                   help="write the section into FILE (AGENTS.md, CLAUDE.md, "
+                        ".cursor/rules/graphmem.mdc) between its markers; default: print it")
+    p.add_argument("--max-bytes", type=int, default=2048, help="size budget (default 2048)")
+    _spec_args(p)
+
+
+def _cmd_agents_md(args: argparse.Namespace) -> int:
+    with _memory(args) as m:
+        out = m.agents_md(args.write, max_bytes=args.max_bytes)
+    if args.json:
+        return _emit(args, out, lambda _r: None)
+    if args.write is None:
+        sys.stdout.write(out["section"])
+    else:
+        print(f"{'Updated' if out['changed'] else 'Unchanged'}: {args.write}", file=sys.stderr)
+    return 0
+
+
+command("agents-md", "render current, verified memory into AGENTS.md / CLAUDE.md / a .mdc rule")(
+    _cmd_agents_md)(_agents_md_args)

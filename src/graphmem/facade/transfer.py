@@ -1,0 +1,292 @@
+"""Memory in and out: ``export`` (graphmem's JSON Lines), ``import`` (other agents' files and
+exports, ``files/agent_files.py``), and the section ``agents-md`` writes into an agent's file.
+
+Import reads every input before it writes anything: a file named on the command line that cannot
+be read (binary, a malformed ``.mdc`` front matter, an export line of the wrong shape) is a
+``ValidationError`` naming it and nothing is written; a file found by walking a folder is skipped
+with its reason instead. Then one write per kind: the notes go through the same path as
+``append_gotcha`` (size, redaction, deduplication, stable ids), so importing twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..errors import ValidationError
+from ..files import agent_files as af
+from ..files import export_format as ef
+from ..models import Note, SaveReport, parse, stable_id
+
+if TYPE_CHECKING:
+    from .derived_sync import DerivedSync
+    from .notes import SpecNotes
+    from .scope import Scope
+    from .validity import Validity
+    from .write_rules import WriteRules
+
+NOTE_KINDS = ("gotcha", "pattern")
+_GLOB = set("*?[]{}")
+
+
+@dataclass
+class Inputs:
+    """Everything read from the paths of one import, before any write."""
+
+    found: list[af.Found]
+    skipped: list[tuple[str, str]]
+    events: list[tuple[dict, dict[str, tuple[str, str]]]]  # (event, exported id -> (kind, text))
+
+
+@dataclass(eq=False)
+class Transfer:
+    """``export``, ``import_paths`` and ``agents_md`` of one ``AsyncMemory``."""
+
+    scope: Scope
+    rules: WriteRules
+    sync: DerivedSync
+    notes: SpecNotes
+    validity: Validity
+
+    # ---- export -------------------------------------------------------------------------
+    def export_lines(self) -> list[dict]:
+        """The export of this memory (the whole project when project-wide) as its lines."""
+        from ..files.walk import project_items, spec_items
+
+        project = self.scope.project
+        if self.scope.project_wide:
+            items, specs = project_items(project)
+        else:
+            specs = [self.scope.spec_dir]
+            items = spec_items(project, self.scope.spec_dir)
+        lines = [ef.header(project.key, None if self.scope.project_wide else self.scope.spec_key)]
+        lines += [ef.item_line(i) for i in items]
+        for spec in specs:
+            key = project.rel(spec)
+            lines += [ef.event_line(key, ev) for ev in _events(spec)]
+        return lines
+
+    # ---- import -------------------------------------------------------------------------
+    def read_inputs(self, paths: list[str | Path]) -> Inputs:
+        """Every note of ``paths`` (files or folders); raises on a named file it cannot read."""
+        if not paths:
+            raise ValidationError("name at least one file or folder to import", field="paths")
+        out = Inputs([], [], [])
+        for given in paths:
+            path = Path(given)
+            if path.is_dir():
+                walked = _walk(path)
+                for file, origin in walked:
+                    try:
+                        self._read_one(file, origin, out)
+                    except ValidationError as exc:
+                        out.skipped.append((self._label(file), str(exc)))
+                if not walked:
+                    out.skipped.append((str(given), "no agent memory files in this folder"))
+            elif path.is_file():
+                self._read_one(path, _origin(path), out)
+            else:
+                raise ValidationError("is not a file or folder here", field=str(given))
+        return out
+
+    def _label(self, path: Path) -> str:
+        try:
+            return os.path.relpath(path.resolve(), self.scope.root)
+        except ValueError:
+            return str(path)
+
+    def _read_one(self, path: Path, origin: str | None, out: Inputs) -> None:
+        label = self._label(path)
+        if origin == "export":
+            _head, items, events = ef.read_export(path, af.read_text(path))
+            ids: dict[str, tuple[str, str]] = {}
+            for rec in items:
+                kind = rec["kind"]
+                if kind in NOTE_KINDS:
+                    out.found.append(af.Found(kind, rec["text"], label, "graphmem"))
+                    ids[rec["id"]] = (kind, rec["text"])
+                elif kind == "file" and isinstance(rec["metadata"].get("path"), str):
+                    meta = rec["metadata"]
+                    out.found.append(af.Found("file", str(meta.get("purpose", "")), label,
+                                              "graphmem", path=meta["path"]))
+                else:
+                    out.skipped.append((f"{label}: {rec['id']}", f"a {kind} item belongs to a "
+                                        "session's files; import takes gotchas, patterns and files"))
+            out.events += [(ev, ids) for ev in events]
+            return
+        if origin is None:
+            raise ValidationError("is not a format graphmem imports (CLAUDE.md, AGENTS.md, "
+                                  "GEMINI.md, .mdc, a memory folder's .md, claude-mem or mem0 "
+                                  "JSON, a graphmem export)", field=label)
+        read = af.read_foreign(path, origin, label)
+        out.found += read.found
+        out.skipped += read.skipped
+
+    async def import_paths(self, paths: list[str | Path]) -> dict[str, Any]:
+        """Import ``paths``; the report: what it took (by kind and format), what it added, and
+        what it skipped and why."""
+        inputs = self.read_inputs(paths)
+        notes: dict[str, list[str]] = {k: [] for k in NOTE_KINDS}
+        files: dict[str, str] = {}
+        took: Counter[tuple[str, str]] = Counter()
+        skipped = list(inputs.skipped)
+        for f in inputs.found:
+            if f.kind == "file" and not _GLOB & set(f.path) and f.text:
+                files[f.path] = f.text
+                took[(f.origin, "file")] += 1
+                continue
+            text = f"{f.path}: {f.text}" if f.kind == "file" else f.text
+            kind = "pattern" if f.kind == "file" else f.kind
+            try:
+                note = parse(Note, {"text": text}, kind, wrapped=True).text
+                self.rules.check_size(note, kind)
+            except ValidationError as exc:
+                skipped.append((f.source, str(exc)))
+                continue
+            notes[kind].append(note)
+            took[(f.origin, kind)] += 1
+        added = await self._write(notes, files)
+        added["validity"] = self._replay(inputs.events, skipped)
+        by_kind: Counter[str] = Counter()
+        for (_, kind), n in took.items():
+            by_kind[kind] += n
+        return {"took": dict(by_kind), "by_source": {f"{o}/{k}": n for (o, k), n in sorted(took.items())},
+                "added": added, "skipped": [{"where": w, "why": y} for w, y in skipped],
+                "spec_dir": str(self.scope.spec_dir)}
+
+    async def _write(self, notes: dict[str, list[str]], files: dict[str, str]) -> dict[str, int]:
+        """Append the notes (deduplicated) and merge the map entries in one journal entry."""
+        store = self.notes.files
+        added = {"gotcha": 0, "pattern": 0, "file": 0}
+        if not any(notes.values()) and not files:
+            return added
+        await self.sync.guard()
+        with self.sync.journal() as entry:
+            items = []
+            for kind, texts in notes.items():
+                new = store.append_bullets(kind, [self.rules.clean(t) for t in texts])
+                added[kind] = len(new)
+                items += store.bullet_items(kind, new)
+            if files:
+                clean = self.rules.clean(files)
+                before = store.load_codebase_map()
+                changed = {p: v for p, v in clean.items() if before.get(p) != v}
+                if changed:
+                    store.update_codebase_map(changed)
+                    items += store.map_items(changed)
+                    added["file"] = len(changed)
+            await self.sync.propagate(items, SaveReport(path=str(store.memory_dir)), entry)
+        return added
+
+    def _replay(self, events: list[tuple[dict, dict[str, tuple[str, str]]]],
+                skipped: list[tuple[str, str]]) -> int:
+        """Log the exported retirements and supersessions of the notes just imported, under
+        their ids here; an event already logged is not logged again."""
+        from ..files.lock import folder_lock
+        from ..files.validity_log import STATES, validity_file, validity_log
+        from .validity import LOCK_NAME
+
+        if not events:
+            return 0
+        project, spec = self.scope.project.key, self.scope.spec_key
+
+        def here(old: str | None, ids: dict[str, tuple[str, str]]) -> str | None:
+            if old is None or old not in ids:
+                return None
+            kind, text = ids[old]
+            clean = parse(Note, {"text": text}, kind, wrapped=True).text
+            return stable_id(project, spec, kind, self.rules.clean(clean))
+
+        logged = 0
+        spec_dir = self.scope.require_spec()
+        with folder_lock(validity_file(spec_dir).parent, name=LOCK_NAME):
+            current = validity_log(spec_dir).events
+            for ev, ids in events:
+                item, by = here(ev["item"], ids), here(ev.get("by"), ids)
+                if item is None or ev["state"] not in STATES or (ev.get("by") and by is None):
+                    skipped.append((f"validity of {ev['item']}", "its memory is not one this "
+                                    "import took (or its state is unknown)"))
+                    continue
+                had = current.get(item) or {}
+                if had.get("state") == ev["state"] and had.get("by") == by:
+                    continue
+                self.validity.log_event(item, ev["state"], ev.get("reason") or ev["state"], by,
+                                        ev.get("invalid_at"))
+                current[item] = {"state": ev["state"], "by": by}
+                logged += 1
+        return logged
+
+    # ---- write-through ------------------------------------------------------------------
+    async def agents_md(self, search: Callable[..., Awaitable[list]], write: str | Path | None,
+                        max_bytes: int) -> dict[str, Any]:
+        """The rendered section, and the file it was written to (``agents_md.py``)."""
+        from ..rules import agents_md as am
+
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < am.MIN_BYTES:
+            raise ValidationError(f"must be an integer of at least {am.MIN_BYTES}", field="max_bytes")
+        hits = await search(am.QUERY, scope="project", kinds=list(am.KINDS), limit=am.CANDIDATES)
+        body = am.render(hits, self.scope.root, max_bytes)
+        if write is None:
+            return {"section": body, "path": None, "changed": False}
+        path = Path(write)
+        changed = am.write_section(path, body)
+        return {"section": body, "path": str(path), "changed": changed}
+
+
+def _events(spec_dir: Path) -> list[dict]:
+    """Every validity event of a spec, in log order (a line that is not one is left out, as the
+    log's reader leaves it out)."""
+    import json
+
+    from ..files.validity_log import validity_file
+
+    try:
+        text = validity_file(spec_dir).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and isinstance(ev.get("item"), str) and isinstance(ev.get("state"), str):
+            out.append(ev)
+    return out
+
+
+def _origin(path: Path) -> str | None:
+    """The format of one named file."""
+    if path.suffix == ".jsonl" and ef.is_export(path):
+        return "export"
+    if path.suffix == ".json":
+        return "json"
+    origin = af.origin_of(path)
+    return origin or ("rules" if path.suffix == ".md" else None)
+
+
+def _walk(folder: Path) -> list[tuple[Path, str]]:
+    """The agent memory files of a folder: a memory folder's own ``.md`` files (Claude Code's
+    auto-memory holds ``MEMORY.md``; Serena's ``.serena/memories``), else a project's rules files,
+    ``.claude/CLAUDE.md``, ``.cursor/rules/**/*.mdc`` and ``.serena/memories/*.md``."""
+    if (folder / "MEMORY.md").is_file():
+        return [(p, "auto-memory") for p in sorted(folder.glob("*.md"))]
+    if folder.name == "memories" and folder.parent.name == ".serena":
+        return [(p, "serena") for p in sorted(folder.glob("*.md"))]
+    if folder.name == "rules" and folder.parent.name == ".cursor":
+        return [(p, "cursor") for p in sorted(folder.glob("**/*.mdc"))]
+    if folder.name == ".cursor":
+        return _walk(folder / "rules")
+    if folder.name == ".serena":
+        return _walk(folder / "memories")
+    if folder.name == ".claude":
+        return [(folder / "CLAUDE.md", "rules")] if (folder / "CLAUDE.md").is_file() else []
+    found = [(folder / n, "rules") for n in af.RULE_FILES if (folder / n).is_file()]
+    if (folder / ".claude" / "CLAUDE.md").is_file():
+        found.append((folder / ".claude" / "CLAUDE.md", "rules"))
+    found += [(p, "cursor") for p in sorted((folder / ".cursor" / "rules").glob("**/*.mdc"))]
+    found += [(p, "serena") for p in sorted((folder / ".serena" / "memories").glob("*.md"))]
+    return found
