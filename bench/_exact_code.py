@@ -33,7 +33,7 @@ def pinned(name: str, base: str = BASE) -> types.ModuleType:
     mod = types.ModuleType(f"graphmem.code._pinned_{name}")
     mod.__package__ = "graphmem.code"
     mod.__file__ = f"{base}:src/graphmem/code/{name}.py"
-    exec(compile(src, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - our own history
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)
     return mod
 
 
@@ -56,7 +56,7 @@ def outcome(fn):
     """(result, None) or (None, the exception's type and text)."""
     try:
         return fn(), None
-    except Exception as exc:  # noqa: BLE001 - both ways must fail alike
+    except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -64,7 +64,7 @@ def check_code_stages(checked, timed, base: str = BASE) -> None:
     """Wrap ``code_recall`` and ``annotate``: each call also runs their way at ``base`` and must
     match; ``timed(stage, fast, plain)`` runs both and keeps their times in ``checked.ms``."""
     import graphmem.code.freshness as freshness
-    import graphmem.code.recall as recall
+    import graphmem.code.reorder as recall
 
     before = {"code recall": pinned("recall", base), "freshness": pinned("freshness", base)}
     fast = {"code recall": recall.code_recall, "freshness": freshness.annotate}

@@ -13,10 +13,10 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _episodic_workload import TURNS_PER_SESSION, queries, role, turn_text  # noqa: E402
+from _episodic_workload import TURNS_PER_SESSION, queries, role, turn_text
 
-from velune.memory.storage.sqlite_pool import SQLiteConnectionPool  # noqa: E402
-from velune.memory.tiers.episodic import EpisodicMemory  # noqa: E402
+from velune.memory.storage.sqlite_pool import SQLiteConnectionPool
+from velune.memory.tiers.episodic import EpisodicMemory
 
 
 def pct(values, q):

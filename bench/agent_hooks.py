@@ -30,13 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from _codemem_replay import gone_mentions, load_dataset, normalise, start  # noqa: E402
-from _common import need, pct, table, write_json  # noqa: E402
-from _hook_harness import ClaudeSession, HookRunner  # noqa: E402
-from codemem import current_above, spread  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _codemem_replay import gone_mentions, load_dataset, normalise, start
+from _common import need, pct, table, write_json
+from _hook_harness import ClaudeSession, HookRunner
+from codemem import current_above, spread
 
+HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
 OWNED = (".claude/settings.json", ".claude/settings.local.json")  # the hooks' own, in the replay
 EVENT_ORDER = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _autoclaude_spec import LOOP_SUBTASK, write_spec  # noqa: E402
-from _common import median, table, write_json  # noqa: E402
+from _autoclaude_spec import LOOP_SUBTASK, write_spec
+from _common import median, table, write_json
 
 
 def ms(fn) -> tuple[float, object]:
@@ -111,10 +111,10 @@ def main() -> None:
                 facts = spec_facts(spec, counts, gen_s)  # before the rounds it adds
             spec_store._SESSIONS.clear()  # "first": the spec's session files not read yet
             with Memory(spec) as m:
-                first, out = ms(lambda: op(m))
+                first, out = ms(lambda op=op: op(m))
                 if name == "reindex":
                     counts = out
-                later = [ms(lambda: op(m))[0] for _ in range(args.runs)]
+                later = [ms(lambda op=op: op(m))[0] for _ in range(args.runs)]
             rows.append([name, round(first, 1), round(median(later), 1)])
             results[name] = {"first_ms": first, "p50_ms": median(later), "runs": later}
 

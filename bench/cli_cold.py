@@ -26,15 +26,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median, table, write_json  # noqa: E402
+from _common import median, table, write_json
 
 PHASES = r"""
 import time, os, sys, json
 t0 = time.perf_counter(); marks = []
 def mark(name): marks.append((name, time.perf_counter()))
-import graphmem.cli, graphmem.cli_search; mark("import cli")
+import graphmem.cli.app, graphmem.cli.search_commands; mark("import cli")
 from graphmem.settings import Settings; mark("import settings (pydantic)")
-from graphmem.memory import Memory; mark("import memory (models, files)")
+from graphmem.facade.memory import Memory; mark("import memory (models, files)")
 import graphmem.index.local_search; mark("import index.local_search (numpy)")
 import graphmem.providers.local, onnxruntime, tokenizers; mark("import onnxruntime, tokenizers")
 s = Settings.load(); m = Memory(None, os.getcwd(), settings=s); mark("Settings.load + Memory")
@@ -65,7 +65,7 @@ def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float, str]:
 
 def stop_server(env: dict, cwd: Path) -> None:
     """Stop the server of these settings, if one runs, and wait until it is gone."""
-    from graphmem.search_client import client_config, holder
+    from graphmem.cli.search_client import client_config, holder
 
     cfg = client_config(env=env, cwd=str(cwd))
     pid = holder(cfg)
@@ -77,7 +77,7 @@ def stop_server(env: dict, cwd: Path) -> None:
 
 
 def wait_server(env: dict, cwd: Path) -> None:
-    from graphmem.search_client import ask, client_config
+    from graphmem.cli.search_client import ask, client_config
 
     cfg = client_config(env=env, cwd=str(cwd))
     deadline = time.monotonic() + 120

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
+from _common import pct, table, write_json
 
 
 def git(root: Path, *args: str) -> None:

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import (Items, Repo, gone_mentions, load_dataset, normalise,  # noqa: E402
+from _codemem_replay import (Items, Repo, gone_mentions, load_dataset, normalise,
                              plain_context, start, write_session)
-from _common import need, pct, table, write_json  # noqa: E402
+from _common import need, pct, table, write_json
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
 MARKED = ("changed", "moved", "gone", "stale", "superseded", "retired")
@@ -207,11 +207,11 @@ def average(rows: list[dict]) -> dict:
 
 
 # the stages of a search and a context that ``--profile`` times (module, function)
-STAGES = (("graphmem.code", "named_files"), ("graphmem.derived", "DerivedStores.search_local"),
+STAGES = (("graphmem.code", "named_files"), ("graphmem.facade.derived", "DerivedStores.search_local"),
           ("graphmem.index.local_search", "_encode"), ("graphmem.index.ranker", "rank"),
-          ("graphmem.code.recall", "code_recall"), ("graphmem.code", "with_freshness"),
-          ("graphmem.validity", "apply_validity"), ("graphmem.code", "defined_now"),
-          ("graphmem.context", "build_context"))
+          ("graphmem.code.reorder", "code_recall"), ("graphmem.code", "with_freshness"),
+          ("graphmem.files.validity_log", "apply_validity"), ("graphmem.code", "defined_now"),
+          ("graphmem.rules.context", "build_context"))
 
 
 class Profiled:
@@ -370,7 +370,7 @@ def run_dataset(name: str, args, tmp: Path) -> dict:
             anchor_ms.append((time.perf_counter() - t) * 1000)
 
     graphmem.code.record_anchors = timed_anchors
-    import graphmem.code.recall as code_recall_mod
+    import graphmem.code.reorder as code_recall_mod
 
     plain_recall = code_recall_mod.code_recall
     recall_ms: list[float] = []
@@ -522,11 +522,11 @@ def main() -> int:
                     help="profile the timed calls; print the N costliest functions")
     ap.add_argument("--recall", default=None,
                     help="try other code recall knobs, e.g. FILE_GAIN=0.5,RECENCY_GAIN=0 "
-                         "(graphmem.code.recall)")
+                         "(graphmem.code.reorder)")
     ap.add_argument("--gone-drop", type=int, default=None,
                     help="try moving gone hits this many places down instead of last")
     ap.add_argument("--floor", type=float, default=None,
-                    help="try another context relevance floor (graphmem.context.RELEVANCE_FLOOR)")
+                    help="try another context relevance floor (graphmem.rules.context.RELEVANCE_FLOOR)")
     ap.add_argument("--keep-anchors", default=None,
                     help="copy each dataset's anchors.jsonl after the replay into this folder")
     ap.add_argument("--leaks", default=None,
@@ -534,7 +534,7 @@ def main() -> int:
     args = ap.parse_args()
     leaks_path, args.leaks = args.leaks, [] if args.leaks else None
     import graphmem.code.freshness as fresh
-    import graphmem.code.recall as recall
+    import graphmem.code.reorder as recall
 
     if args.gone_drop is not None:
         fresh.GONE_DROP = args.gone_drop
@@ -543,16 +543,16 @@ def main() -> int:
             name, _, value = knob.partition("=")
             setattr(recall, name, type(getattr(recall, name))(float(value)))
     if args.floor is not None:
-        import graphmem.context
+        import graphmem.rules.context
 
-        graphmem.context.RELEVANCE_FLOOR = args.floor
+        graphmem.rules.context.RELEVANCE_FLOOR = args.floor
     args.budgets = [int(b) for b in args.budgets.split(",")]
     args.types = set(args.types.split(",")) if args.types else None
     need(DATA, "the codemem datasets", "GRAPHMEM_CODEMEM_DATA")
-    import graphmem.context
+    import graphmem.rules.context
 
     results: dict = {"data": str(DATA), "budgets": args.budgets, "tasks_limit": args.tasks,
-                     "floor": graphmem.context.RELEVANCE_FLOOR, "gone_drop": fresh.GONE_DROP,
+                     "floor": graphmem.rules.context.RELEVANCE_FLOOR, "gone_drop": fresh.GONE_DROP,
                      "recall": {k: getattr(recall, k) for k in dir(recall) if k.isupper()},
                      "datasets": {}}
     with tempfile.TemporaryDirectory() as tmp:

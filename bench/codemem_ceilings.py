@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import Items, load_dataset  # noqa: E402
-from _common import need, table, write_json  # noqa: E402
+from _codemem_replay import Items, load_dataset
+from _common import need, table, write_json
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
 WORD = re.compile(r"[A-Za-z_][\w./-]*")

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table  # noqa: E402
+from _common import pct, table
 
 
 def one_product(mats, qm, session):

@@ -30,15 +30,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import SPEC, Repo, load_dataset, write_session  # noqa: E402
-from _common import ListingCounter, need, pct, table, write_json  # noqa: E402
-from codemem import DATA, Profiled  # noqa: E402
+from _codemem_replay import SPEC, Repo, load_dataset, write_session
+from _common import ListingCounter, need, pct, table, write_json
+from codemem import DATA, Profiled
 
 # the local index's half of a search, clocked with ``--slowest`` (module, function)
 SEARCH_STAGES = (("graphmem.facade.session_log", "EpisodeLog.settle"),
                  ("graphmem.facade.derived_sync", "DerivedSync.adopt"),
-                 ("graphmem.derived", "DerivedStores.replay_index"),
-                 ("graphmem.derived", "DerivedStores.localise"),
+                 ("graphmem.facade.derived", "DerivedStores.replay_index"),
+                 ("graphmem.facade.derived", "DerivedStores.localise"),
                  ("graphmem.index.local_index", "LocalIndex.snapshot"),
                  ("graphmem.index.ranker", "lexical"),
                  ("graphmem.index.local_search", "_late_stage"),

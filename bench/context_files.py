@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _codemem_replay import load_dataset, start, write_session  # noqa: E402
-from _common import pct, table, write_json  # noqa: E402
-from codemem import DATA, spread  # noqa: E402
+from _codemem_replay import load_dataset, start, write_session
+from _common import pct, table, write_json
+from codemem import DATA, spread
 
 
 def pinned_ids(spec: Path, root: Path, files: list[str]) -> list[str]:
     """The lookup ``context(files=...)`` runs before reading the hits (see the docstring)."""
-    from graphmem.code.about import moved_here
+    from graphmem.code.about_answer import moved_here
     from graphmem.code.freshness import anchored_to
     from graphmem.code.tree import snapshot
 

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import need, pct, table, timed, write_json  # noqa: E402
+from _common import need, pct, table, timed, write_json
 
 SIZES = (100, 1_000, 10_000)
 REFERENCE = Path(os.environ.get("GRAPHMEM_REFERENCE_DIR")

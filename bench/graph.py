@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import WORDS, median, pct, table, write_json  # noqa: E402
+from _common import WORDS, median, pct, table, write_json
 
 
 def make_items(project: str, n: int, rnd: random.Random):

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import table, write_json  # noqa: E402
+from _common import table, write_json
 
 SAVE = ("import sys, time; from graphmem import Memory\nm = Memory(sys.argv[1])\n"
         "t = time.monotonic(); r = m.append_gotcha(sys.argv[2]); print(time.monotonic() - t, r.graph)")

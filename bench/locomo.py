@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import need, pct, table, write_json  # noqa: E402
+from _common import need, pct, table, write_json
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 if not DATA.exists():

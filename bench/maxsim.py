@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
-from codemem_exact import one_product  # noqa: E402
+from _common import pct, table, write_json
+from codemem_exact import one_product
 
 
 def pool(rng, rows: int):

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
+from _common import pct, table, write_json
 
 
 WARM = 20  # unmeasured writes on each side before timing

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median, table, write_json  # noqa: E402
+from _common import median, table, write_json
 
 FIRST_USE = r"""
 import json, os, pathlib, sys, time

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import need, pct, table, write_json  # noqa: E402
+from _common import need, pct, table, write_json
 
 DATA = Path("/work/shared/data/locomo-dev.json")
 for cand in (Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json",):
@@ -177,7 +177,7 @@ def loopback_overhead() -> dict:
             # Without this, headers and body go out in two packets and delayed ACK adds 40 ms.
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             out = json.dumps({"object": "list", "data": [
                 {"object": "embedding", "index": i, "embedding": [0.1] * 8}

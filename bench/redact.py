@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import pct, table, write_json  # noqa: E402
+from _common import pct, table, write_json
 
-from graphmem.redact import redact_text  # noqa: E402
+from graphmem.redact import redact_text
 
 CODE = '''def load_settings(path: Path) -> Settings:
     """Read the settings file; unknown keys are refused."""

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
-import locomo  # noqa: E402  (its data loading and ingest, read-only)
+from _common import pct, table, write_json
+import locomo
 
 
 def load_avg() -> float:

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pct, table, write_json  # noqa: E402
+from _common import pct, table, write_json
 
 AREAS = ["auth", "billing", "cart", "search", "cache", "queue", "scheduler", "api", "storage",
          "ui", "metrics", "notifications", "uploads", "payments", "sessions", "reports"]
@@ -131,7 +131,8 @@ def make_queries(rng: random.Random, n: int) -> list[str]:
 def time_searches(specs: list[Path], settings, scope: str,
                   qs: list[str]) -> dict[str, list[float]]:
     """Latencies in ms per query: "new" (a fresh query: the search runs the model), "serial" (the
-    model here first, then the search) and "repeat" (query encoded already: ranking only). The three are interleaved so other processes' load hits them alike."""
+    model here first, then the search) and "repeat" (query encoded already: ranking only). The three
+    are interleaved so other processes' load hits them alike."""
     import numpy as np
 
     from graphmem import Memory

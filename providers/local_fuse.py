@@ -50,7 +50,7 @@ def fused(source: Path, cache: ModelCache) -> Path | None:
         return None
     try:
         target = _target(source, cache.folder)
-    except Exception as exc:  # noqa: BLE001 - onnx missing, or the source unreadable
+    except Exception as exc:
         log.warning("running %s unfused: %s", source, exc)
         return None
     if target.is_file():
@@ -62,7 +62,7 @@ def fused(source: Path, cache: ModelCache) -> Path | None:
                  target.parent)
         try:
             _build(source, target)
-        except Exception as exc:  # noqa: BLE001 - the shipped model still works, only slower
+        except Exception as exc:
             log.warning("running %s unfused: could not build %s (%s)", source, target, exc)
             return None
     return target
@@ -95,7 +95,7 @@ def status(sources: dict[str, Path], cache: ModelCache) -> tuple[str, str]:
     for label, source in sources.items():
         try:
             ready = _target(source, cache.folder).is_file()
-        except Exception as exc:  # noqa: BLE001 - the finding: it will run unfused
+        except Exception as exc:
             return "warn", f"{label}: cannot fuse ({exc}); the shipped files run, slower"
         missing = missing or not ready
         parts.append(f"{label} {'ready' if ready else 'built on first use'}")

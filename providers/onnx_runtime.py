@@ -105,7 +105,7 @@ def load_session(path: Path, cache: Path | None = None, prefer: Path | None = No
     if prefer is not None:
         try:
             return _cached_session(prefer, f"{path.name}-fused", cache, threads)
-        except Exception as exc:  # noqa: BLE001 - the shipped file below still works
+        except Exception as exc:
             log.warning("fused model %s unusable (%s); running the shipped one", prefer, exc)
             prefer.unlink(missing_ok=True)
     return _cached_session(path / "model.onnx", path.name, cache, threads)

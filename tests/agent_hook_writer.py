@@ -19,7 +19,10 @@ def fire(event: str, payload: dict) -> None:
     data = json.dumps({"session_id": sid, "cwd": root, "hook_event_name": event, **payload})
     p = subprocess.run(["sh", "-c", command(event)], input=data, text=True, capture_output=True,
                        cwd=root, timeout=60)
-    if p.returncode != 0 or p.stderr or (event != "UserPromptSubmit" and p.stdout):
+    # A prompt's context may give up at its deadline when 12 writers queue at one server on a
+    # busy machine (quietly, as designed: the prompt is captured before); nothing else may.
+    late = event == "UserPromptSubmit" and p.stderr.strip().endswith("gave up at its deadline")
+    if p.returncode != 0 or (p.stderr and not late) or (event != "UserPromptSubmit" and p.stdout):
         sys.exit(f"{event}: {p.returncode} {p.stdout} {p.stderr}")
 
 

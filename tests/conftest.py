@@ -15,7 +15,7 @@ os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
 # still read (config_sources uses dotenv_values, which this switch does not affect).
 os.environ["PYTHON_DOTENV_DISABLED"] = "1"
 
-from graphmem.search_client import PREFIXES as _PREFIXES  # noqa: E402 - the variables settings read
+from graphmem.cli.search_client import PREFIXES as _PREFIXES
 
 
 @pytest.fixture(autouse=True)

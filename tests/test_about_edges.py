@@ -8,7 +8,7 @@ import pytest
 from conftest import run_cli
 from graphmem import Memory
 from graphmem.errors import ValidationError
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_freshness import PAY, project
 from test_mcp import _session, _text
 

@@ -41,7 +41,7 @@ def proj(tmp_path: Path) -> Path:
 @pytest.fixture
 def warm(isolated_env, proj, monkeypatch):
     """A warm search server for the test's home (hooks ask it, as they do by default)."""
-    from graphmem.search_client import ask, client_config, spawn
+    from graphmem.cli.search_client import ask, client_config, spawn
 
     monkeypatch.setenv("GRAPHMEM_SEARCH_SERVER", "auto")
     cfg = client_config(cwd=str(proj))
@@ -332,3 +332,99 @@ def test_a_capture_hook_imports_nothing_heavy(proj):
               if line.startswith("import time:")}
     assert "json" in loaded  # the check sees imports at all
     assert not loaded & {"pydantic", "numpy", "onnxruntime", "rich", "graphiti_core", "sqlite3"}
+
+
+# ---- Gemini CLI, through the same core ----------------------------------------------------------
+def gemini(root: Path, event: str, payload: dict, tool: str | None = None) -> str:
+    """Run the handlers ``.gemini/settings.json`` has for ``event`` (matchers are regexes on the
+    tool name, timeouts in milliseconds) as Gemini CLI does; the context they add."""
+    hooks = json.loads((root / ".gemini" / "settings.json").read_text())["hooks"]
+    data = {"session_id": "g-1", "transcript_path": "/dev/null", "cwd": str(root),
+            "hook_event_name": event, "timestamp": "2026-12-06T00:00:00Z", **payload}
+    told = ""
+    for group in hooks.get(event, []):
+        if tool is not None and group.get("matcher") and not re.search(group["matcher"], tool):
+            continue
+        for h in group["hooks"]:
+            p = subprocess.run(["sh", "-c", h["command"]], input=json.dumps(data), text=True,
+                               capture_output=True, cwd=root, timeout=h["timeout"] / 1000,
+                               env=dict(os.environ, GEMINI_PROJECT_DIR=str(root)))
+            assert p.returncode == 0 and p.stderr == "", p.stderr
+            if p.stdout.strip():
+                out = json.loads(p.stdout)  # only the final JSON on stdout, as documented
+                told += out["hookSpecificOutput"]["additionalContext"]
+    return told
+
+
+def test_gemini_cli_hooks_on_its_documented_payloads(proj, warm):
+    out = run_cli("hooks", "install", "gemini-cli", "--project-dir", str(proj), "--json")
+    assert out.returncode == 0, out.stderr
+    settings = json.loads((proj / ".gemini" / "settings.json").read_text())["hooks"]
+    assert set(settings) == {"SessionStart", "BeforeAgent", "AfterTool", "AfterAgent",
+                             "PreCompress", "SessionEnd"}
+    assert all(h["timeout"] == 10_000 for g in settings.values() for x in g for h in x["hooks"])
+    pay = str(proj / "src" / "pay.py")
+    gemini(proj, "SessionStart", {"source": "startup"})
+    assert gemini(proj, "BeforeAgent", {"prompt": "Make refund() round half-even"}) == ""
+    gemini(proj, "AfterTool", {"tool_name": "read_file", "tool_input": {"path": pay},
+                               "tool_response": {"llmContent": PAY, "returnDisplay": ""}},
+           "read_file")
+    gemini(proj, "AfterTool", {"tool_name": "replace", "tool_input": {
+        "file_path": pay, "old_string": "a", "new_string": "b"},
+        "tool_response": {"llmContent": "Successfully modified file", "returnDisplay": ""}},
+        "replace")
+    gemini(proj, "AfterTool", {"tool_name": "run_shell_command",
+                               "tool_input": {"command": "pytest -q"},
+                               "tool_response": {"llmContent": "", "returnDisplay": "",
+                                                 "error": {"message": "Exit code 1"}}},
+           "run_shell_command")
+    gemini(proj, "AfterTool", {"tool_name": "run_shell_command",
+                               "tool_input": {"command": "pytest -q -x"},
+                               "tool_response": {"llmContent": "1 passed", "returnDisplay": ""}},
+           "run_shell_command")
+    gemini(proj, "AfterAgent", {"prompt": "Make refund() round half-even",
+                                "prompt_response": "Done.", "stop_hook_active": False})
+    gemini(proj, "SessionEnd", {"reason": "exit"})
+    digested(proj, "g-1")
+    insight = json.loads((proj / ".graphmem" / "memory" / "session_insights"
+                          / "session_001.json").read_text())
+    assert insight["subtasks_completed"] == ["Make refund() round half-even"]
+    assert list(insight["discoveries"]["files_understood"]) == ["src/pay.py"]
+    assert insight["discoveries"]["gotchas_encountered"] == [
+        "`pytest -q` failed (Exit code 1); it passed as `pytest -q -x`"]
+    told = gemini(proj, "AfterTool", {"session_id": "g-2", "tool_name": "read_file",
+                                      "tool_input": {"path": pay},
+                                      "tool_response": {"llmContent": PAY}}, "read_file")
+    assert "known about src/pay.py" in told and "round half-even" in told
+    assert "src/pay.py" in gemini(proj, "BeforeAgent", {"session_id": "g-2",
+                                                        "prompt": "refund rounding is off again"})
+
+
+def test_an_llm_summary_only_when_a_provider_is_configured(proj, monkeypatch):
+    from test_consolidate import FakeOpenAI
+
+    from graphmem import Memory
+
+    server = FakeOpenAI(lambda body: "Asked to fix refund rounding; edited src/pay.py.")
+    llm = {"GRAPHMEM_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test-hooks-00000000000000",
+           "OPENAI_BASE_URL": server.url}
+    install(proj)
+    pay = str(proj / "src" / "pay.py")
+    try:
+        session(proj, "s-llm", "Fix the refund rounding", [
+            ("Edit", {"file_path": pay, "old_string": "a", "new_string": "b"}, None)], env=llm)
+        with_llm = digested(proj, "s-llm")
+        session(proj, "s-plain", "Tidy the cart totals", [
+            ("Edit", {"file_path": str(proj / "src" / "cart.py")}, None)])
+        plain = digested(proj, "s-plain")
+    finally:
+        server.close()
+    assert len(server.requests) == 1  # the session with a provider, at its end, once
+    sent = json.dumps(server.requests[0]["body"])
+    assert "Fix the refund rounding" in sent and "src/pay.py" in sent
+    for key, value in llm.items():
+        monkeypatch.setenv(key, value)
+    with Memory(None, proj) as m:
+        assert m.get_session_summary(with_llm["session"]) == \
+            "Asked to fix refund rounding; edited src/pay.py."
+        assert m.get_session_summary(plain["session"]) is None

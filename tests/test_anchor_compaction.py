@@ -46,7 +46,7 @@ def test_the_file_compacts_itself_and_readers_see_the_same_anchors(tmp_path, mon
         mem.end_session(sid)
         grow(mem, 2)
         monkeypatch.setattr(anchor_file, "COMPACT_MIN_BYTES", 10**9)  # a copy that never compacts
-        for n in range(150):
+        for _ in range(150):
             anchors_mod.record(root, spec, [i for i in mem.items()  # as a save anchors them
                                             if "rounds up" in i.text or i.kind == "file"])
         full = anchors_file(spec).read_bytes()

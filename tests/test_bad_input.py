@@ -13,7 +13,7 @@ from test_mcp import _data, _session, _text
 from conftest import run_cli
 from graphmem import Memory
 from graphmem.errors import StorageError, ValidationError
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 
 
 def deep(levels: int = 100_000) -> list:

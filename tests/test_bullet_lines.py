@@ -15,7 +15,7 @@ import pytest
 from test_mcp import _data, _session
 
 from graphmem import Memory
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from reference_impl import load_reference, reference_file, skip_reason
 
 SEPARATORS = {"CR": "\r", "CRLF": "\r\n", "LS": "\u2028", "PS": "\u2029", "NEL": "\u0085",

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from graphmem.files.salvage import CorruptFileWarning
 from graphmem import Memory
-from graphmem.cli import build_parser
+from graphmem.cli.app import build_parser
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -10,7 +10,7 @@ import json
 
 from conftest import run_cli
 from graphmem import Memory
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_freshness import PAY, commit, project
 from test_mcp import _data, _session, _text
 

@@ -19,7 +19,7 @@ from graphmem.errors import ValidationError
 from graphmem.files.outbox import Outbox
 from graphmem.graph import server
 from graphmem.graph.schema import group_id
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_freshness import PAY, commit, git, project
 
 REFUND = "Refunds go through `refund` in src/pay.py"

@@ -17,7 +17,7 @@ from mcp import Client
 
 from conftest import run_cli
 from graphmem import Memory
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_anchor_format import replace
 from test_code_freshness import commit, project
 

@@ -15,7 +15,7 @@ from mcp import Client
 
 from conftest import run_cli
 from graphmem import Memory
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_about import shape
 from test_code_freshness import commit, project
 
@@ -246,10 +246,10 @@ def test_the_three_views_read_old_and_malformed_move_marks_alike():
     file move, and a malformed move (no from/to, not a dict) is left out, never shown as None."""
     from datetime import datetime, timezone
 
-    from graphmem.code.about import format_about
-    from graphmem.context import _line
+    from graphmem.code.about_answer import format_about
+    from graphmem.rules.context import _line
     from graphmem.models import Hit
-    from graphmem.search_view import stale_note
+    from graphmem.cli.hit_view import stale_note
 
     old = {"state": "moved", "moved": {"src/pay.py": "src/refunds.py"}, "changed": [],
            "paths": ["src/refunds.py"]}

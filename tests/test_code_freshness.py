@@ -17,7 +17,7 @@ from mcp import Client
 from conftest import run_cli
 from graphmem import Memory
 from graphmem.errors import ValidationError
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 
 PAY = "def refund(order):\n    return order.total\n\n\nclass Client:\n    def charge(self, n):\n        return n\n"
 API = ("package api\n\ntype Server struct{}\n\nfunc (s *Server) Handle() {}\n\n"
@@ -176,7 +176,7 @@ def test_changed_is_symbol_level_and_counts_the_commits_since(tmp_path):
 
 
 def test_search_demotes_gone_and_context_rewrites_moved_marks_changed_hides_gone(tmp_path, monkeypatch):
-    monkeypatch.setattr("graphmem.context.RELEVANCE_FLOOR", 0.0)  # the floor has its own test
+    monkeypatch.setattr("graphmem.rules.context.RELEVANCE_FLOOR", 0.0)  # the floor has its own test
     root, spec = project(tmp_path, {"src/pay.py": PAY, "src/api.go": API, "web/ui.js": UI})
     with Memory(spec, root) as mem:
         mem.append_gotcha("checkout: renderCart in web/ui.js flickers during checkout")
@@ -253,11 +253,11 @@ def test_turns_are_quoted_with_their_session_and_weak_matches_stay_out(tmp_path)
 def test_an_off_topic_turn_of_a_relevant_session_stays_out_of_a_small_context(tmp_path, monkeypatch,
                                                                               floor):
     if floor == "off":  # the previous rule (relative floor only): the off-topic turn got in
-        monkeypatch.setattr("graphmem.context.RAW_TERMS", 0)
+        monkeypatch.setattr("graphmem.rules.context.RAW_TERMS", 0)
         # and scores as the index gave them: code recall lifts the anchored lessons, which
         # raises the relative floor above the turn by itself
-        monkeypatch.setattr("graphmem.code.recall.FILE_GAIN", 0.0)
-        monkeypatch.setattr("graphmem.code.recall.RECENCY_GAIN", 0.0)
+        monkeypatch.setattr("graphmem.code.reorder.FILE_GAIN", 0.0)
+        monkeypatch.setattr("graphmem.code.reorder.RECENCY_GAIN", 0.0)
     root, spec = project(tmp_path, {"src/pay.py": PAY})
     with Memory(spec, root) as mem:
         mem.update_codebase_map({"src/pay.py": "Stripe client wrapper: create PaymentIntent, refund"})
@@ -340,7 +340,7 @@ def test_context_leaves_weak_matches_out(tmp_path, monkeypatch):
         mem.append_gotcha("The test suite hangs on the first checkout test")
         mem.update_codebase_map({"src/pay.py": "payments: refunds and charges"})
         ctx = mem.context("make refunds idempotent", max_tokens=2000)
-        monkeypatch.setattr("graphmem.context.RELEVANCE_FLOOR", 0.0)
+        monkeypatch.setattr("graphmem.rules.context.RELEVANCE_FLOOR", 0.0)
         unfloored = mem.context("make refunds idempotent", max_tokens=2000)
     assert "refund() checks the ledger" in ctx
     assert "hangs on the first checkout test" not in ctx
@@ -455,7 +455,7 @@ def test_old_versions_are_read_by_blob_or_by_commit_and_path(tmp_path):
 
 
 def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path, monkeypatch):
-    monkeypatch.setattr("graphmem.context.RELEVANCE_FLOOR", 0.0)
+    monkeypatch.setattr("graphmem.rules.context.RELEVANCE_FLOOR", 0.0)
     files = {f"src/{n}.py": f"def {n}_step():\n    return '{n}'\n" for n in "abcde"}
     root, spec = project(tmp_path, files)
     three = "ledger: src/a.py, src/b.py and src/c.py post the ledger together"
@@ -486,7 +486,7 @@ def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path
 
 def test_a_file_renamed_and_edited_in_one_commit_is_moved_and_listed_in_moves(tmp_path,
                                                                              monkeypatch):
-    monkeypatch.setattr("graphmem.context.RELEVANCE_FLOOR", 0.0)
+    monkeypatch.setattr("graphmem.rules.context.RELEVANCE_FLOOR", 0.0)
     body = "".join(f"def step_{i}(ledger):\n    return ledger + {i}\n\n\n" for i in range(8))
     root, spec = project(tmp_path, {"src/ledger.py": body, "src/util.py": PAY,
                                     "src/other.py": "X = 1\n"})

@@ -8,7 +8,7 @@ is also checked on arrays.
 from __future__ import annotations
 
 from graphmem import Memory
-from graphmem.code import recall
+from graphmem.code import reorder as recall
 from test_code_freshness import project
 
 SCHED = "def tick(loop):\n    return loop\n\n\ndef backoff(n):\n    return n * 2\n"

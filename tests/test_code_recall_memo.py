@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 
 from graphmem.code.anchor_file import append, book, compact
-from graphmem.code.recall import _History, _NewestWork, newest_works
+from graphmem.code.reorder import _History, _NewestWork, newest_works
 
 
 def rec(item: str, session: str, *paths: str) -> dict:
@@ -119,7 +119,7 @@ def test_a_file_whose_list_grew_is_walked_through_its_new_items_as_from_scratch(
     from scratch after every write."""
     import random
 
-    from graphmem.code import recall
+    from graphmem.code import reorder as recall
 
     monkeypatch.setattr(recall, "SCAN", 4)
     monkeypatch.setattr(recall, "SCAN_ITEMS", 8)  # often fewer than SCAN works in it

@@ -13,7 +13,7 @@ from mcp import Client
 
 from conftest import run_cli
 from graphmem import Memory
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_freshness import commit, git, project
 
 PAY = ("def refund(order):\n    return order.total\n\n\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import run_cli
 from graphmem import Memory
 from graphmem.code.pins import FOLDER_PINS
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_freshness import commit, project
 from test_mcp import _session, _text
 

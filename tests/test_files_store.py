@@ -76,7 +76,7 @@ def test_truncated_session_json_is_moved_aside_and_reads_go_on(spec_dir):
     assert [i["session_number"] for i in insights] == [1]
     moved = list(bad.parent.glob("session_002.json.corrupt-*"))
     assert len(moved) == 1 and not bad.exists()
-    from graphmem.doctor import run_doctor
+    from graphmem.cli.doctor import run_doctor
 
     report = run_doctor(spec_dir, None)
     assert any("session_002.json.corrupt-" in r["detail"] for r in report["sections"]["files"])

@@ -269,7 +269,7 @@ def test_a_fifo_in_place_of_a_memory_file_is_refused_without_hanging(spec_dir: P
 
 def test_linked_validity_and_anchor_logs_are_refused(spec_dir: Path, target: Path):
     from graphmem.code.anchors import book
-    from graphmem.validity import validity_log
+    from graphmem.files.validity_log import validity_log
 
     with Memory(spec_dir) as m:
         m.append_gotcha("Refunds over 500 EUR need a second approver")

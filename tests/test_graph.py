@@ -158,10 +158,10 @@ def test_two_projects_are_isolated(graph_on, tmp_path):
 
 def test_graph_search_skips_excluded_ids_and_returns_its_best_others(graph_on, spec_dir):
     with Memory(spec_dir) as mem:
-        for i, text in enumerate(["the queue drops messages over 1 MB",
-                                  "retry the queue consumer with backoff",
-                                  "queue metrics are exported every minute",
-                                  "timezone handling in reports"]):
+        for text in ["the queue drops messages over 1 MB",
+                     "retry the queue consumer with backoff",
+                     "queue metrics are exported every minute",
+                     "timezone handling in reports"]:
             mem.append_gotcha(text)
         search = mem.backends.search_graph
         full = _run(mem, search("queue messages", [str(mem.project_dir)], None, 2))

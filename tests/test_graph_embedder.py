@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graphmem import Memory
-from graphmem.doctor import run_doctor
+from graphmem.cli.doctor import run_doctor
 from graphmem.errors import IndexMismatchError
 from graphmem.graph import server
 from graphmem.settings import Settings

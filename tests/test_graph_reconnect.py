@@ -11,10 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from graphmem import Memory
-from graphmem.search_client import ask, client_config
+from graphmem.cli.search_client import ask, client_config
 from graphmem.settings import Settings
 
 PASSWORD = "reconnect-test-pw"

@@ -147,7 +147,7 @@ def test_doctor_shows_graph_outbox_and_drift(embedded, spec_dir, monkeypatch):
 def test_doctor_warns_when_graph_replies_are_parsed_in_python(monkeypatch):
     import redis.utils
 
-    from graphmem.graph.health import client_row
+    from graphmem.graph.diagnostics import client_row
 
     assert client_row()["status"] == "ok"  # hiredis is a dependency
     monkeypatch.setattr(redis.utils, "HIREDIS_AVAILABLE", False)

@@ -220,7 +220,7 @@ def test_importing_the_graph_store_leaves_graphiti_and_the_client_unimported():
     import subprocess
     import sys
 
-    code = ("import sys, graphmem.graph, graphmem.graph.store, graphmem.graph.health; "
+    code = ("import sys, graphmem.graph, graphmem.graph.store, graphmem.graph.diagnostics; "
             "print(sorted(m for m in ('graphiti_core', 'falkordb', 'redis') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -155,7 +155,7 @@ def test_the_mcp_server_started_on_a_spec_agrees(tmp_path):
     import anyio
     from mcp import Client
 
-    from graphmem.mcp_server import build_server
+    from graphmem.serve.mcp_server import build_server
 
     spec = clone_like(tmp_path / "shop", "git@github.com:acme/shop.git")
     root = tmp_path / "shop"

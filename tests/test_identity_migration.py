@@ -141,7 +141,7 @@ def _graphs(settings: Settings) -> dict[str, int]:
 
 
 def test_the_previous_release_graph_is_rebuilt_under_the_project_key(tmp_path, monkeypatch):
-    from graphmem.doctor import run_doctor
+    from graphmem.cli.doctor import run_doctor
     from graphmem.graph.schema import group_id
 
     src = old_release(tmp_path)

@@ -21,7 +21,7 @@ from conftest import run_cli
 from reference_impl import load_reference, reference_file, skip_reason
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from _autoclaude_spec import LOOP_SUBTASK, write_spec  # noqa: E402
+from _autoclaude_spec import LOOP_SUBTASK, write_spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TODAY = FIXTURES / "autoclaude_spec"
@@ -275,7 +275,7 @@ def test_mcp_takes_todays_shape_and_its_search_shows_the_count(spec_dir):
     import anyio
     from mcp import Client
 
-    from graphmem.mcp_server import build_server
+    from graphmem.serve.mcp_server import build_server
 
     today = json.loads((TODAY / "memory" / "session_insights" / "session_001.json").read_text())
     for key in ("session_number", "timestamp"):
@@ -336,7 +336,7 @@ def test_saving_over_a_session_file_holding_a_list_keeps_the_list_aside(spec_dir
 def test_consolidation_embeds_each_fact_once_per_embedder():
     import asyncio
 
-    from graphmem.consolidate import Fact, near_dedupe
+    from graphmem.rules.consolidate import Fact, near_dedupe
 
     class Counting:
         name, dimension, embedded = "counting", 3, 0
@@ -386,7 +386,7 @@ def test_a_replayed_index_write_brings_the_count_up_to_date(spec_dir):
     while its text does not, so the replay rewrites it too."""
     import asyncio
 
-    from graphmem import repair
+    from graphmem.facade import repair
 
     same = {"what_failed": ["Flaky: test_upload_resumes"], "subtask_id": "fix-upload", "success": False}
     with Memory(spec_dir) as m:

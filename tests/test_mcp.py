@@ -9,8 +9,8 @@ import anyio
 from mcp import Client
 
 from conftest import run_cli
-from graphmem.cli_mcp import parse_http
-from graphmem.mcp_server import build_server
+from graphmem.cli.mcp_commands import parse_http
+from graphmem.serve.mcp_server import build_server
 
 TOOLS = {"save_session_insights", "add_gotcha", "add_pattern", "update_codebase_map", "search_memory",
          "get_context", "record_turn", "end_session", "list_sessions", "memory_summary", "about"}

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import run_cli
-from graphmem.mcp_auth import allowed_hosts
+from graphmem.serve.mcp_auth import allowed_hosts
 from test_mcp import _data
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

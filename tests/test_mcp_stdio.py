@@ -84,7 +84,7 @@ def test_cli_refuses_a_public_address_without_allow_remote(spec_dir: Path):
 
 
 def test_stdio_server_with_the_graph_on_writes_to_the_embedded_falkordb(spec_dir: Path, monkeypatch):
-    from graphmem.doctor import run_doctor
+    from graphmem.cli.doctor import run_doctor
     from graphmem.graph.server import EmbeddedServer
     from graphmem.settings import Settings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from test_mcp import _data, _session, _text
 
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:

@@ -8,7 +8,7 @@ import pydoc
 from pathlib import Path
 
 from graphmem import AsyncMemory, Memory, _sync
-from graphmem.derived import DerivedStores
+from graphmem.facade.derived import DerivedStores
 
 # AsyncMemory's own names for what Memory spells the synchronous way.
 ASYNC_ONLY = {"aclose"}

@@ -136,8 +136,8 @@ def test_search_server_files_another_user_left_in_tmp_are_not_used(tmp_path: Pat
 
     from conftest import run_cli
 
-    from graphmem.search_client import client_config, holder
-    from graphmem.search_server import _take_lock
+    from graphmem.cli.search_client import client_config, holder
+    from graphmem.cli.search_server import _take_lock
 
     spec = tmp_path / "shop" / "specs" / "001"
     spec.mkdir(parents=True)

@@ -43,7 +43,9 @@ def test_the_project_memory_follows_the_code_when_committed(tmp_path):
     with Memory(None, root) as m:
         m.append_gotcha("refund() in src/pay.py must round half-even.")
     commit(root, "memory")  # committed with the code, as a later clone would get it
-    assert ".graphmem/memory/gotchas.md" in git(root, "ls-files")
+    tracked = git(root, "ls-files").splitlines()
+    assert ".graphmem/memory/gotchas.md" in tracked and ".graphmem/.gitignore" in tracked
+    assert not [p for p in tracked if p.endswith(".lock") or "/.locks/" in p]  # locks ignored
     git(root, "mv", "src/pay.py", "src/payments.py")
     commit(root, "rename")
     with Memory(None, root) as m:
@@ -90,7 +92,7 @@ def test_mcp_tool_given_only_project_dir_writes_the_project_memory(tmp_path):
     import anyio
     from mcp import Client
 
-    from graphmem.mcp_server import build_server
+    from graphmem.serve.mcp_server import build_server
 
     root, _ = project(tmp_path, {"src/pay.py": PAY})
 

@@ -54,7 +54,7 @@ class FakeVendor:
         vendor = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's naming
+            def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 url = urlsplit(self.path)
                 req = {"method": "POST", "path": url.path, "query": parse_qs(url.query),

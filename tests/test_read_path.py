@@ -10,7 +10,7 @@ import os
 from datetime import datetime, timezone
 
 from graphmem import Hit, Memory
-from graphmem.code import recall
+from graphmem.code import reorder as recall
 from test_code_freshness import project
 from test_code_recall import WORDS, search_after
 

@@ -25,7 +25,7 @@ from conftest import run_cli
 
 from graphmem import Memory
 from graphmem.errors import ValidationError
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 
 # kind -> (sample, the part that must never be stored). Multi-line kinds also get a one-line
 # spelling for the one-line fields (bullets, role, model).

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graphmem import AsyncMemory, Memory, ValidationError
-from graphmem.context import estimate_tokens
+from graphmem.rules.context import estimate_tokens
 from graphmem.errors import GraphError
 from graphmem.index.text import tokenize
 from graphmem.models import Hit
@@ -25,7 +25,7 @@ GOTCHAS = [
 FILES = {
     "src/graphmem/index/db.py": "the one module that opens SQLite, with numbered migrations",
     "src/graphmem/files/atomic.py": "atomic writes with unique temp names and fsync",
-    "src/graphmem/cli.py": "argparse command line entry point",
+    "src/graphmem/cli/app.py": "argparse command line entry point",
     "docs/db.md": "notes about the database layout",
 }
 
@@ -118,7 +118,7 @@ def test_project_only_memory_searches_the_whole_project(world):
 
 
 def test_reindex_from_files_gives_the_same_results(world, tmp_path):
-    queries = ["database on a read-only disk", "atomic json writes", "src/graphmem/cli.py",
+    queries = ["database on a read-only disk", "atomic json writes", "src/graphmem/cli/app.py",
                "billing time zone"]
     with Memory(world["a1"], settings=world["settings"]) as m:
         before = [m.search(q, scope="project") for q in queries]

@@ -15,7 +15,7 @@ from graphmem.index import late, maxsim
 from graphmem.providers.local_colbert import pack, unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from codemem_exact import one_product, term_scores_per_term  # noqa: E402 - the plain paths
+from codemem_exact import one_product, term_scores_per_term
 
 
 def _pool(seed: int, sizes: list[int], dim: int = 384) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -15,7 +15,7 @@ import pytest
 from conftest import run_cli
 
 from graphmem import Memory
-from graphmem.search_client import PREFIXES, ask, client_config, holder
+from graphmem.cli.search_client import PREFIXES, ask, client_config, holder
 from graphmem.settings import ENV_NAMES
 
 AUTO = {"GRAPHMEM_SEARCH_SERVER": "auto", "GRAPHMEM_SEARCH_SERVER_IDLE": "120"}
@@ -261,7 +261,12 @@ def test_garbage_requests_get_clear_errors(tmp_path: Path, home):
         assert req(query="x", limit="ten")["error"].startswith("limit:")
         assert req(query=["x"])["error"].startswith("query:")
         assert req(query="x", kinds=["secret"])["error"].startswith("kinds:")
-        assert req(query="x", scope="spec")["error"].startswith("scope:")
+        assert req(query="x", scope="galaxy")["error"].startswith("scope:")
+        assert req(op="hook", action="dance")["error"].startswith("action:")  # agent hooks' op
+        told = req(op="hook", action="prompt", prompt="the Stripe webhooks handler runs twice")
+        assert "Stripe webhooks arrive twice" in told["context"]
+        assert req(op="hook", action="prompt", prompt="translate emails into German") == \
+            {"context": ""}  # under the relevance floor: nothing
         assert req(op="context", task="x", max_tokens="many")["error"].startswith("max_tokens:")
         assert req(query="webhooks")["hits"][0]["text"].startswith("Stripe webhooks")
         cfg.err.write_text("ConfigError: model files missing\n")

@@ -158,7 +158,7 @@ def test_a_stray_env_file_is_not_loaded_by_graphiti(tmp_path):
 def test_the_search_client_reads_the_tree_the_settings_read(tmp_path, monkeypatch):
     """One reader of the sources: the stdlib-only client resolves home, mode and idle from the
     same tree as ``Settings.load``, the config file, a named .env and the environment."""
-    from graphmem.search_client import client_config
+    from graphmem.cli.search_client import client_config
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "graphmem.toml").write_text(

@@ -80,9 +80,9 @@ class _Pair(pydantic.BaseModel):
 
 
 def test_pydantic_problems_are_worded_once():
-    from graphmem.mcp_server import _arguments_message
+    from graphmem.serve.mcp_server import _arguments_message
     from graphmem.models import parse
-    from graphmem.sessions_input import validate
+    from graphmem.rules.turn_input import validate
 
     with pytest.raises(pydantic.ValidationError) as caught:
         _Pair.model_validate({"n": "x", "word": "1"})
@@ -118,8 +118,8 @@ ROWS = [{"kind": "gotcha", "score": 0.8123, "backend": "local", "project": "p",
 
 CLIENT = """
 import json, sys
-from graphmem.cli import _console
-from graphmem.cli_search import show_hits
+from graphmem.cli.app import _console
+from graphmem.cli.search_commands import show_hits
 show_hits(json.loads(sys.argv[1]), _console())
 """
 
@@ -133,8 +133,8 @@ def test_the_server_renders_as_the_piped_client_would(env):
     """``console_for`` (rich's public arguments) prints what rich prints in the CLI itself."""
     import os
 
-    from graphmem.cli_search import show_hits
-    from graphmem.display import RICH_ENV, console_for
+    from graphmem.cli.search_commands import show_hits
+    from graphmem.cli.display import RICH_ENV, console_for
 
     clean = {k: v for k, v in os.environ.items() if k not in RICH_ENV}
     client = subprocess.run([sys.executable, "-c", CLIENT, json.dumps(ROWS)], env=dict(clean, **env),

@@ -95,7 +95,8 @@ def test_b_finds_a_writes_ranked_locally_with_author_and_host(team):
 
 
 def test_only_changes_are_read_and_deletes_reach_the_other_home(team, monkeypatch):
-    from graphmem import _sync, team as team_mod
+    from graphmem import _sync
+    from graphmem.facade import team as team_mod
 
     srv, repos, envs = team
     monkeypatch.setattr(team_mod, "MARGIN_MS", 0)  # count exactly what a pull reads
@@ -135,7 +136,8 @@ def test_only_changes_are_read_and_deletes_reach_the_other_home(team, monkeypatc
 
 def test_no_pull_without_a_shared_server(tmp_path, spec_dir, monkeypatch):
     """With the embedded server (one home) there is nothing to take in: no query is sent."""
-    from graphmem import _sync, team as team_mod
+    from graphmem import _sync
+    from graphmem.facade import team as team_mod
 
     monkeypatch.setenv("GRAPHMEM_GRAPH", "on")
     with Memory(spec_dir) as mem:
@@ -143,7 +145,7 @@ def test_no_pull_without_a_shared_server(tmp_path, spec_dir, monkeypatch):
 
 
 def test_author_comes_from_the_setting_then_git_then_login(tmp_path):
-    from graphmem import team as team_mod
+    from graphmem.facade import team as team_mod
 
     repo = tmp_path / "r"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -175,7 +177,8 @@ def test_drift_counts_only_this_machines_items_as_extra(team):
 
 def test_pull_reads_past_a_small_result_set_limit(team):
     """The change feed and the item fetch page past a server's RESULTSET_SIZE."""
-    from graphmem import _sync, team as team_mod
+    from graphmem import _sync
+    from graphmem.facade import team as team_mod
 
     srv, repos, envs = team
     srv.client().execute_command("GRAPH.CONFIG", "SET", "RESULTSET_SIZE", "5")
@@ -232,7 +235,8 @@ def test_a_foreign_node_in_the_shared_graph_is_skipped_not_fatal(team):
 def test_a_big_first_pull_is_spread_over_searches_and_sync_finishes_it(team):
     """A pull embeds at most its budget of items, so joining a big project never blocks one
     search past its timeout; the cursor keeps the place, and ``sync`` takes in the rest."""
-    from graphmem import _sync, team as team_mod
+    from graphmem import _sync
+    from graphmem.facade import team as team_mod
 
     srv, repos, envs = team
     with _mem(repos, "a", envs, "001-a") as a:
@@ -269,7 +273,8 @@ def test_spec_scope_finds_a_teammates_items_of_the_same_spec(team):
 def test_doctor_fix_restores_an_item_as_this_machines(team):
     """An item missing from the shared graph is written back by ``doctor --fix`` with this
     machine's author and host, so a later drift still counts it as this machine's."""
-    from graphmem import _sync, repair
+    from graphmem import _sync
+    from graphmem.facade import repair
     from graphmem.graph import schema
 
     srv, repos, envs = team

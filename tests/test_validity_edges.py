@@ -14,7 +14,7 @@ from mcp import Client
 from conftest import run_cli
 from graphmem import Memory
 from graphmem.errors import ValidationError
-from graphmem.mcp_server import build_server
+from graphmem.serve.mcp_server import build_server
 from test_code_freshness import PAY, project
 
 PIN7, PIN8, PIN9 = ("Pin stripe to 7 in src/pay.py", "Pin stripe to 8 in src/pay.py",

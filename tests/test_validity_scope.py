@@ -49,7 +49,7 @@ def test_an_id_of_another_spec_of_the_project_names_that_spec(tmp_path):
 
 
 def test_retire_from_a_project_wide_mcp_server_names_the_spec_to_pass(tmp_path):
-    from graphmem.mcp_server import build_server
+    from graphmem.serve.mcp_server import build_server
     from test_mcp import _session, _text
 
     one = repo(tmp_path / "shop")

@@ -5,7 +5,7 @@ import os as _os
 # graphiti-core reads this at import time; graphmem never phones home.
 _os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 
-from .errors import (ConfigError, GraphError, GraphmemError, NotFoundError,  # noqa: E402
+from .errors import (ConfigError, GraphError, GraphmemError, NotFoundError,
                      ProviderError, StorageError, ValidationError)
 
 __all__ = ["AsyncMemory", "ConfigError", "GraphError", "GraphmemError", "Hit", "Memory",
@@ -13,9 +13,9 @@ __all__ = ["AsyncMemory", "ConfigError", "GraphError", "GraphmemError", "Hit", "
            "StorageError", "ValidationError"]
 __version__ = "0.1.0"
 
-# The façade and the models load on first use: ``import graphmem.cli`` (every command) would
+# The façade and the models load on first use: ``import graphmem.cli.app`` (every command) would
 # otherwise pay for pydantic and the whole write path before parsing its arguments.
-_LAZY = {"AsyncMemory": "async_memory", "Memory": "memory", "Hit": "models",
+_LAZY = {"AsyncMemory": "facade.async_memory", "Memory": "facade.memory", "Hit": "models",
          "MemoryItem": "models", "SaveReport": "models", "Settings": "settings"}
 
 

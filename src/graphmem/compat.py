@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .files.safe import real_dir
-from .memory import Memory
+from graphmem.facade.memory import Memory
 from .settings import Settings
 
 __all__ = [

@@ -136,7 +136,7 @@ class Demo:
             st.result = f"{endpoint.describe()}, pid {self.server.running()}"
 
     def save_project(self, name: str) -> None:
-        from .memory import Memory
+        from graphmem.facade.memory import Memory
 
         p = self.projects[name]
         data = p["data"]
@@ -229,7 +229,7 @@ class Demo:
             self.check(st, not missing, f"memory_summary.md not written: {missing}")
 
     def doctor(self) -> None:
-        from .doctor import run_doctor
+        from graphmem.cli.doctor import run_doctor
 
         p = next(iter(self.projects.values()))
         with self.step("doctor") as st:

@@ -23,14 +23,14 @@ def record_anchors(project_dir: str | Path | None, spec_dir: str | Path | None,
 
     try:
         record(project_dir, spec_dir, items)
-    except Exception as exc:  # noqa: BLE001 - derived data must not break the write path
+    except Exception as exc:
         log.warning("anchors not recorded: %s", exc)
 
 
 def forget_caches() -> None:
     """Drop every process-wide cache of code memory (snapshots, git histories, blob line counts,
     parsed symbols): the next read computes from scratch (tests compare the two answers)."""
-    from . import history, tree
+    from graphmem.code import history, tree
 
     tree.forget()
     history.forget()
@@ -48,7 +48,7 @@ def named_files(query: str, project_dir: str | Path | None) -> tuple[set[str], A
     try:
         snap = snapshot(project_dir, max_age=0)
         return named_code(query, snap), snap
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         log.warning("code named by the query not found: %s", exc)
         return set(), None
 
@@ -67,7 +67,7 @@ def with_freshness(hits: list[Hit], project_dir: str | Path | None,
     try:
         snap = snap or snapshot(project_dir, max_age=0)  # git: cached against HEAD + index
         return annotate(hits, project_dir, snap=snap, spec_dir_of=spec_dir_of, query=query)
-    except Exception as exc:  # noqa: BLE001 - a search answers without freshness rather than fail
+    except Exception as exc:
         log.warning("freshness not computed: %s", exc)
         return hits
 
@@ -83,7 +83,7 @@ def defined_now(query: str, project_dir: str | Path | None, limit: int = 5) -> l
     try:
         snap = snapshot(project_dir, max_age=0)
         found = find_symbols(query, snap, []) if snap.files else []
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         log.warning("symbols named by the query not found: %s", exc)
         return []
     return [{"symbol": a["symbol"], "path": a["path"], "lines": a["lines"]} for a in found[:limit]]

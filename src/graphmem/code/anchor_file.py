@@ -11,7 +11,8 @@ Append-only JSON Lines, one object a line, in two shapes. An anchor list is stor
 
 ``anchors`` names the item's own anchors (the code its text names), ``session_files`` the files
 of the session it was learned in and the symbols it added or changed there (``"touched": true``),
-which readers see as ``"via": "session"`` anchors; either may be absent. A record of a turn or step also names its episodic ``session``.
+which readers see as ``"via": "session"`` anchors; either may be absent. A record of a turn or
+step also names its episodic ``session``.
 The last record naming an item wins. A record written before this format holds its anchors
 inline (``"anchors": [...]``, session files marked ``"via": "session"``); it still loads, and the
 next compaction (or ``reindex``) writes it in this format.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..models import MemoryItem
-from . import changes
+from graphmem.code import changes
 from .anchor_file import AnchorBook, anchors_file, append, book, compact
 from .history import cat_file
 from .symbols import language_of, parse_symbols

@@ -33,7 +33,7 @@ def pinned_ids(spec_dirs: list, paths: list[str], root: str | Path, snap: Snapsh
                ) -> tuple[list[str], dict[str, str]]:
     """The ids of the items anchored to ``paths`` (files first, then each folder's newest),
     and for an id that only a folder brought, that folder (``cap_folders`` reads it)."""
-    from .about import moved_here
+    from graphmem.code.about_answer import moved_here
     from .anchors import book
     from .freshness import anchored_to
 

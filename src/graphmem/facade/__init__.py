@@ -1,7 +1,15 @@
-"""The façade's collaborators: what ``AsyncMemory`` (``graphmem.async_memory``) owns and calls.
+"""The façade: ``Memory`` and ``AsyncMemory``, and the collaborators ``AsyncMemory`` owns and calls.
 
-Each is given the settings, the ``Scope`` and the collaborators it uses, nothing else; nothing
-below the façade imports this package (``tests/test_layers.py``).
+Each collaborator is given the settings, the ``Scope`` and the collaborators it uses, nothing else;
+nothing below the façade imports this package, the edges reach it through ``Memory`` and
+``AsyncMemory``, and the collaborators never import those two (pyproject.toml's import contracts).
+
+    memory.py        Memory: every AsyncMemory method, run on one private loop thread
+    async_memory.py  AsyncMemory: builds one Scope and its collaborators; each method is one call
+    scope.py         Scope: the project, and the spec folder when there is one
+    derived.py       DerivedStores: the local index and the graph behind the files
+    repair.py        index journal replay, drift, the repairs ``doctor --fix`` runs
+    team.py          team memory on a shared graph server: stamps, and taking in teammates' writes
 
     notes.py         SpecNotes: insights, codebase map, gotchas and patterns, supersede
     sessions.py      Sessions: sessions, turns, steps, summaries, consolidation

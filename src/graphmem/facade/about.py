@@ -1,4 +1,4 @@
-"""``about`` and ``anchors refresh`` on the façade, over ``graphmem.code.about`` (the answer
+"""``about`` and ``anchors refresh`` on the façade, over ``graphmem.code.about_answer`` (the answer
 from the files or the graph) and ``graphmem.code.anchors`` (anchors and their states)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..code.about import (STATES_FILE, Mention, assemble, check_target, last_renames_head,
+from graphmem.code.about_answer import (STATES_FILE, Mention, assemble, check_target, last_renames_head,
                           local_mentions, pending_renames, removals, unknown_note)
 from ..code.freshness import item_state
 from ..code.tree import Snapshot, snapshot
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef
-    from ..scope import Scope
+    from graphmem.facade.derived import DerivedRef
+    from graphmem.facade.scope import Scope
     from .session_log import EpisodeLog
     from ..settings import Settings
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 from ..models import MemoryItem, SaveReport
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef, DerivedStores
+    from graphmem.facade.derived import DerivedRef, DerivedStores
     from ..files.outbox import Outbox
     from ..identity import Project
-    from ..scope import Scope
+    from graphmem.facade.scope import Scope
     from ..settings import Settings
 
 log = logging.getLogger("graphmem")
@@ -90,7 +90,7 @@ class DerivedSync:
         report.items = len(items)
         await self.adopt()
         if items:
-            from ..code import record_anchors
+            from graphmem.code import record_anchors
 
             # anchors first: the graph write links the items to the code they name
             record_anchors(self.scope.root, self.scope.spec_dir, items)
@@ -127,7 +127,7 @@ class DerivedSync:
         await self.settle()  # no queued session row may land after the rebuild
         items, specs = project_items(project)
         if self.settings.graph.mode != "off":
-            from ..team import stamp
+            from graphmem.facade.team import stamp
 
             items = stamp(items, self.settings, project.root)  # this machine's files: its items
         counts = await self.backends.reindex_local(project, items)
@@ -153,7 +153,7 @@ class DerivedSync:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
         try:
             done = await self.backends.replay_outbox(outbox, force=True)
-            from ..team import pull_all
+            from graphmem.facade.team import pull_all
 
             pulled = await pull_all(self)
             return {**done, "pulled": pulled} if pulled is not None else done
@@ -178,7 +178,7 @@ class DerivedSync:
         from ..graph.server import external_endpoint
 
         if external_endpoint(self.settings) is not None:  # a shared server: teammates' items
-            from ..team import host  # of this spec are theirs to keep, not extra
+            from graphmem.facade.team import host  # of this spec are theirs to keep, not extra
 
             own = await graph.item_ids(key, spec, host=host(self.settings))
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,

@@ -13,10 +13,10 @@ from ..models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights
                      check_json, parse)
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef
+    from graphmem.facade.derived import DerivedRef
     from .derived_sync import DerivedSync
     from ..files.spec_store import SpecStore
-    from ..scope import Scope
+    from graphmem.facade.scope import Scope
     from .session_log import EpisodeLog
     from ..settings import Settings
     from .validity import Validity
@@ -111,7 +111,7 @@ class SpecNotes:
         logged as superseded by it."""
         from ..errors import ValidationError
         from ..models import stable_id
-        from ..validity import MAX_REASON
+        from graphmem.files.validity_log import MAX_REASON
 
         await self.episodes.settle()
         row = self.validity.own_item(id)

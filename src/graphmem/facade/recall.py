@@ -22,9 +22,9 @@ from ..errors import GraphError, ValidationError
 from ..models import _SURROGATE, KINDS, Hit
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef, DerivedStores
+    from graphmem.facade.derived import DerivedRef, DerivedStores
     from .derived_sync import DerivedSync
-    from ..scope import Scope
+    from graphmem.facade.scope import Scope
     from .session_log import EpisodeLog
     from ..settings import Settings
     from .write_rules import WriteRules
@@ -143,14 +143,14 @@ class Recall:
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
         be = self.backends
-        from ..code import named_files, with_freshness
+        from graphmem.code import named_files, with_freshness
 
         # In a project with code, a few more candidates than asked, for code recall to re-order
         # (LoCoMo, with no code, keeps its cost: p50 8 ms, not 22).
         focus, snap = named_files(query, root)
         code = bool(focus or (snap is not None and snap.files))  # a project with code
         fetch = min(MAX_LIMIT, max(limit, CODE_POOL)) if code else limit
-        from ..team import own_key, team_key
+        from graphmem.facade.team import own_key, team_key
 
         # teammates' items taken in from a shared graph rank with the project's own
         mine = None if projects is None else [*projects, team_key(project.key)]
@@ -167,7 +167,7 @@ class Recall:
 
         asked = []
         if code:  # re-ranked by the files the best candidates are about (code/recall.py)
-            from ..code.recall import code_recall
+            from graphmem.code.reorder import code_recall
             from ..code.whereabouts import asked_homes, mark_moved
 
             hits = code_recall(hits, self._spec_dir_of, sorted(map(str, specs)), focus,
@@ -179,7 +179,7 @@ class Recall:
             hits = mark_moved(hits, asked, project.key)  # entries of X's files now rise
             hits = self._promote_homes(hits, asked, spec, kinds, snap, sorted(map(str, specs)),
                                        query)
-        from ..validity import apply_validity
+        from graphmem.files.validity_log import apply_validity
 
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of)
         return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
@@ -189,7 +189,7 @@ class Recall:
                        ) -> list[Hit]:
         """``hits`` with the map entries of the files defining the asked names now among the
         first (``code/whereabouts.py``), from this project's specs (``spec`` alone if given)."""
-        from ..code import with_freshness
+        from graphmem.code import with_freshness
         from ..code.anchors import book
         from ..code.whereabouts import former_homes, promote
 
@@ -234,7 +234,7 @@ class Recall:
         worked; never fails a search."""
         if self.settings.graph.mode == "off":
             return False
-        from .. import team
+        from graphmem.facade import team
         from ..errors import GraphmemError, IndexMismatchError
 
         try:
@@ -284,7 +284,7 @@ class Recall:
         to them come first, whatever their score; a folder pins the newest few anchored to
         files under it (``code/pins.py``).
         """
-        from ..context import build_context, check_budget
+        from graphmem.rules.context import build_context, check_budget
 
         check_budget(max_tokens)
         query, _ = check_query(task, "project", None, 1)
@@ -315,10 +315,10 @@ class Recall:
         """The memories anchored to ``paths`` (files or folders, ``code/pins.py``), newest first,
         with their freshness and validity marks; gone, retired and superseded ones out (as a
         search leaves them out)."""
-        from ..code import with_freshness
+        from graphmem.code import with_freshness
         from ..code.pins import cap_folders, pinned_ids
         from ..code.tree import snapshot
-        from ..validity import apply_validity
+        from graphmem.files.validity_log import apply_validity
 
         root = self.scope.root
         ids, folder_of = pinned_ids(self._specs(), paths, root, snapshot(root))

@@ -23,9 +23,9 @@ from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore
 from ..models import MemoryItem
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef
+    from graphmem.facade.derived import DerivedRef
     from ..identity import Project
-    from ..scope import Scope
+    from graphmem.facade.scope import Scope
     from ..settings import Settings
 
 log = logging.getLogger("graphmem.sessions")
@@ -96,7 +96,7 @@ class _EpisodeState:
 
     def __init__(self, settings: "Settings", project: "Project", spec_dir: Path,
                  derived: "DerivedRef", clean: Callable[[Any], Any]):
-        from ..index.sessions.tables import open_episode_index
+        from ..index.session_index.tables import open_episode_index
 
         self.settings = settings
         self._project = project
@@ -113,7 +113,7 @@ class _EpisodeState:
     @property
     def writer(self):
         """This process's background writer (looked up each time: a forked child has its own)."""
-        from ..index.sessions.writer import writer
+        from ..index.session_index.writer import writer
 
         return writer()
 
@@ -130,7 +130,7 @@ class _EpisodeState:
         """Append durably and queue the derived rows (the whole ack path of a record)."""
         done = self.store.append(sid, turns, steps, then=lambda done: self.queue(sid, done),
                                  check=_refuse_ended)
-        from ..code import record_anchors
+        from graphmem.code import record_anchors
 
         record_anchors(self._project.root, self.store.spec_dir,
                        self.items(sid, done.turns, done.steps))
@@ -146,7 +146,7 @@ class _EpisodeState:
 
     def queue(self, sid: str, done: Appended) -> None:
         """Hand freshly appended records to the background writer (called under the lock)."""
-        from ..index.sessions.writer import Job
+        from ..index.session_index.writer import Job
 
         self.writer.put(Job(self.spec, sid, done.turns, done.steps,
                             (done.turns_size, done.steps_size), self._derived.get().local,
@@ -172,7 +172,7 @@ class _EpisodeState:
         process wrote, a copied folder) is re-read into the episodes rows and the search index in
         one transaction; ``force`` rebuilds every session's episodes rows.
         """
-        from ..index.sessions.writer import Job
+        from ..index.session_index.writer import Job
 
         self.writer.settle()
         known = self.index.states(self.spec)
@@ -241,7 +241,7 @@ class EpisodeLog:
 
     async def settle(self) -> None:
         """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
-        from ..index.sessions import writer as episode_writer
+        from graphmem.index.session_index import writer as episode_writer
 
         if not self._caught_up:
             self._caught_up = True
@@ -258,7 +258,7 @@ class EpisodeLog:
             if (self.scope.spec_dir / "memory" / "episodes").is_dir():
                 self.state  # noqa: B018 - opening the state reconciles it with the files
             return
-        from ..index.sessions.tables import open_episode_index
+        from ..index.session_index.tables import open_episode_index
 
         try:
             specs = open_episode_index(self.settings.home).specs(str(self.scope.root))

@@ -27,13 +27,13 @@ from ..errors import StorageError, ValidationError
 from ..files.episode_items import step_item, summary_item, turn_item
 from ..files.episodes import STEPS, TURNS, EpisodeStore, check_session_id, iso
 from ..models import _SURROGATE, MemoryItem, SaveReport, to_time, utcnow
-from ..sessions_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
+from graphmem.rules.turn_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                               validate)
 from .session_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef
-    from ..scope import Scope
+    from graphmem.facade.derived import DerivedRef
+    from graphmem.facade.scope import Scope
     from ..settings import Settings
     from .derived_sync import DerivedSync
     from .write_rules import WriteRules
@@ -104,7 +104,7 @@ class Sessions:
 
     def _commit_now(self, sid: str, kind: str, rec: dict) -> str:
         if self.settings.graph.mode != "off":
-            from .. import _sync
+            from graphmem import _sync
 
             return _sync.run(self._submit(sid, kind, rec))
         done = self.episodes.state.commit(sid, [rec] if kind == "turn" else [],
@@ -272,7 +272,7 @@ class Sessions:
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
                                       or _SURROGATE.search(workspace)):
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
-        from ..index.sessions.tables import open_episode_index
+        from ..index.session_index.tables import open_episode_index
 
         await self.episodes.settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
@@ -322,7 +322,7 @@ class Sessions:
     async def consolidate(self, sessions: int = 50, concurrency: int = 8, project: bool = False,
                           progress: Callable[[int, int], None] | None = None) -> dict:
         """Summarise what the recent sessions taught into ``memory_summary.md`` (see consolidate.py)."""
-        from .. import consolidate as cons
+        from graphmem.rules import consolidate as cons
         from ..errors import GraphmemError
         from ..providers import get_embedder, get_llm
         from ..files.walk import episode_specs, spec_folders

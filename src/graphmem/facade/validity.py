@@ -1,5 +1,5 @@
 """Validity on the façade: ``retire``, and the events the notes' writes log (``supersede`` and
-the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.validity``."""
+the "possibly superseded" flag, ``SpecNotes``); the log itself is ``graphmem.files.validity_log``."""
 
 from __future__ import annotations
 
@@ -14,17 +14,17 @@ from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
 from ..files.lock import folder_lock
 from ..models import parse_iso, utcnow
-from ..validity import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
+from graphmem.files.validity_log import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
                         subject_key, validity_file, validity_log)
 
 if TYPE_CHECKING:
-    from ..derived import DerivedRef
-    from ..scope import Scope
+    from graphmem.facade.derived import DerivedRef
+    from graphmem.facade.scope import Scope
     from ..settings import Settings
     from .session_log import EpisodeLog
     from .write_rules import WriteRules
 
-log = logging.getLogger("graphmem.validity")
+log = logging.getLogger("graphmem.files.validity_log")
 LOCK_NAME = ".validity.lock"  # beside validity.jsonl: one retire or supersede of a spec at a time
 _in_flight: set[tuple[str, str]] = set()  # (validity file, item) claimed by a call of this process
 _in_flight_guard = threading.Lock()
@@ -46,7 +46,7 @@ class Validity:
         if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
             raise ValidationError("must be a memory id (24 hex characters, as search returns)",
                                   field="id")
-        from ..team import team_key
+        from graphmem.facade.team import team_key
 
         rows = self.derived.get().local.index.rows_by_id([item_id])
         key = self.scope.project.key  # a teammate's memory taken in from a shared graph too
@@ -174,7 +174,7 @@ class Validity:
         reverts = [(line, subject) for line, subject in reverts if subject]
         if not reverts:
             return
-        from ..insight_shapes import entries
+        from graphmem.files.insight_shapes import entries
         from ..models import normalise
 
         sessions = [(sf.data.get("session_number"), sf) for _, sf in self.scope.files.sessions()]
@@ -217,7 +217,7 @@ class Validity:
         """The LLM's judgement (ids it supersedes, reason), or None without a usable one."""
         from ..errors import GraphmemError
         from ..models import stable_id
-        from ..supersession import judge, same_anchor
+        from graphmem.rules.supersession import judge, same_anchor
 
         key, spec, spec_dir = self.scope.project.key, self.scope.spec_key, self.scope.spec_dir
         texts = {stable_id(key, spec, kind, b): b for b in bullets}

@@ -21,8 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .. import insight_items, insight_shapes
-from ..insight_shapes import Entry
+from graphmem.files import insight_items
+
+from graphmem.files import insight_shapes
+from graphmem.files.insight_shapes import Entry
 from ..models import MemoryItem, normalise, stable_id
 from ..errors import StorageError
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
@@ -105,6 +107,8 @@ class SpecStore:
     def lock(self):
         """The cross-process lock for this memory folder (created, and refused when a link)."""
         real_dir(self.memory_dir, create=True)
+        if self.spec_dir.name == ".graphmem" and self.spec_dir.parent == self.project_dir:
+            _ignore_locks(self.spec_dir)
         return folder_lock(self.memory_dir)
 
     def _has_memory_dir(self) -> bool:
@@ -430,3 +434,18 @@ def _mtime(path: Path) -> datetime:
         return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
     except OSError:
         return datetime.now(timezone.utc)
+
+
+PROJECT_IGNORE = ("# graphmem: memory/ is meant to be committed; its locks and the agent hooks'\n"
+                  "# spool are not\n*.lock\n.locks/\nspool/\n")
+
+
+def _ignore_locks(folder: Path) -> None:
+    """A project's own memory folder (``<project>/.graphmem``) is committed with the code:
+    give it a ``.gitignore`` for its lock files and the hooks' spool, once."""
+    ignore = folder / ".gitignore"
+    if not os.path.lexists(ignore):
+        try:
+            atomic_write_text(ignore, PROJECT_IGNORE)
+        except OSError:
+            pass  # a read-only checkout: nothing to ignore there either

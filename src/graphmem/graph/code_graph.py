@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models import MemoryItem
-from . import schema
+from graphmem.graph import schema
 from .schema import derived_id
 
 HISTORY = ("retired", "superseded")
@@ -71,7 +71,7 @@ def _own_anchors(item: MemoryItem) -> tuple[dict | None, list[dict]]:
 def build_code_rows(gid: str, items: list[MemoryItem], snap: Any) -> dict[str, Any]:
     """File and Symbol nodes, ABOUT / DEFINES / RENAMED_TO edges for one batch (no vectors yet)."""
     from ..code.freshness import anchor_state
-    from ..validity import validity_log
+    from graphmem.files.validity_log import validity_log
 
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     files: dict[str, dict] = {}

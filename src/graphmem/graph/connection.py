@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..errors import GraphError, ServerError
 from ..settings import Settings
-from . import schema
+from graphmem.graph import schema
 
 log = logging.getLogger("graphmem.graph")
 # The client's pool holds 100 connections, and a search over every graph sends 2-3 queries per
@@ -71,7 +71,7 @@ class Connection:
             if tripped is not None:  # another process found the server hung a moment ago
                 self._mark_down(tripped)
                 raise ServerError(f"graph unavailable ({tripped})")
-            from . import server
+            from graphmem.graph import server
 
             try:
                 ep = await asyncio.to_thread(server.ensure_endpoint, self.settings, start)
@@ -106,7 +106,7 @@ class Connection:
         deadline, so a server stopped since costs that deadline, not the write timeout."""
         if self.client is None or time.monotonic() - self._last_ok < 1.0:
             return
-        from . import server
+        from graphmem.graph import server
 
         try:
             await asyncio.wait_for(self.client.connection.ping(),

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ServerError
 from ..models import MemoryItem
-from . import schema
+from graphmem.graph import schema
 
 log = logging.getLogger("graphmem.graph")
 EXTRACT_FIELDS = {"what_worked", "what_failed", "recommendations_for_next_session"}

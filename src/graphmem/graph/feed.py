@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import schema
+from graphmem.graph import schema
 from .writes import BATCH
 
 PAGE = 5000  # ids per read when listing a graph's items

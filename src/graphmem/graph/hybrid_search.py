@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from ..models import Hit
-from . import schema
+from graphmem.graph import schema
 from .schema import rrf
 
 log = logging.getLogger("graphmem.graph")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 from ..errors import GraphError, GraphmemError, IndexMismatchError
 from ..models import Hit, MemoryItem
 from ..settings import Settings
-from . import feed, hybrid_search, schema, writes
+from graphmem.graph import feed, hybrid_search, schema, writes
 from .connection import Connection
 from .extraction import Extraction
 

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from ..errors import GraphError
 from ..models import MemoryItem
 from ..redact import redact_items
-from . import schema
+from graphmem.graph import schema
 
 BATCH = 1000  # items per Cypher batch: big enough to amortise round trips, small enough to parse
 

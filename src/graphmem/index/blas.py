@@ -24,7 +24,7 @@ def _get_controller() -> Any:
                 from threadpoolctl import ThreadpoolController
 
                 _controller.append(ThreadpoolController())
-            except Exception:  # noqa: BLE001 - no threadpoolctl or an unknown BLAS: leave it
+            except Exception:
                 _controller.append(False)
         return _controller[0]
 
@@ -39,7 +39,7 @@ def one_thread() -> Iterator[None]:
         ctl = _get_controller()
         try:
             _local.saved = ctl.limit(limits=1, user_api="blas") if ctl else None
-        except Exception:  # noqa: BLE001 - a BLAS threadpoolctl cannot drive
+        except Exception:
             _local.saved = None
     _local.depth = depth + 1
     try:

@@ -119,6 +119,22 @@ def is_corrupt(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and code is not None and code & 0xFF in CORRUPT_CODES
 
 
+def registered_roots(home: Path) -> list[str]:
+    """The project roots the home's database has registered, read only; [] when there is no
+    database yet, its schema is older, or it is locked."""
+    path = db_path(home)
+    if not path.is_file():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return [r[0] for r in conn.execute("SELECT root FROM projects WHERE root IS NOT NULL")]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
+
+
 def check(home: Path) -> str | None:
     """Why the home's database is damaged (``PRAGMA quick_check``), or None when it is sound or
     absent. Reads only: nothing is moved or created."""

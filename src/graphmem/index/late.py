@@ -58,7 +58,7 @@ async def encode_missing(index: Any, pairs: Sequence[tuple[str, str]]) -> dict[s
 
     try:
         return await asyncio.to_thread(run) if len(todo) > 1 else run()
-    except Exception as exc:  # noqa: BLE001 - a model failure must not fail the write
+    except Exception as exc:
         log.warning("token vectors not computed (%s); `graphmem reindex` fills them", exc)
         return {}
 
@@ -93,7 +93,7 @@ async def encode_shared(index: Any, pairs: dict[str, str],
 
     try:
         vectors, tokens = await asyncio.to_thread(run) if len(todo) > 1 else run()
-    except Exception as exc:  # noqa: BLE001 - the rows still go in; reindex fills the rest
+    except Exception as exc:
         log.warning("embedding failed, items indexed without vectors: %s", exc)
         index.last_embed_error = str(exc)
         return {}, {}

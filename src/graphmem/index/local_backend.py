@@ -2,7 +2,7 @@
 
 Every operation runs through ``_healing``: a damaged database met mid-way (SQLite's "malformed"
 or "not a database") is moved aside (``db.move_aside``), a fresh one opened, and the operation
-run once more; the journal rebuilds the projects from their files (``graphmem.repair``).
+run once more; the journal rebuilds the projects from their files (``graphmem.facade.repair``).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class LocalBackend:
     async def healing(self, fn: Callable[[Any], Awaitable[Any]]) -> Any:
         """``fn(index)``; on a damaged database: move it aside, reopen, and run ``fn`` once more.
         Other SQLite errors ("database is locked", a full disk) become ``StorageError``."""
-        from . import db
+        from graphmem.index import db
 
         if self._index is not None and db.identity(self._index.home) != self._index.ident:
             self.close()  # the file was moved aside and rebuilt (by another process, say)
@@ -157,7 +157,7 @@ class LocalBackend:
                                           kinds=kinds, limit=limit)
 
             return await self.healing(plain)
-        from . import rerank as second
+        from graphmem.index import rerank as second
 
         if self._reranker is None:
             self._reranker = make_reranker(self.settings)

@@ -21,7 +21,7 @@ from ..errors import CorruptIndexError, IndexMismatchError, ProviderError, Stora
 from ..lru import LRU, nbytes
 from ..models import MemoryItem
 from ..redact import redact_items
-from . import db, late
+from graphmem.index import db, late
 from .storage import IndexStore
 from .text import date_terms, tokenize
 from .tuning import DEFAULT, Tuning

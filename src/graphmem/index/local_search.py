@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from ..errors import ProviderError
 from ..lru import LRU
 from ..models import Hit
-from . import blas, late, ranker
+from graphmem.index import blas, late, ranker
 from .local_index import LocalIndex, row_time
 from .text import tokenize
 from .tuning import DEFAULT, Tuning
@@ -79,7 +79,7 @@ async def _encode(index: LocalIndex, late_enc: Any, query: str, want_vector: boo
     if late_enc is not None:
         try:
             qm = await late.query_tokens(late_enc, query, inline=inline)
-        except Exception as exc:  # noqa: BLE001 - reported where it is read
+        except Exception as exc:
             qm = exc
     if not want_vector:
         return qm, None

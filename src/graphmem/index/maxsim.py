@@ -92,7 +92,7 @@ def _chunk_products(mats: Sequence[tuple[Any, Any]], rows: int, query: Any) -> A
             binding.bind_output("sims", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
             session.run_with_iobinding(binding)
             return out
-        except Exception as exc:  # noqa: BLE001 - numpy below computes the same thing
+        except Exception as exc:
             log.warning("late interaction product fell back to numpy: %s", exc)
             maxsim_failed()
     floats = _buffer("floats", tokens.shape, np.float32)
@@ -139,7 +139,7 @@ def maxsim_session() -> Any:
                 opts.intra_op_num_threads = PRODUCT_THREADS
                 _maxsim[0] = ort.InferenceSession(str(path), opts,
                                                   providers=["CPUExecutionProvider"])
-            except Exception as exc:  # noqa: BLE001 - numpy does the same, a little slower
+            except Exception as exc:
                 log.info("late interaction products run in numpy: %s", exc)
         return _maxsim[0]
 

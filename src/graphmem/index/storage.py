@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import IndexMismatchError
-from . import db
+from graphmem.index import db
 
 PER_TEXT = ("search_vectors", "search_tokens")  # rows keyed by content hash, shared by items
 

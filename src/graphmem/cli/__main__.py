@@ -1,0 +1,7 @@
+"""``python -m graphmem.cli``: the same as the ``graphmem`` console script."""
+
+import sys
+
+from graphmem.cli.app import main
+
+sys.exit(main())

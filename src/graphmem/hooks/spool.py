@@ -1,0 +1,98 @@
+"""The per-session spool: one redacted JSON line per captured event, appended whole.
+
+``<project>/.graphmem/spool/<session>.jsonl`` (the folder ignores itself in git). Each event is
+one ``os.write`` of one line to a file opened with ``O_APPEND``, so parallel hooks of a session
+(and its subagents) interleave whole lines and lose none. ``<private>...</private>`` spans are
+cut before redaction; nothing else is kept of them. Standard library only: hooks import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from graphmem.redact import redact
+
+SPOOL = Path(".graphmem") / "spool"
+MAX_FIELD = 2000  # characters kept of one captured string (a command, an error, a prompt)
+MAX_LINE = 64_000  # bytes of one spool line; a bigger event keeps its first fields only
+_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S | re.I)
+_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+
+
+def spool_dir(project: str | Path) -> Path:
+    """The project's spool folder (created, with a ``.gitignore`` that ignores it all)."""
+    folder = Path(project) / SPOOL
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")
+    return folder
+
+
+def session_name(session_id: Any) -> str:
+    """A file name for the agent's session id (unsafe characters refused, ``ValueError``)."""
+    if not isinstance(session_id, str) or not _SESSION.fullmatch(session_id):
+        raise ValueError(f"session_id: must be 1-128 letters, digits, '_', '-' or '.', got "
+                         f"{str(session_id)[:40]!r}")
+    return session_id
+
+
+def spool_path(project: str | Path, session_id: str) -> Path:
+    """The spool file of one session."""
+    return spool_dir(project) / f"{session_name(session_id)}.jsonl"
+
+
+def scrub(value: Any, limit: int = MAX_FIELD) -> Any:
+    """``value`` with private spans removed, secrets redacted and long strings cut."""
+    if isinstance(value, str):
+        text = _PRIVATE.sub("", value)
+        return redact(text[:limit])
+    if isinstance(value, dict):
+        return {str(k)[:100]: scrub(v, limit) for k, v in list(value.items())[:50]}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v, limit) for v in list(value)[:50]]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return scrub(str(value), limit)
+
+
+def append(project: str | Path, session_id: str, record: dict) -> None:
+    """Append one scrubbed record as one whole line (one write on an ``O_APPEND`` file)."""
+    rec = scrub({"t": round(time.time(), 3), **record})
+    line = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+    if len(line.encode("utf-8")) > MAX_LINE:
+        rec = scrub({k: rec[k] for k in ("t", "kind", "tool") if k in rec})
+        line = json.dumps({**rec, "cut": True}, ensure_ascii=False, separators=(",", ":"))
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(spool_path(project, session_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_from(path: Path, offset: int) -> tuple[list[dict], int]:
+    """The whole lines of ``path`` after byte ``offset`` (a torn last line is left for later),
+    and the offset after the last whole line read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    records = []
+    for raw in data[:end].splitlines():
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue  # a line some other tool wrote: skipped, never fatal
+        if isinstance(rec, dict):
+            records.append(rec)
+    return records, offset + end
