@@ -14,6 +14,14 @@ Also per event: hook wait p50/p95 as processes, failures. Systems: ``graphmem`` 
 install claude-code``) and ``naive`` (bench/_naive_capture_hook.py: every prompt and tool use
 captured, BM25's top items injected on each prompt at the same budget).
 
+Where the replay departs from a real project (see also ../shared/notes/claude-code-hooks.md): the
+data does not say which turn ran which step, so a session's steps are spread evenly over its turns;
+the project's own .claude/settings.json is left out of the tree (the data holds it as a blob id and
+the installed hooks own it); probe prompts stay in the hooks' memory, as a user's would; before each
+session and probe the bench waits for the work the hooks detached (``--settle``), as the time
+between real sessions would. The naive hook reproduces issue 32's reference figures for FileRecall
+(.133 here, .144 there) and tokens (781, 792), not its "where is X" current path (.14, .28).
+
     .venv/bin/python bench/agent_hooks.py [--hooks naive,graphmem] [--quick | --sessions N --tasks K]
 """
 
