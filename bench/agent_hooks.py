@@ -331,7 +331,15 @@ def main() -> int:
                     help="write each probe's injected text to PREFIX.<hooks>.jsonl")
     ap.add_argument("--keep", default=None, help="copy each system's project and home here")
     ap.add_argument("--out", default="agent_hooks")
+    ap.add_argument("--report", default=None, metavar="A.json,B.json",
+                    help="print the tables of saved results side by side (runs nothing)")
     args = ap.parse_args()
+    if args.report:
+        merged: dict = {}
+        for path in args.report.split(","):
+            merged.update(json.loads(Path(path).read_text())["systems"])
+        report(merged)
+        return 0
     if args.quick:
         args.until = args.until or 330
         args.sessions = args.sessions or 80
