@@ -29,6 +29,11 @@ def fire(event: str, payload: dict) -> None:
 for k in range(2):
     fire("UserPromptSubmit", {"prompt": f"writer {writer} of {sid} asks about zebra {k}"})
     for step in range(10 if k == 0 else 0):
+        if step == 0:  # each writer edits its own file: the session's insight names all three
+            fire("PostToolUse", {"tool_name": "Edit", "tool_input": {
+                "file_path": os.path.join(root, "notes", f"{sid}-{writer}.md")},
+                "tool_response": {}})
+            continue
         fire("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": f"echo {writer}-{step}"},
                              "tool_response": {"stdout": "x" * 3000}})
     fire("Stop", {"stop_hook_active": False})

@@ -235,6 +235,9 @@ def test_a_session_leaves_memories_the_next_session_is_given(proj, warm):
     assert "src/pay.py" in told and len(told) / 4 <= 800
     assert context(fire(proj, "UserPromptSubmit", {
         "session_id": "s-two", "prompt": "translate the onboarding emails into German"})) == ""
+    where = context(fire(proj, "UserPromptSubmit", {"session_id": "s-two",
+                                                    "prompt": "Where is `total` implemented?"}))
+    assert "`total` is defined in src/cart.py" in where  # no memory names it: the code does
     about = context(fire(proj, "PreToolUse", {"session_id": "s-two", "tool_name": "Read",
                                               "tool_input": {"file_path": pay}}, "Read"))
     assert "known about src/pay.py" in about and "round half-even" in about
@@ -309,6 +312,8 @@ def test_parallel_sessions_and_subagents_lose_and_duplicate_nothing(proj, warm):
         lines = (proj / ".graphmem" / "spool" / f"s{n}.jsonl").read_text().splitlines()
         recs = [json.loads(x) for x in lines]  # every line whole
         assert len([r for r in recs if r["kind"] == "tool"]) == 3 * 10
+        assert sorted(r["input"]["file_path"] for r in recs if r.get("tool") == "Edit") == [
+            f"notes/s{n}-{w}.md" for w in range(3)]
         assert sorted(r["prompt"] for r in recs if r["kind"] == "prompt") == sorted(
             f"writer {w} of s{n} asks about zebra {k}" for w in range(3) for k in range(2))
         state = digested(proj, f"s{n}")
@@ -316,8 +321,10 @@ def test_parallel_sessions_and_subagents_lose_and_duplicate_nothing(proj, warm):
                  / "turns.jsonl").read_text().splitlines()
         assert sorted(json.loads(t)["content"] for t in turns) == sorted(
             f"writer {w} of s{n} asks about zebra {k}" for w in range(3) for k in range(2))
-    insights = list((proj / ".graphmem" / "memory" / "session_insights").glob("session_*.json"))
-    assert len(insights) == 4  # one per agent session, none overwritten by another
+    insights = [json.loads(p.read_text()) for p in
+                (proj / ".graphmem" / "memory" / "session_insights").glob("session_*.json")]
+    assert sorted(sorted(i["discoveries"]["files_understood"]) for i in insights) == [
+        [f"notes/s{n}-{w}.md" for w in range(3)] for n in range(4)]  # one per session, unmixed
 
 
 def test_a_capture_hook_imports_nothing_heavy(proj):
@@ -365,7 +372,9 @@ def test_gemini_cli_hooks_on_its_documented_payloads(proj, warm):
     assert all(h["timeout"] == 10_000 for g in settings.values() for x in g for h in x["hooks"])
     pay = str(proj / "src" / "pay.py")
     gemini(proj, "SessionStart", {"source": "startup"})
-    assert gemini(proj, "BeforeAgent", {"prompt": "Make refund() round half-even"}) == ""
+    first = gemini(proj, "BeforeAgent", {"prompt": "Make refund() round half-even"})
+    assert "`refund` is defined in src/pay.py" in first and "half-even" not in first.split(
+        "\n", 1)[1]  # nothing remembered yet: only where the code it names is
     gemini(proj, "AfterTool", {"tool_name": "read_file", "tool_input": {"path": pay},
                                "tool_response": {"llmContent": PAY, "returnDisplay": ""}},
            "read_file")
@@ -428,3 +437,48 @@ def test_an_llm_summary_only_when_a_provider_is_configured(proj, monkeypatch):
         assert m.get_session_summary(with_llm["session"]) == \
             "Asked to fix refund rounding; edited src/pay.py."
         assert m.get_session_summary(plain["session"]) is None
+
+
+def test_the_digest_keeps_lessons_not_noise():
+    """Failing checks and what made them pass are lessons; a flake, ``git status`` or a
+    greeting as the task are not."""
+    from graphmem.hooks.digest import _facts, insight_of, learn, learned
+
+    def bash(cmd, error=None):
+        return {"kind": "fail" if error else "tool", "tool": "Bash", "input": {"command": cmd},
+                **({"error": error} if error else {})}
+
+    facts = _facts({})
+    learn(facts, [{"kind": "prompt", "prompt": "hi"},
+                  {"kind": "prompt", "prompt": "Fix the flaky cart total test please"},
+                  bash("git push", "Exit code 128"), bash("git status"),
+                  bash("go test ./cart/...", "Exit code 1"), bash("go test ./cart/..."),
+                  bash("make lint", "Exit code 2"),
+                  {"kind": "tool", "tool": "Edit", "input": {"file_path": "cart/total.go"}},
+                  bash("make lint")])
+    assert facts["task"] == "Fix the flaky cart total test please"
+    assert facts["fixes"] == ["`make lint` failed (Exit code 2); it passed after editing "
+                              "cart/total.go"]  # the flaky go test is no lesson, git push none
+    assert facts["passed"] == ["`go test ./cart/...`", "`make lint`"]
+    insight = insight_of(facts, "s")
+    assert insight["discoveries"]["files_understood"] == {
+        "cart/total.go": "edited for: Fix the flaky cart total test please"}
+    only_a_question = _facts({})
+    learn(only_a_question, [{"kind": "prompt", "prompt": "How does `Client` work?"}])
+    assert not learned(only_a_question)  # kept as a turn, no insight
+
+
+def test_checks_are_told_by_their_program_and_long_quotes_are_cut_within_budget():
+    from graphmem.hooks.agent_context import fit
+    from graphmem.hooks.digest import is_check
+
+    assert [is_check(c) for c in ('git commit -m "add tests"', "mkdir docs/testing",
+                                  "cd cmd && go test ./...", "FOO=1 pytest -q", "git status",
+                                  "mise run fmt && mise run lint 2>&1")] == [
+        False, False, True, True, False, True]
+    text = ("## Memory relevant to: x\n\n### Gotchas\n- " + "plan " * 400 +
+            "_(source: s.json, session 3)_ [files: a.go]\n\n### Files\n- b.go: edited for: y\n")
+    out = fit(text, 120)
+    assert len(out) / 4 <= 120 and "_(source: s.json, session 3)_ [files: a.go]" in out
+    assert "- b.go: edited for: y" in out and "plan plan" in out
+    assert fit("## Memory relevant to: x\n\n### Files\n- " + "z" * 4000 + "\n", 30) == ""

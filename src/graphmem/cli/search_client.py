@@ -33,7 +33,7 @@ from graphmem.errors import ConfigError
 # vendors'); the server's own controls cannot, so they do not split servers.
 PREFIXES = ("GRAPHMEM_", "GRAPHITI_", "OPENAI_", "ANTHROPIC_", "VOYAGE_", "AZURE_OPENAI_",
             "OLLAMA_", "FALKORDB_")
-CONTROLS = ("GRAPHMEM_SEARCH_SERVER", "GRAPHMEM_SEARCH_SERVER_IDLE")
+CONTROLS = ("GRAPHMEM_SEARCH_SERVER", "GRAPHMEM_SEARCH_SERVER_IDLE", "GRAPHMEM_HOOKS")
 SPAWN_BACKOFF = 120.0  # seconds: a server that failed to start is not retried sooner
 
 

@@ -5,6 +5,7 @@ about a file. Each answer is markdown, or '' when nothing is worth the agent's t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from graphmem.facade.async_memory import AsyncMemory
 
 PROMPT_BUDGET = 800  # tokens injected for a prompt at most (estimated, ``context.py``)
-BRIEF_BUDGET = 400  # tokens of a session's briefing
+BRIEF_BUDGET = 250  # tokens of a session's briefing
 FILE_BUDGET = 250  # tokens of what is known about one file
 FILE_ITEMS = 3  # current memories shown about one file
 # A prompt gets context only when one of its best memories shares FLOOR_TERMS of its words
@@ -60,14 +61,51 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
 
 async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_BUDGET) -> str:
     """``context`` for the prompt within ``budget`` tokens, or '' when its best memory is
-    under the relevance floor (nothing rather than noise)."""
+    under the relevance floor (nothing rather than noise) and it names no code of the project
+    (a symbol it names is answered with where it is defined now)."""
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
     prompt = " ".join(prompt.split())[:2000]
-    hits = await mem.search(prompt, scope="project", limit=5)
-    if not hits or not await _relevant(prompt, hits, mem):
-        return ""
-    return await mem.context(prompt, max_tokens=budget)
+    from graphmem.code import defined_now
+
+    if not defined_now(prompt, mem.project_dir, limit=1):  # code it names: always worth saying
+        hits = await mem.search(prompt, scope="project", limit=5)
+        if not hits or not await _relevant(prompt, hits, mem):
+            return ""
+    return fit(await mem.context(prompt, max_tokens=budget * 2), budget)
+
+
+LINE_CHARS = 360  # a quoted line is cut to this many characters (its marks kept)
+_TAIL = re.compile(r" (?:_\(source: | \(user in session |\(\w+ in session |\[files: )")
+
+
+def fit(text: str, budget: int) -> str:
+    """``text`` with each long bullet cut (its source and marks kept), then its lines up to
+    ``budget`` tokens; a section title left with no bullet is dropped."""
+    from graphmem.rules.context import estimate_tokens
+
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("- ") and len(line) > LINE_CHARS:
+            m = _TAIL.search(line, 40)
+            body, tail = (line[:m.start()], line[m.start():]) if m else (line.rstrip("\n"), "\n")
+            keep = max(80, LINE_CHARS - len(tail[:160]))
+            line = body[:keep].rstrip() + "\u2026" + (tail if len(tail) <= 160 else
+                                                      tail[:159].rstrip() + "\u2026\n")
+        lines.append(line)
+    out, used = [], 0
+    for line in lines:
+        cost = estimate_tokens(line)
+        if used + cost > budget:
+            if line.startswith("- "):
+                continue  # a shorter bullet further down may fit
+            break
+        out.append(line)
+        used += cost
+    kept = [line for i, line in enumerate(out)  # a section title with no bullet left under it
+            if not line.startswith("### ") or next(
+                (x for x in out[i + 1:] if x.strip()), "").startswith("- ")]
+    return "".join(kept).rstrip() + "\n" if any(x.startswith("- ") for x in kept) else ""
 
 
 async def _relevant(prompt: str, hits: list, mem: "AsyncMemory") -> bool:

@@ -33,7 +33,11 @@ from graphmem.hooks import spool
 from graphmem.hooks.digest_state import load_state, save_state
 
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
-KEEP = 12  # commands kept per list in the insight
+KEEP = 5  # commands kept per list in the insight
+CMD_CHARS = 120  # characters of a command kept
+CHECK = re.compile(r"\b(?:test|tests|pytest|unittest|tox|nox|lint|linter|vet|build|compile|check|"
+                   r"typecheck|tsc|mypy|pyright|ruff|flake8|pylint|eslint|prettier|fmt|clippy|"
+                   r"cargo|gradle|mvn|jest|vitest|mocha|rspec|phpunit|ctest|bazel)\b|\bmake\b")
 TASKS_PER_FILE = 3
 MAP_TAG = "edited for: "
 # Steps (each command, each edit) as episode steps: off, the insight already names the files
@@ -59,6 +63,31 @@ def _facts(state: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
+def substantive(prompt: str) -> bool:
+    """Whether a prompt can name the session's task: a few words, not a slash command, a
+    greeting or a pasted tool message."""
+    words = prompt.split()
+    return len(words) >= 3 and not prompt.lstrip().startswith(("/", "<"))
+
+
+def is_check(command: str) -> bool:
+    """Whether a command verifies the work (tests, lint, build, type checks): the ones whose
+    failure and fix are worth remembering; ``git status`` or ``ls`` are not. Only the first
+    words of each ``&&``/``;``/``|`` part count (``git commit -m "add tests"`` is no check)."""
+    for part in re.split(r"&&|\|\||;|\|", command):
+        words = [w for w in part.split() if not _ENV.match(w)]
+        if words and words[0] == "cd":
+            continue
+        if CHECK.search(" ".join(words[:3])):
+            return True
+    return False
+
+
+def _short(command: str) -> str:
+    text = " ".join(command.split())
+    return text if len(text) <= CMD_CHARS else text[:CMD_CHARS - 1] + "\u2026"
+
+
 def learn(facts: dict[str, Any], records: list[dict]) -> tuple[list[str], list[dict]]:
     """Fold spool records into ``facts``; the new prompts and the steps to record."""
     prompts, steps = [], []
@@ -66,11 +95,13 @@ def learn(facts: dict[str, Any], records: list[dict]) -> tuple[list[str], list[d
         kind, tool = rec.get("kind"), rec.get("tool")
         inp = rec.get("input") if isinstance(rec.get("input"), dict) else {}
         if kind == "prompt" and isinstance(rec.get("prompt"), str) and rec["prompt"].strip():
+            text = " ".join(rec["prompt"].split())
             prompts.append(rec["prompt"])
             facts.setdefault("prompts", [])
             if len(facts["prompts"]) < 8:
-                facts["prompts"].append(" ".join(rec["prompt"].split())[:300])
-            facts["task"] = facts["task"] or " ".join(rec["prompt"].split())[:300]
+                facts["prompts"].append(text[:300])
+            if not facts["task"] and substantive(text):
+                facts["task"] = text[:300]
             continue
         if kind not in ("tool", "fail"):
             continue
@@ -81,37 +112,49 @@ def learn(facts: dict[str, Any], records: list[dict]) -> tuple[list[str], list[d
             steps.append({"name": tool, "status": "ok" if kind == "tool" else "error",
                           "payload": {"file_path": path}})
         elif tool == "Bash" and isinstance(inp.get("command"), str) and inp["command"].strip():
-            cmd = " ".join(inp["command"].split())[:300]
+            cmd = _short(inp["command"])
+            steps.append({"name": "Bash", "status": "ok" if kind == "tool" else "error",
+                          "payload": {"command": cmd}})
+            if not is_check(cmd):
+                continue
             key = command_key(cmd)
             if kind == "fail":
-                error = " ".join(str(rec.get("error") or "failed").split())[:160]
+                error = " ".join(str(rec.get("error") or "failed").split())[:80]
                 facts["failed"].append(f"`{cmd}` ({error})")
                 facts["open"][key] = [cmd, error, len(facts["edited"])]
             else:
+                facts["passed"] = [c for c in facts["passed"] if command_key(c.strip("`")) != key]
                 facts["passed"].append(f"`{cmd}`")
                 if key in facts["open"]:
                     was, error, edits = facts["open"].pop(key)
                     changed = facts["edited"][edits:][:3]
-                    how = (f"it passed as `{cmd}`" if cmd != was else "it passed again")
+                    if cmd == was and not changed:
+                        continue  # failed, then passed as it was: a flake, not a lesson
+                    how = f"it passed as `{cmd}`" if cmd != was else "it passed"
                     if changed:
                         how += " after editing " + ", ".join(changed)
                     facts["fixes"].append(f"`{was}` failed ({error}); {how}")
-            steps.append({"name": "Bash", "status": "ok" if kind == "tool" else "error",
-                          "payload": {"command": cmd}})
     for key in ("failed", "passed", "fixes"):
         facts[key] = list(dict.fromkeys(facts[key]))[-KEEP:]
     return prompts, steps
 
 
+def learned(facts: dict[str, Any]) -> bool:
+    """Whether the session taught something worth an insight: files edited, or checks that
+    failed (a prompt alone is kept as a turn, and a passing test run alone says little)."""
+    return bool(facts["edited"] or facts["fixes"] or facts["failed"])
+
+
 def insight_of(facts: dict[str, Any], agent_session: str) -> dict[str, Any]:
     """The session's insight, in the reference's keys."""
-    task = facts["task"] or "(no prompt recorded)"
-    worked = ["Commands that passed: " + "; ".join(facts["passed"])] if facts["passed"] else []
-    failed = ["Commands that failed: " + "; ".join(facts["failed"])] if facts["failed"] else []
-    return {"subtasks_completed": [task],
-            "discoveries": {"files_understood": {p: MAP_TAG + task[:200] for p in facts["edited"]},
-                            "gotchas_encountered": facts["fixes"]},
-            "what_worked": worked, "what_failed": failed}
+    task = facts["task"]
+    worked = ["Checks that passed: " + "; ".join(facts["passed"])] if facts["passed"] else []
+    failed = ["Checks that failed: " + "; ".join(facts["failed"])] if facts["failed"] else []
+    files = {p: MAP_TAG + task[:200] for p in facts["edited"]} if task else {}
+    return {"subtasks_completed": [task] if task else [],
+            "discoveries": {"files_understood": files, "gotchas_encountered": facts["fixes"]},
+            "what_worked": worked, "what_failed": failed,
+            **({"changed_files": facts["edited"]} if facts["edited"] and not task else {})}
 
 
 def _purpose(old: str | None, task: str) -> str | None:
@@ -200,7 +243,7 @@ def _write(mem: Any, project: Path, session_id: str, state: dict, facts: dict,
     memory_dir = mem.files.memory_dir
     memory_dir.mkdir(parents=True, exist_ok=True)
     wrote: dict[str, Any] = {"session": sid, "prompts": len(prompts), "steps": len(steps)}
-    if facts["task"] or facts["edited"] or facts["failed"] or facts["passed"]:
+    if learned(facts):
         with folder_lock(memory_dir, name=".agent_hooks.lock"):
             if facts["edited"] and facts["task"]:
                 current = mem.load_codebase_map()
