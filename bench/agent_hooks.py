@@ -14,6 +14,14 @@ Also per event: hook wait p50/p95 as processes, failures. Systems: ``graphmem`` 
 install claude-code``) and ``naive`` (bench/_naive_capture_hook.py: every prompt and tool use
 captured, BM25's top items injected on each prompt at the same budget).
 
+Where the replay departs from a real project (see also ../shared/notes/claude-code-hooks.md): the
+data does not say which turn ran which step, so a session's steps are spread evenly over its turns;
+the project's own .claude/settings.json is left out of the tree (the data holds it as a blob id and
+the installed hooks own it); probe prompts stay in the hooks' memory, as a user's would; before each
+session and probe the bench waits for the work the hooks detached (``--settle``), as the time
+between real sessions would. The naive hook reproduces issue 32's reference figures for FileRecall
+(.133 here, .144 there) and tokens (781, 792), not its "where is X" current path (.14, .28).
+
     .venv/bin/python bench/agent_hooks.py [--hooks naive,graphmem] [--quick | --sessions N --tasks K]
 """
 
@@ -30,13 +38,13 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from _codemem_replay import gone_mentions, load_dataset, normalise, start  # noqa: E402
-from _common import need, pct, table, write_json  # noqa: E402
-from _hook_harness import ClaudeSession, HookRunner  # noqa: E402
-from codemem import current_above, spread  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _codemem_replay import gone_mentions, load_dataset, normalise, start
+from _common import need, pct, table, write_json
+from _hook_harness import ClaudeSession, HookRunner
+from codemem import current_above, spread
 
+HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
 OWNED = (".claude/settings.json", ".claude/settings.local.json")  # the hooks' own, in the replay
 EVENT_ORDER = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
@@ -323,7 +331,15 @@ def main() -> int:
                     help="write each probe's injected text to PREFIX.<hooks>.jsonl")
     ap.add_argument("--keep", default=None, help="copy each system's project and home here")
     ap.add_argument("--out", default="agent_hooks")
+    ap.add_argument("--report", default=None, metavar="A.json,B.json",
+                    help="print the tables of saved results side by side (runs nothing)")
     args = ap.parse_args()
+    if args.report:
+        merged: dict = {}
+        for path in args.report.split(","):
+            merged.update(json.loads(Path(path).read_text())["systems"])
+        report(merged)
+        return 0
     if args.quick:
         args.until = args.until or 330
         args.sessions = args.sessions or 80

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from _hook_harness import ClaudeSession, ConfigError, HookRunner, matches
 
-from _hook_harness import ClaudeSession, ConfigError, HookRunner, matches  # noqa: E402
+BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 def settings(project: Path, hooks: dict, name: str = "settings.json", **extra) -> None:
