@@ -2,6 +2,6 @@
 
 import sys
 
-from graphmem.cli.app import main
+from graphmem.cli import main
 
 sys.exit(main())

@@ -339,10 +339,6 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["hook"] and len(argv) == 3 and not argv[1].startswith("-"):
-        from graphmem.cli.hook_command import main as hook  # an agent's hook: no parser, no command imports
-
-        return hook(argv[1:])
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_fn", None):
