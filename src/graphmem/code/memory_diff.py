@@ -43,7 +43,8 @@ def resolve_range(root: Path, spec: str | None) -> tuple[str, str, str]:
     base, head = base or "HEAD", head or "HEAD"
     shas = []
     for name in (base, head):
-        out = _git(root, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+        out = None if name.startswith("-") else _git(root, "rev-parse", "--verify", "--quiet",
+                                                        f"{name}^{{commit}}")
         if not out:
             raise ValidationError(f"{name!r} is not a commit of {root} (range {text!r})",
                                   field="range")
@@ -183,10 +184,12 @@ class StaleFinder:
         before, after = self.tree(base), self.tree(head)
         prepare([r for _, _, r in cands], before)
         prepare([r for _, _, r in cands], after)
+        # every state on BASE's tree first, then on HEAD's: git's history (commit counts) moves
+        # forward once per tree instead of back and forth per memory
+        were = [item_state(rec, before)["state"] for _, _, rec in cands]
         out = []
-        for spec, iid, rec in cands:
+        for (spec, iid, rec), was in zip(cands, were):
             now = item_state(rec, after)
-            was = item_state(rec, before)["state"]
             if now["state"] in STALE_STATES and now["state"] != was:
                 out.append({"id": iid, "state": STALE_STATES[now["state"]], "was": was,
                             "spec": str(spec), "changed": now.get("changed") or [],
