@@ -86,3 +86,23 @@ def test_diff_refuses_a_range_that_is_not_commits(tmp_path):
         out = run_cli("diff", bad, "--project-dir", str(root))
         assert out.returncode != 0
         assert "graphmem: error:" in out.stderr and "range" in out.stderr, out.stderr
+
+
+def test_readme_workflow_is_valid_yaml_running_a_real_diff_command():
+    """The README's GitHub Actions job parses, and its `graphmem diff` line is one the parser
+    takes (the range in quotes, --markdown)."""
+    import re
+    import shlex
+
+    import yaml
+
+    from graphmem.cli.app import build_parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    job = yaml.safe_load(re.search(r"```yaml\n(.*?)```", readme, re.S).group(1))
+    runs = [s["run"] for s in job["jobs"]["diff"]["steps"] if "run" in s]
+    line = next(r for r in runs if r.startswith("graphmem diff"))
+    argv = shlex.split(line.split(">")[0].replace("${{ github.base_ref }}", "main"))[1:]
+    args = build_parser(argv).parse_args(argv)
+    assert args.range == "origin/main...HEAD" and args.markdown
+    assert any("gh pr comment" in r and "memory.md" in r for r in runs)
