@@ -173,3 +173,30 @@ def test_merge_driver_refuses_garbage_and_leaves_ours_untouched(tmp_path):
     assert out.returncode == 1
     assert ours.read_text() == '{"a": 1}'
     assert unconflict('{"a": 1}') is None
+
+
+def test_after_a_merge_the_hooks_bring_the_index_up_to_date(tmp_path):
+    """A teammate's memory (written in another home) arrives by ``git merge``: with the hooks
+    installed, this home's search finds it without anyone running ``reindex``."""
+    import time
+
+    from graphmem import Settings
+
+    root, _, base = repo(tmp_path)
+    assert run_cli("hooks", "install", "--project-dir", str(root)).returncode == 0
+    git(root, "checkout", "-q", "-b", "teammate")
+    with Memory(None, root, settings=Settings.load(home=str(tmp_path / "their-home"))) as mem:
+        mem.append_gotcha("Zeppelin uploads stall when the quota endpoint times out")
+    commit(root, "their memory")
+    git(root, "checkout", "-q", base)
+    with Memory(None, root) as mem:  # this home never saw it
+        assert not [h for h in mem.search("zeppelin uploads quota", limit=30) if "Zeppelin" in h.text]
+    git(root, "merge", "-q", "--no-edit", "teammate")
+    end = time.monotonic() + 90
+    while time.monotonic() < end:
+        out = run_cli("search", "zeppelin uploads quota", "--project-dir", str(root), "--json",
+                      "--no-server", "--limit", "30")
+        if "Zeppelin" in out.stdout:
+            return
+        time.sleep(1)
+    raise AssertionError("the post-merge hook's reindex did not index the merged memory in 90 s")

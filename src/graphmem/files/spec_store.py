@@ -526,8 +526,9 @@ def _mtime(path: Path) -> datetime:
         return datetime.now(timezone.utc)
 
 
-PROJECT_IGNORE = ("# graphmem: memory/ is meant to be committed; its locks and the agent hooks'\n"
-                  "# spool are not\n*.lock\n.locks/\nspool/\n")
+PROJECT_IGNORE = ("# graphmem: memory/ is meant to be committed; its locks, the agent hooks'\n"
+                  "# spool and the anchor states the git hooks rewrite after each commit are not\n"
+                  "*.lock\n.locks/\nspool/\nmemory/anchor_states.json\n")
 
 
 def _ignore_locks(folder: Path) -> None:

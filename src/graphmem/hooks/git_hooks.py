@@ -78,7 +78,7 @@ def script(project_dir: Path) -> str:
             "# `graphmem hooks uninstall` removes it (and restores a hook it chained to).\n"
             "status=0\n"
             f'if [ -x "$0{USER_SUFFIX}" ]; then "$0{USER_SUFFIX}" "$@"; status=$?; fi\n'
-            f"( {cmd} </dev/null >/dev/null 2>&1 & )\n"
+            f"( {{ {cmd}; }} </dev/null >/dev/null 2>&1 & )\n"
             "exit $status\n")
 
 
