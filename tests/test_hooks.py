@@ -60,7 +60,7 @@ def test_freshness_is_right_with_and_without_hooks_run_by_git_commit(tmp_path):
     out = run_cli("hooks", "install", "--project-dir", str(root), "--json")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert got["installed"] == ["post-commit", "post-merge", "post-checkout"]
+    assert got["installed"] == ["post-commit", "post-merge", "post-checkout", "post-rewrite"]
     assert got["chained"] == ["post-commit"]
     assert (hooks / "post-commit.graphmem-user").read_text() == USER_HOOK
     again = run_cli("hooks", "install", "--project-dir", str(root), "--json")  # idempotent

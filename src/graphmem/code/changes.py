@@ -315,3 +315,8 @@ def _tree_at(snap: Snapshot, head: str, prev: Snapshot | None) -> Snapshot | Non
     then = Snapshot(snap.root, head, files, git=True)
     then.previous = prev
     return then
+
+
+def tree_at(snap: Snapshot, head: str, prev: Snapshot | None = None) -> Snapshot | None:
+    """The project of ``snap`` at commit ``head`` (definitions updated from ``prev``'s)."""
+    return _tree_at(snap, head, prev)

@@ -89,6 +89,23 @@ class About:
             log.info("about %s from the files: the graph cannot answer (%s)", target, exc)
             return None
 
+    async def diff(self, commits: str | None = None) -> dict:
+        """What the commits ``BASE..HEAD`` did to memory (``code/memory_diff.py``)."""
+        from ..code.memory_diff import StaleFinder, committed_changes, resolve_range
+        from ..files.walk import project_items
+
+        project = self.scope.project
+        base, head, text = resolve_range(Path(project.root), commits)
+        report: dict[str, Any] = {"range": text, "base": base, "head": head,
+                                  **committed_changes(project, base, head),
+                                  "stale": [], "moved": [], "gone": []}
+        items, specs = project_items(project)
+        texts = {it.id: it.text for it in items}
+        for row in StaleFinder(Path(project.root), specs).find(base, head):
+            row["text"] = texts.get(row["id"])
+            report[row["state"]].append(row)
+        return report
+
     async def refresh_anchors(self) -> dict:
         """What the git hooks run: anchor the items that have no anchors yet, write each spec's
         ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved

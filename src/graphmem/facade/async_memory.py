@@ -262,6 +262,12 @@ class AsyncMemory:
         the files (anchors and validity logs): both give the same answer."""
         return await self._about.about(path_or_symbol)
 
+    async def diff(self, commits: str | None = None) -> dict:
+        """What the commits ``BASE..HEAD`` (default ``HEAD~1..HEAD``; ``A...B`` from their merge
+        base) did to memory: ``added``, ``stale``, ``moved``, ``gone``, ``superseded``,
+        ``retired`` (``code/memory_diff.py``)."""
+        return await self._about.diff(commits)
+
     async def refresh_anchors(self) -> dict:
         """What the git hooks run: anchor the items that have no anchors yet, write each spec's
         ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved

@@ -191,6 +191,12 @@ class Memory:
         the files (anchors and validity logs): both give the same answer."""
         return _sync.run(self._async.about(path_or_symbol))
 
+    def diff(self, commits: str | None = None) -> dict:
+        """What the commits ``BASE..HEAD`` (default ``HEAD~1..HEAD``; ``A...B`` from their merge
+        base) did to memory: ``added``, ``stale``, ``moved``, ``gone``, ``superseded``,
+        ``retired`` (``code/memory_diff.py``)."""
+        return _sync.run(self._async.diff(commits))
+
     def refresh_anchors(self) -> dict:
         """What the git hooks run: anchor the items that have no anchors yet, write each spec's
         ``memory/anchor_states.json`` (every anchored item's freshness now), and send the moved

@@ -131,13 +131,18 @@ class SpecStore:
             return None
         try:
             return json.loads(raw.decode("utf-8"))
+        except json.JSONDecodeError as exc:
+            from .merge import unconflict
+
+            merged = unconflict(raw.decode("utf-8"))  # a merge without graphmem's driver
+            if merged is not None:
+                return merged
+            quarantine(path, type(exc).__name__)
+            return None
         except UnicodeDecodeError:
             if salvage_utf8(path, json.loads, self.lock()):  # a bad byte in one string: keep the rest
                 return json.loads(read_bytes(path).decode("utf-8"))
             quarantine(path, "invalid UTF-8")
-            return None
-        except json.JSONDecodeError as exc:
-            quarantine(path, type(exc).__name__)
             return None
         except RecursionError:
             quarantine(path, "nested too deep to read")
@@ -330,8 +335,9 @@ class SpecStore:
             line = line.strip()
             if line.startswith("- "):
                 item = line[2:].strip()
-                cache.bullets.append(item)
-                cache.seen.add(normalise(item))
+                if normalise(item) not in cache.seen:  # a line both sides of a merge added
+                    cache.bullets.append(item)
+                    cache.seen.add(normalise(item))
         cache.size = start + len(raw)
         cache.mtime_ns = st.st_mtime_ns if cache.size == st.st_size else 0
         cache.tail = (cache.tail + raw)[-64:]
@@ -544,16 +550,20 @@ def _mtime(path: Path) -> datetime:
         return datetime.now(timezone.utc)
 
 
-PROJECT_IGNORE = ("# graphmem: memory/ is meant to be committed; its locks and the agent hooks'\n"
-                  "# spool are not\n*.lock\n.locks/\nspool/\n")
+PROJECT_IGNORE = ("# graphmem: memory/ is meant to be committed; its locks, the agent hooks'\n"
+                  "# spool and the anchor states the git hooks rewrite after each commit are not\n"
+                  "*.lock\n.locks/\nspool/\nmemory/anchor_states.json\n")
 
 
 def _ignore_locks(folder: Path) -> None:
     """A project's own memory folder (``<project>/.graphmem``) is committed with the code:
-    give it a ``.gitignore`` for its lock files and the hooks' spool, once."""
-    ignore = folder / ".gitignore"
-    if not os.path.lexists(ignore):
-        try:
-            atomic_write_text(ignore, PROJECT_IGNORE)
-        except OSError:
-            pass  # a read-only checkout: nothing to ignore there either
+    give it a ``.gitignore`` for its lock files and the hooks' spool, and a ``.gitattributes``
+    that merges it with plain git (``files/merge.py``), once."""
+    from .merge import ATTRIBUTES
+
+    for name, text in ((".gitignore", PROJECT_IGNORE), (".gitattributes", ATTRIBUTES)):
+        if not os.path.lexists(folder / name):
+            try:
+                atomic_write_text(folder / name, text)
+            except OSError:
+                pass  # a read-only checkout: nothing to write there either

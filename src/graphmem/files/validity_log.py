@@ -71,6 +71,9 @@ class ValidityLog(JsonlTail):
                 not isinstance(rec.get(k), (str, type(None)))
                 for k in ("by", "reason", "invalid_at", "recorded_at")):
             return False
+        old = self.events.get(rec["item"])
+        if old is not None and old.get("state") == rec["state"] and old.get("by") == rec.get("by"):
+            return True  # the same event twice (two merged branches both retired it): the first
         self.events[rec["item"]] = rec
         if isinstance(rec.get("by"), str) and rec["state"] != "retired":
             self.under.setdefault(rec["by"], []).append(rec["item"])

@@ -1,5 +1,7 @@
-"""Optional git hooks that refresh anchor states in the background after commits, merges and
-checkouts (``graphmem hooks install``).
+"""Optional git hooks that refresh anchor states in the background after commits, merges,
+checkouts and rebases (``graphmem hooks install``); after all but a commit the local index catches
+up with the memory files git brought in (``graphmem reindex``). Installing also registers
+graphmem's merge driver for memory JSON files (``files/merge.py``).
 
 Each hook runs the user's own hook first (an existing hook is kept, renamed ``<hook>.graphmem-user``,
 and its exit status is the hook's), then starts ``graphmem anchors refresh`` detached, so the git
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from graphmem.errors import NotFoundError, ValidationError
 
-HOOKS = ("post-commit", "post-merge", "post-checkout")
+HOOKS = ("post-commit", "post-merge", "post-checkout", "post-rewrite")
 MARKER = "# graphmem-hook"
 USER_SUFFIX = ".graphmem-user"
 
@@ -67,11 +69,16 @@ def script(project_dir: Path) -> str:
     where = HERE if _toplevel(project_dir) == project_dir else shlex.quote(str(project_dir))
     cmd = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "graphmem.cli", "anchors",
                                             "refresh", "--project-dir")) + " " + where
+    # a merge, checkout or rebase may bring memory files in: the index catches up (what did not
+    # change is kept as it is); a commit brings nothing graphmem has not indexed already
+    cmd += '; case "$(basename "$0")" in post-commit) ;; *) ' + " ".join(
+        shlex.quote(x) for x in (sys.executable, "-m", "graphmem.cli", "reindex",
+                                 "--project-dir")) + " " + where + " ;; esac"
     return (f"#!/bin/sh\n{MARKER}: refreshes graphmem's anchor states in the background.\n"
             "# `graphmem hooks uninstall` removes it (and restores a hook it chained to).\n"
             "status=0\n"
             f'if [ -x "$0{USER_SUFFIX}" ]; then "$0{USER_SUFFIX}" "$@"; status=$?; fi\n'
-            f"( {cmd} </dev/null >/dev/null 2>&1 & )\n"
+            f"( {{ {cmd}; }} </dev/null >/dev/null 2>&1 & )\n"
             "exit $status\n")
 
 
@@ -83,7 +90,8 @@ def _ours(path: Path) -> bool:
 
 
 def install(project_dir: str | Path) -> dict:
-    """Write the three hooks -> ``{"hooks_dir", "installed": [...], "chained": [...]}``.
+    """Write the hooks and register the merge driver -> ``{"hooks_dir", "installed": [...],
+    "chained": [...], "merge_driver", "attributes"}``.
 
     A user's hook is chained (kept as ``<hook>.graphmem-user`` and run first); installing
     again replaces graphmem's own hooks only. Refused when a hook is not a regular file or a
@@ -114,12 +122,21 @@ def install(project_dir: str | Path) -> dict:
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         os.replace(tmp, path)
         installed.append(name)
-    return {"hooks_dir": str(folder), "installed": installed, "chained": chained}
+    from graphmem.files.merge import register_driver, write_attributes
+
+    register_driver(root, sys.executable)  # git does not clone merge drivers: every clone's config
+    own = root / ".graphmem"  # the project memory writes its attributes with its first memory
+    attributes = str(write_attributes(own)) if own.is_dir() and not own.is_symlink() else None
+    return {"hooks_dir": str(folder), "installed": installed, "chained": chained,
+            "merge_driver": "graphmem", "attributes": attributes}
 
 
 def uninstall(project_dir: str | Path) -> dict:
     """Remove graphmem's hooks, restoring chained user hooks -> ``{"removed", "restored"}``."""
     folder = hooks_dir(Path(project_dir).resolve())
+    from graphmem.files.merge import unregister_driver
+
+    unregister_driver(Path(project_dir).resolve())
     removed, restored = [], []
     for name in HOOKS:
         path, user = folder / name, folder / (name + USER_SUFFIX)
