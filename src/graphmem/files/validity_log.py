@@ -306,6 +306,21 @@ def statement(text: str) -> tuple[str, tuple[str, ...]] | None:
     return got
 
 
+_ASKS_VERSION = re.compile(r"\b(?:versions?|pin|pins|pinned|pinning)\b")
+_QUERY_WORD = re.compile(r"[a-z0-9](?:[\w.-]*\w)?")
+
+
+def asked_packages(query: str) -> list[str]:
+    """The words of a question asking for a version ("Which version of django do we pin?"):
+    the packages it may name; none when it asks no version."""
+    from graphmem.models import normalise
+
+    q = normalise(query)
+    if not _ASKS_VERSION.search(q):
+        return []
+    return [w for w in dict.fromkeys(_QUERY_WORD.findall(q)) if not _ASKS_VERSION.fullmatch(w)]
+
+
 def skeleton(text: str) -> str | None:
     """A note with its values blanked (None when it states none): the key of the no-LLM rule."""
     got = statement(text)
