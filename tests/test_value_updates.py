@@ -73,6 +73,7 @@ def test_the_current_value_is_brought_in_when_the_search_did_not_find_it(tmp_pat
     ("Add tests to the parser", "Add tests to the lexer"),  # not a change of a value
     ("Upgrade requests to 2.31.0", "Upgrade requests to 2.31.0 in the CI image"),
     ("`step1` in src/part1.py must stay pure", "`step2` in src/part2.py must stay pure"),
+    ("`mise run test 2>&1 | tail -40` passed", "`mise run test 2>&1 | tail -60` passed"),  # code
 ])
 def test_merely_similar_texts_are_not_one_fact(tmp_path, first, second):
     root, spec = project(tmp_path, {"app.py": "X = 1\n"})
