@@ -208,3 +208,4 @@ def test_a_version_question_naming_a_package_gets_its_current_version_first(tmp_
     assert first[0].metadata["replaces"][0]["was"] == "4.2.1"
     assert not other[0].text.startswith("Bumps [django]")  # another package: no answer forced
     assert "5.0" in block and "[was 4.2.1 until session 12]" in block
+    assert block.split("\n### ")[1].startswith("Current value\n- Bumps [django]")  # first

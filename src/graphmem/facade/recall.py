@@ -211,7 +211,8 @@ class Recall:
         """``hits`` with the current memory of a package's version first when ``query`` asks
         which version of a package this spec's sessions announced ("Which version of django do
         we pin?"): the latest session's note stating it (``validity_log.statement``), scoring as
-        the best hit, fetched when the search did not find it."""
+        the best hit, fetched when the search did not find it, and marked
+        ``metadata["current_value"]`` (a context shows it first, under "Current value")."""
         from graphmem.files.validity_log import asked_packages
 
         asked = asked_packages(query) if self.scope.spec_dir is not None else []
@@ -227,7 +228,8 @@ class Recall:
         have.update({h.id: h for h in self._fresh_fetcher(kinds, snap, query)(missing)}
                     if missing else {})
         top = max((h.score for h in hits), default=0.0)
-        first = [have[i].replaced(score=max(have[i].score, top)) for i in ids if i in have]
+        first = [have[i].model_copy(update={"score": max(have[i].score, top), "metadata": {
+            **have[i].metadata, "current_value": True}}) for i in ids if i in have]
         taken = {h.id for h in first}
         return [*first, *(h for h in hits if h.id not in taken)]
 
