@@ -122,7 +122,8 @@ def old_first(task: dict, ctx: str) -> float:
     """1 when the context's first line naming the package states an old version (or no line
     states the current one), else 0."""
     pkg, cur = task["package"], task["current_answer"]
-    values = [stated(line) for line in ctx.splitlines() if pkg in line.lower()]
+    named = re.compile(rf"(?<![\w-]){re.escape(pkg)}(?![\w-])")  # django, not pytest-django
+    values = [stated(line) for line in ctx.splitlines() if named.search(line.lower())]
     values = [v for v in values if v]
     if cur not in values:
         return 1.0

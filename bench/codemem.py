@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _codemem_replay import (Items, Repo, gone_mentions, load_dataset, normalise, plain_context,
                              start, write_session)
-from _codemem_values import old_first, value_tasks
+from _codemem_values import old_first, stated, value_tasks
 from _common import need, pct, table, write_json
 
 DATA = Path(os.environ.get("GRAPHMEM_CODEMEM_DATA") or "/work/shared/data/codemem")
@@ -164,9 +164,16 @@ def current_above(task: dict, ctx: str, shown: list[str], marks: list[bool]) -> 
     first_old = min((plain.find(o) for o in olds if o in plain), default=-1)
     if first_cur >= 0 or first_old >= 0:
         out["currentabove_ctx"] = float(first_cur >= 0 and (first_old < 0 or first_cur < first_old))
-    rank_cur = next((i for i, t in enumerate(shown[:10]) if cur in t), None)
-    rank_old = next((i for i, (t, m) in enumerate(zip(shown[:10], marks[:10]))
-                     if not m and any(o in t for o in olds)), None)
+    if task["type"] == "value_update":  # a hit states one version ("from A to B" states B)
+        values = [stated(t) for t in shown[:10]]
+        rank_cur = next((i for i, v in enumerate(values) if v == cur), None)
+        rank_old = next((i for i, (v, m) in enumerate(zip(values, marks[:10]))
+                         if not m and v in olds), None)
+        out["currentabove_ctx"] = 1.0 - old_first(task, ctx)
+    else:
+        rank_cur = next((i for i, t in enumerate(shown[:10]) if cur in t), None)
+        rank_old = next((i for i, (t, m) in enumerate(zip(shown[:10], marks[:10]))
+                         if not m and any(o in t for o in olds)), None)
     if rank_cur is not None or rank_old is not None:
         out["currentabove@10"] = float(rank_cur is not None and (rank_old is None
                                                                  or rank_cur < rank_old))

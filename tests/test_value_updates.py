@@ -73,6 +73,7 @@ def test_the_current_value_is_brought_in_when_the_search_did_not_find_it(tmp_pat
     ("Add tests to the parser", "Add tests to the lexer"),  # not a change of a value
     ("Upgrade requests to 2.31.0", "Upgrade requests to 2.31.0 in the CI image"),
     ("`step1` in src/part1.py must stay pure", "`step2` in src/part2.py must stay pure"),
+    ("`mise run test 2>&1 | tail -40` passed", "`mise run test 2>&1 | tail -60` passed"),  # code
 ])
 def test_merely_similar_texts_are_not_one_fact(tmp_path, first, second):
     root, spec = project(tmp_path, {"app.py": "X = 1\n"})
@@ -186,3 +187,25 @@ def test_a_garbage_validity_log_hides_nothing_and_loops_end(tmp_path):
         block = mem.context("upgrade requests cache layer", max_tokens=300)
     assert {h.id for h in hits} == {a, b}
     assert "2.31.0" in block and "v3" in block
+
+
+def test_a_version_question_naming_a_package_gets_its_current_version_first(tmp_path):
+    root, spec = project(tmp_path, {"app.py": "X = 1\n"})
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"subtasks_completed": [
+            "build(deps): bump django from 4.2 to 4.2.1 in /testing (#10)"]})
+        for n, who in enumerate(["Ann", "Bob", "Cyd", "Dan", "Eve", "Fay"], 2):  # closer texts
+            mem.save_session_insights(n, {"what_worked": [
+                f"{who} asked which version of django the project should pin"]})
+        mem.save_session_insights(12, {"what_worked": [
+            "Bumps [django](https://github.com/django/django) from 4.2.1 to 5.0. - [Commits]"]})
+        for n in range(13, 20):  # later work: the newest memories
+            mem.save_session_insights(n, {"what_worked": [f"Tidied module {chr(97 + n)} imports"]})
+        first = mem.search("Which version of django does the project pin?", limit=1)
+        other = mem.search("Which version of flask does the project pin?", limit=3)
+        block = mem.context("Which version of django does the project pin?", max_tokens=200)
+    assert [h.session for h in first] == ["12"]
+    assert first[0].metadata["replaces"][0]["was"] == "4.2.1"
+    assert not other[0].text.startswith("Bumps [django]")  # another package: no answer forced
+    assert "5.0" in block and "[was 4.2.1 until session 12]" in block
+    assert block.split("\n### ")[1].startswith("Current value\n- Bumps [django]")  # first

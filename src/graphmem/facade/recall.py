@@ -174,9 +174,37 @@ class Recall:
                                fetch=self._fetcher(kinds), keep=limit + CODE_SLACK)
         from graphmem.files.validity_log import apply_validity
 
+        hits = self._version_answer(hits, query, kinds, snap)
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of,
                                       fetch=self._fresh_fetcher(kinds, snap, query))
         return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
+
+    def _version_answer(self, hits: list[Hit], query: str, kinds: tuple[str, ...] | None,
+                        snap=None) -> list[Hit]:
+        """``hits`` with the current memory of a package's version first when ``query`` asks
+        which version of a package this spec's sessions announced ("Which version of django do
+        we pin?"): the latest session's note stating it (``validity_log.statement``), scoring as
+        the best hit, fetched when the search did not find it, and marked
+        ``metadata["current_value"]`` (a context shows it first, under "Current value")."""
+        from graphmem.files.validity_log import asked_packages
+
+        asked = asked_packages(query) if self.scope.spec_dir is not None else []
+        if not asked:
+            return hits
+        from .validity import current_versions
+
+        ids = current_versions(self.scope.files, asked)
+        if not ids:
+            return hits
+        have = {h.id: h for h in hits}
+        missing = [i for i in ids if i not in have]
+        have.update({h.id: h for h in self._fresh_fetcher(kinds, snap, query)(missing)}
+                    if missing else {})
+        top = max((h.score for h in hits), default=0.0)
+        first = [have[i].model_copy(update={"score": max(have[i].score, top), "metadata": {
+            **have[i].metadata, "current_value": True}}) for i in ids if i in have]
+        taken = {h.id for h in first}
+        return [*first, *(h for h in hits if h.id not in taken)]
 
     def _fresh_fetcher(self, kinds: tuple[str, ...] | None, snap=None, query: str = ""):
         """``fetch(ids)`` for validity (``apply_validity``): the index rows of ``ids`` as hits

@@ -434,3 +434,17 @@ def failed_session(data: dict) -> bool:
             if isinstance(data.get("discoveries"), dict) else None
     status = outcome.get("status") if isinstance(outcome, dict) else None
     return data.get("success") is False or str(status).lower() in FAILED
+
+
+def current_versions(files: Any, packages: list[str]) -> list[str]:
+    """The ids of the latest session notes announcing the version of each of ``packages`` that
+    the spec's sessions announce (``validity_log.statement``: "version of P"), in that order."""
+    latest = _earlier_statements(files, 1 << 62)
+    out: list[str] = []
+    for pkg in packages:
+        for kind in VALUE_KINDS:
+            notes = latest.get((kind, f"version of {pkg}"))
+            if notes:
+                out.append(notes[0][1])
+                break
+    return out

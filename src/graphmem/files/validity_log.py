@@ -23,8 +23,8 @@ its insights, gotchas and patterns when ``S`` was its first subtask, its title, 
 **Values that change** (``statement``), in one sentence: two notes of one kind state the same
 fact with two values when they announce a version of one package ("bump/upgrade/update/pin P
 [from A] to B", "P==B", whatever the other words), or when they read the same once their values
-are blanked (numbers and versions anywhere; a name or path after the ``to``/``=`` of a change
-verb, or after a leading ``use``) with at least two words of three letters or more left to say
+are blanked (numbers and versions outside `code`; a name or path after the ``to``/``=`` of a
+change verb, or after a leading ``use``) with at least two words of three letters or more left to say
 what the fact is about; and the values differ. Issue and PR references (``#123``) and a commit
 type prefix (``build(deps):``) are not part of the statement, so "Fix #12 in the parser" never
 replaces "Fix #34 in the parser". The newer note is the current one: it takes the rank of the
@@ -269,9 +269,10 @@ _SLOT = re.compile(r"^(?P<head>(?:switch|switched|change|changed|move|moved|set|
 _USE = re.compile(r"^(?P<head>(?:use|prefer)\s+)(?P<value>[^\s,;]+)"
                   r"(?P<tail>\s+(?:for|as|instead)\b.*)$")
 _SUBJECT_WORD = re.compile(r"[a-z][a-z_-]{2,}")
+_CODE = re.compile(r"(`[^`]*`)")
 # a package's version announced: "bump(s)/upgrade/update/pin P [from A] to B", "P==B" (P may be a
 # markdown link or carry extras: "[anyio[trio]](https://...)"); B has a dot, and ends the clause
-_VERSION_END = r"(?=\s*$|[.,;:)]|\s+(?:in|for|on|with|and|via|-)\b|\s*[(\[])"
+_VERSION_END = r"(?![\w.]*\w)(?=\s*$|[.,;:)`'\"]|\s+(?:in|for|on|with|and|via|-)\b|\s*[(\[])"
 _DEP = re.compile(r"\b(?:bump(?:s|ed)?|upgrade[sd]?|update[sd]?|pin(?:s|ned)?)\s+(?:the\s+)?"
                   r"\[?(?P<pkg>[a-z][\w.-]*?)(?:\[[\w,]*\])?\]?(?:\(\S*?\))?"
                   r"(?:\s+(?:dependency|package|library|module|pin))?"
@@ -302,15 +303,30 @@ def statement(text: str) -> tuple[str, tuple[str, ...]] | None:
     if m and not _NUMBER.fullmatch(m.group("value")):
         values.append(m.group("value"))
         norm = f"{m.group('head')}@{m.group('tail')}"
-    found = _NUMBER.findall(norm)
-    key = _NUMBER.sub("#", norm)
-    values += found
+    parts = _CODE.split(norm)  # odd parts: `code`, whose digits are names ("tail -40")
+    values += [v for n, part in enumerate(parts) if n % 2 == 0 for v in _NUMBER.findall(part)]
+    key = "".join(part if n % 2 else _NUMBER.sub("#", part) for n, part in enumerate(parts))
     subject = [w for w in _SUBJECT_WORD.findall(key.replace("@", " "))]
     got = (key, tuple(values)) if values and len(subject) >= 2 else None
     if len(_statements) > 50_000:
         _statements.clear()
     _statements[text] = got
     return got
+
+
+_ASKS_VERSION = re.compile(r"\b(?:versions?|pin|pins|pinned|pinning)\b")
+_QUERY_WORD = re.compile(r"[a-z0-9](?:[\w.-]*\w)?")
+
+
+def asked_packages(query: str) -> list[str]:
+    """The words of a question asking for a version ("Which version of django do we pin?"):
+    the packages it may name; none when it asks no version."""
+    from graphmem.models import normalise
+
+    q = normalise(query)
+    if not _ASKS_VERSION.search(q):
+        return []
+    return [w for w in dict.fromkeys(_QUERY_WORD.findall(q)) if not _ASKS_VERSION.fullmatch(w)]
 
 
 def skeleton(text: str) -> str | None:

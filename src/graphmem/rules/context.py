@@ -18,6 +18,7 @@ from graphmem.models import Hit, normalise
 
 MIN_TOKENS, MAX_TOKENS = 20, 200_000
 SECTIONS = (  # (title, kinds), in the order an agent should read them
+    ("Current value", ()),  # the answer to a version question (metadata["current_value"])
     ("Gotchas", ("gotcha",)),
     ("Patterns", ("pattern",)),
     ("Files", ("file",)),
@@ -223,7 +224,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             hidden += 1
             seen.add(key)
             continue
-        title = section_of[hit.kind]
+        title = "Current value" if hit.metadata.get("current_value") else section_of[hit.kind]
         line = _line(hit, project_dir)
         cost = estimate_tokens(line) + (0 if chosen[title] else estimate_tokens(f"\n### {title}\n"))
         if cost > budget:
