@@ -186,8 +186,10 @@ class Validity:
         older = _earlier_statements(self.scope.files, session_num)
         llm = None
         for it in mine:
-            key = (it.kind, statement(it.text)[0])
-            last = [n for n in older.get(key, ()) if n[1] != it.id and n[2] != statement(it.text)[1]]
+            said = statement(it.text)
+            assert said is not None  # ``mine`` holds only notes that state a value
+            key = (it.kind, said[0])
+            last = [n for n in older.get(key, ()) if n[1] != it.id and n[2] != said[1]]
             if not last:
                 continue  # nothing earlier, or the same value said again
             if llm is None:

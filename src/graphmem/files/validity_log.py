@@ -138,7 +138,7 @@ def apply_validity(hits: list[Hit], include_history: bool,
             shown[hit.id] = hit
             continue
         head = vlog.current(hit.id) if vlog and ev.get("state") != "retired" else None
-        if head is not None and head not in heads:
+        if head is not None and vlog is not None and head not in heads:
             heads[head] = hit
             log_of[head] = vlog
         if include_history or ev.get("state") == POSSIBLY:
@@ -202,7 +202,8 @@ def with_replaced(hits: list[Hit], log_of: dict[str, ValidityLog],
         vlog = log_of.get(h.id)
         if vlog is None or h.id not in vlog.under:
             continue
-        chain, todo, seen = [], [h.id], {h.id}
+        chain: list[tuple[str, str]] = []
+        todo, seen = [h.id], {h.id}
         while todo and len(chain) < 10:
             newer = todo.pop(0)
             for old in vlog.replaced(newer):
@@ -219,19 +220,19 @@ def with_replaced(hits: list[Hit], log_of: dict[str, ValidityLog],
     by_id.update({h.id: h for h in (fetch(want) if fetch and want else [])})
     out = []
     for h in hits:
-        chain = chains.get(h.id)
-        if not chain:
+        told = chains.get(h.id)
+        if not told:
             out.append(h)
             continue
         listed = []
-        for old_id, newer_id in chain:
-            old, newer = by_id.get(old_id), by_id.get(newer_id, h)
+        for old_id, newer_id in told:
+            was, now = by_id.get(old_id), by_id.get(newer_id, h)
             ev = log_of[h.id].events.get(old_id) or {}
-            when = newer.session or str(ev.get("invalid_at") or "")[:10] or None
-            listed.append({"id": old_id, "text": old.text if old else None,
-                           "session": old.session if old else None, "state": ev.get("state"),
-                           "was": changed_value(old.text, newer.text) if old else None,
-                           "until": (f"session {newer.session}" if newer.session else when)})
+            when = now.session or str(ev.get("invalid_at") or "")[:10] or None
+            listed.append({"id": old_id, "text": was.text if was else None,
+                           "session": was.session if was else None, "state": ev.get("state"),
+                           "was": changed_value(was.text, now.text) if was else None,
+                           "until": (f"session {now.session}" if now.session else when)})
         if not include_history:
             listed = [{k: r[k] for k in ("id", "was", "until")} for r in listed if r["was"]]
         out.append(h.model_copy(update={"metadata": {**h.metadata, "replaces": listed}})

@@ -234,8 +234,8 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         budget -= cost
         if replaced_note(hit.metadata):  # the older values it names: their lines are folded
             folded.add(hit.id)
-            folded.update(r.get("id") for r in hit.metadata.get("replaces") or ()
-                          if isinstance(r, dict))
+            folded.update(r["id"] for r in hit.metadata.get("replaces") or ()
+                          if isinstance(r, dict) and isinstance(r.get("id"), str))
     if not any(chosen.values()) and not hidden and not retired and not where and not told:
         return ""
     parts = [header, where]
