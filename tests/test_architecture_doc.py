@@ -63,3 +63,13 @@ def test_a_module_left_out_is_reported():
     text = DOC.read_text()
     assert unnamed(text.replace("`lru.py`", "`l_r_u.py`")) == ["lru.py"]
     assert "files/lock.py" in unnamed(text.replace("`lock.py`", "`lock`"))
+
+
+def test_no_two_modules_share_a_name():
+    """One name per idea: a module's file name says which module it is, wherever it is imported
+    from (a folder's ``__init__``/``__main__`` aside)."""
+    from collections import Counter
+
+    names = Counter(m.rpartition("/")[2] for m in modules()
+                    if m.rpartition("/")[2] not in ("__init__.py", "__main__.py"))
+    assert [n for n, count in names.items() if count > 1] == []

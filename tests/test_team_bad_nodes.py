@@ -138,8 +138,10 @@ def test_big_items_are_spread_over_pulls_by_their_size(team):
 
     srv, repos, envs = team
     with _mem(repos, "a", envs, "001-a") as a:
-        for i in range(3):
-            assert a.append_gotcha(f"bulk note {i} " + "ledger " * 4000).graph == "written"
+        # named, not numbered: notes differing only in a number are one fact whose value
+        # changed (issue 34), and each replaced one would be sent to the graph again
+        for name in ("alpha", "bravo", "charlie"):
+            assert a.append_gotcha(f"bulk note {name} " + "ledger " * 4000).graph == "written"
     with _mem(repos, "b", envs, "002-b") as b:
         first = _sync.run(team_mod.pull(b.aio, chars=50_000))
         assert first["items"] == 1 and first["more"] is True
@@ -147,4 +149,4 @@ def test_big_items_are_spread_over_pulls_by_their_size(team):
         assert second["items"] == 1 and second["more"] is True
         assert b.sync()["pulled"]["items"] == 1
         hits = b.search("bulk note ledger", scope="project", limit=10)
-        assert sorted(h.text[:11] for h in hits) == ["bulk note 0", "bulk note 1", "bulk note 2"]
+        assert sorted(h.text.split()[2] for h in hits) == ["alpha", "bravo", "charlie"]

@@ -12,7 +12,7 @@ nothing below the façade imports this package, the edges reach it through ``Mem
     team.py          team memory on a shared graph server: stamps, and taking in teammates' writes
 
     notes.py         SpecNotes: insights, codebase map, gotchas and patterns, supersede
-    sessions.py      Sessions: sessions, turns, steps, summaries, consolidation
+    episodic.py      Sessions: sessions, turns, steps, summaries, consolidation
     recall.py        Recall: search and context
     validity.py      Validity: retire, validity events
     about.py         About: about a file or symbol, anchors refresh

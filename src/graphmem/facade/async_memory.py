@@ -32,7 +32,7 @@ from graphmem.facade.derived_sync import DerivedSync
 from graphmem.facade.notes import SpecNotes
 from graphmem.facade.recall import Recall
 from graphmem.facade.session_log import EpisodeLog
-from graphmem.facade.sessions import Sessions
+from graphmem.facade.episodic import Sessions
 from graphmem.facade.transfer import Transfer
 from graphmem.facade.validity import Validity
 from graphmem.facade.write_rules import WriteRules

@@ -3,7 +3,7 @@
 ``_EpisodeState`` holds one spec's session files, the episodes index and the way to the
 background writer (``index/episode_writer.py``); ``_Batcher`` group-commits concurrent async
 records of one session; ``EpisodeLog`` is what one ``Memory`` holds: its spec's state, opened on
-first use, and ``settle`` before a read (see ``sessions.py`` for the whole write path).
+first use, and ``settle`` before a read (see ``episodic.py`` for the whole write path).
 """
 
 from __future__ import annotations
