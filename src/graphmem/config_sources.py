@@ -87,6 +87,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
     "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),
     "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
+    "GRAPHMEM_GRAPH_IDLE": ("graph", "idle"),
     "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHITI_EMBEDDER_PROVIDER": ("providers", "embedder"),

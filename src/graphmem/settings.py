@@ -63,10 +63,14 @@ class _Section(BaseModel):
 class GraphSettings(_Section):
     """The knowledge graph and its FalkorDB."""
 
-    mode: GraphMode = Field("off", description=(
-        "the knowledge graph (Graphiti on FalkorDB); `auto`: used when its server can be reached, "
-        "else the local index alone; `GRAPHITI_ENABLED` (the reference's name) takes `true` for "
-        "`on`, anything else for `off`"))
+    mode: GraphMode = Field("auto", description=(
+        "the knowledge graph (Graphiti on FalkorDB). `auto`: used when a FalkorDB is there to "
+        "use: a configured server that answers (probed once per process), or this home's "
+        "embedded one once `graphmem db start` started it (restarted on demand after an idle "
+        "stop, until `graphmem db stop`); otherwise the local index alone, silently, at the "
+        "cost of a file check. `on`: always (the embedded server is started on first use). "
+        "`off`: never. `GRAPHITI_ENABLED` (the reference's name) takes `true` for `on`, "
+        "anything else for `off`"))
     falkordb_url: str | None = Field(None, description="use an external FalkorDB; nothing is "
                                      "started", json_schema_extra=_shown(
                                          "embedded server",
@@ -89,6 +93,9 @@ class GraphSettings(_Section):
         "searches use the local index (one-line notice), the server is neither waited for nor "
         "replaced; `graphmem sync` retries at once"))
     retry_after: float = Field(30.0)  # seconds before a failed graph server is tried again
+    idle: float = Field(900.0, gt=0, description=(
+        "seconds without a graph query before the embedded FalkorDB stops (its data kept on "
+        "disk; a small watcher process started with it does this and exits with it)"))
 
     @field_validator("falkordb_url")
     @classmethod

@@ -180,7 +180,7 @@ def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
 def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     """The graph server, its client, the spec's outbox, and (server running) the embedder its
     graph records and the drift between the files and the graph (``graphmem.graph.diagnostics``)."""
-    from graphmem.graph import server
+    from graphmem.graph import presence, server
     from graphmem.graph import diagnostics as health
 
     rows = sections.setdefault("graph", [])
@@ -188,10 +188,19 @@ def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     running = False
     if mode == "off":
         rows.append(row("graph", "ok", "off (set GRAPHMEM_GRAPH=on or auto to enable)"))
+    elif not presence.in_use(settings):
+        st = server.status(settings)
+        rows.append(row("graph", "ok", "auto: not in use, searches and writes use the local index "
+                        "(`graphmem db start` runs the embedded FalkorDB and uses it)"
+                        if not st["external"] else
+                        f"auto: not in use, the configured server does not answer "
+                        f"({st.get('error')})"))
     else:
         st = server.status(settings)
         running = st["running"]
         rows.append(health.server_row(st))
+        if not st["external"]:
+            rows.append(health.lifecycle_row(st, settings))
         if st["external"]:
             from graphmem.facade.team import author, host, writer
 

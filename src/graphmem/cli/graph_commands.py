@@ -11,7 +11,10 @@ from graphmem.cli.app import _console, _emit, _memory, _spec_args, command, stat
 
 def _db_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("start", "stop", "status"),
-                   help="start the embedded FalkorDB, stop it, or show its state")
+                   help="start the embedded FalkorDB (and use it: with the default graph `auto`, "
+                   "writes and searches use it from then on; it stops after GRAPHMEM_GRAPH_IDLE "
+                   "seconds without a query and is started again when needed), stop it (and stop "
+                   "using it), or show its state")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
@@ -26,12 +29,16 @@ def _cmd_db(args: argparse.Namespace) -> int:
         if external:
             server.ensure_endpoint(settings)  # checks that it answers; nothing is started
         else:
-            server.EmbeddedServer(settings).ensure()
+            embedded = server.EmbeddedServer(settings)
+            embedded.ensure()
+            embedded.want(True)  # `auto` uses it now, and restarts it after an idle stop
     elif args.action == "stop":
         if external:
             raise ConfigError("the graph server is external (GRAPHMEM_FALKORDB_URL or "
                               "GRAPHITI_FALKORDB_HOST); graphmem does not stop it")
-        stopped = server.EmbeddedServer(settings).stop()
+        embedded = server.EmbeddedServer(settings)
+        embedded.want(False)  # first: no process restarts it once it is stopped
+        stopped = embedded.stop()
         if not args.json:
             print("FalkorDB stopped." if stopped else "FalkorDB was not running.")
             return 0
@@ -45,6 +52,10 @@ def _cmd_db(args: argparse.Namespace) -> int:
                     "falkordb_version", "error"):
             if d.get(key) is not None:
                 c.print(f"  {key}: {d[key]}", markup=False, highlight=False)
+        from graphmem.graph.diagnostics import lifecycle
+
+        if not d.get("external"):
+            c.print(f"  lifecycle: {lifecycle(d, settings)}", markup=False, highlight=False)
         if d.get("graphs") is not None:
             c.print(f"  graphs ({len(d['graphs'])}): {', '.join(d['graphs'])}", markup=False,
                     highlight=False)

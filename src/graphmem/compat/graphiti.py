@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GraphmemError
+from ..graph.presence import in_use as graph_in_use
 from ._store import memory, settings
 
 logger = logging.getLogger(__name__)
@@ -51,20 +52,22 @@ class GroupIdMode:
 
 
 def is_graphiti_enabled() -> bool:
-    """Whether graphmem's knowledge graph is on (``GRAPHITI_ENABLED=true`` or ``GRAPHMEM_GRAPH``)."""
-    return settings().graph.mode != "off"
+    """Whether graphmem's knowledge graph is in use now (``GRAPHITI_ENABLED=true``,
+    ``GRAPHMEM_GRAPH=on``, or the default ``auto`` with a FalkorDB there: ``graph.presence``)."""
+    return graph_in_use(settings())
 
 
 def get_graphiti_status() -> dict:
     """``enabled``, ``available``, ``database``, ``db_path``, ``llm_provider``,
     ``embedder_provider``, ``reason``, ``errors`` — graphmem's graph, as Auto-Claude words it."""
     s = settings()
-    enabled = s.graph.mode != "off"
+    enabled = graph_in_use(s)
     status = {"enabled": enabled, "available": False, "database": "graphmem",
               "db_path": str(s.home), "llm_provider": s.providers.llm,
               "embedder_provider": s.providers.embedder, "reason": "", "errors": []}
     if not enabled:
-        status["reason"] = "graph off (GRAPHITI_ENABLED / GRAPHMEM_GRAPH); files and local index in use"
+        status["reason"] = ("graph not in use (GRAPHITI_ENABLED / GRAPHMEM_GRAPH, or no FalkorDB "
+                            "running: `graphmem db start`); files and local index in use")
         return status
     import importlib.util
 
@@ -81,8 +84,9 @@ def validate_graphiti_config() -> tuple[bool, list[str]]:
         s = settings()
     except GraphmemError as exc:
         return False, [str(exc)]
-    if s.graph.mode == "off":
-        return False, ["GRAPHITI_ENABLED must be set to true (or GRAPHMEM_GRAPH to on or auto)"]
+    if not graph_in_use(s):
+        return False, ["GRAPHITI_ENABLED must be set to true (or GRAPHMEM_GRAPH to on, or the "
+                       "embedded graph started: `graphmem db start`)"]
     return True, []
 
 

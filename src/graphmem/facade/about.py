@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from graphmem.graph.presence import in_use as graph_in_use
 from graphmem.code.about_answer import (STATES_FILE, Mention, assemble, check_target, last_renames_head,
                           local_mentions, pending_renames, removals, unknown_note)
 from ..code.freshness import item_state
@@ -43,7 +44,7 @@ class About:
         await self.episodes.settle()
         snap = snapshot(self.scope.root, max_age=0)
         mentions, source = None, "files"
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             mentions = await self._graph_mentions(target, snap)
             source = "graph" if mentions is not None else "files"
         if mentions is None:
@@ -135,7 +136,7 @@ class About:
                 late = self._write_states(spec, snap, counts, moved,
                                           renames_head.get(str(spec))) or late
         graph = "off"
-        if moved and self.settings.graph.mode != "off":
+        if moved and graph_in_use(self.settings):
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
                 part = [i for i in items if i.id in moved and i.spec == self.scope.project.rel(spec)]
                 if part:
@@ -151,7 +152,7 @@ class About:
         from ..errors import GraphmemError
 
         previous = {str(s): last_renames_head(s) for s in specs}
-        if self.settings.graph.mode == "off" or not snap.git or not snap.head:
+        if not graph_in_use(self.settings) or not snap.git or not snap.head:
             return 0, previous
         todo = pending_renames(project, specs, snap.head, previous)
         try:

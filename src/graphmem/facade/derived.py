@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from graphmem.graph.presence import in_use as graph_in_use
 from graphmem.models import GraphOutcome, IndexOutcome, MemoryItem, SaveReport
 from graphmem.redact import redact_items
 from graphmem.settings import Settings
@@ -114,7 +115,7 @@ class DerivedStores:
                 index.forget_project(key, keep=key == project.key)
 
             await self.local.healing(forget)
-            if r["path"] != project.key and self.settings.graph.mode != "off":
+            if r["path"] != project.key and graph_in_use(self.settings):
                 from graphmem.errors import GraphmemError
 
                 try:
@@ -142,7 +143,7 @@ class DerivedStores:
 
         if not await self.local.healing(forget):
             return False
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             from graphmem.errors import GraphmemError
 
             try:
@@ -162,7 +163,7 @@ class DerivedStores:
             self.register(scope.project)
         except Exception as exc:  # the registry is derived too: a failure never fails a save
             log.warning("project registry not updated: %s", exc)
-        if self.settings.graph.mode != "off":  # who and where, for teammates sharing the graph
+        if graph_in_use(self.settings):  # who and where, for teammates sharing the graph
             from graphmem.facade.team import stamp
 
             items = stamp(items, self.settings, scope.root)
@@ -244,15 +245,16 @@ class DerivedStores:
     _graph_opened = False
 
     async def graph_store(self):
-        """The graph store, opened on first use; None when the graph is off (or ``auto`` and no
-        server). Nothing graph-related is imported while the graph is off."""
-        if not self._graph_opened and self.settings.graph.mode != "off":
+        """The graph store, opened on first use; None while the graph is not in use (``off``,
+        or ``auto`` with no server: ``graph.presence``, checked again at each call until the
+        store is opened). Nothing graph-related is imported while the graph is not in use."""
+        if not self._graph_opened and graph_in_use(self.settings):
             from graphmem.graph.store import open_graph
             from graphmem.providers import get_embedder, get_llm, get_reranker
 
             self._graph = await open_graph(self.settings, get_embedder(self.settings),
                                            get_llm(self.settings), get_reranker(self.settings))
-        self._graph_opened = True
+            self._graph_opened = True
         return self._graph
 
     async def check_graph_embedder(self, project_key: str) -> None:
@@ -261,7 +263,7 @@ class DerivedStores:
         is queued and its replay checks again."""
         from graphmem.errors import GraphmemError, IndexMismatchError
 
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return
         try:
             graph = await self.graph_store()
@@ -286,7 +288,7 @@ class DerivedStores:
         """
         from graphmem.errors import GraphmemError
 
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return "off", None
         from graphmem.files.outbox import Outbox
         from graphmem.facade.team import stamp
@@ -342,7 +344,7 @@ class DerivedStores:
         cannot answer (the caller falls back to the local index)."""
         from graphmem.errors import GraphError, GraphmemError, IndexMismatchError
 
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return None
         try:
             graph = await self.graph_store()
@@ -362,7 +364,7 @@ class DerivedStores:
         what they held."""
         from graphmem.errors import GraphmemError
 
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return "off"
         try:
             graph = await self.graph_store()
@@ -399,7 +401,7 @@ class DerivedStores:
         except StorageError as exc:  # the files are gone already; a write never fails after them
             log.warning("the cleared spec's items stay in the local index until `graphmem doctor "
                         "--fix --spec-dir %s`: %s", scope.spec_dir, exc)
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             from graphmem.errors import GraphmemError
 
             try:
@@ -420,7 +422,7 @@ class DerivedStores:
             return index.delete(project=project, ids=ids)
 
         await self.local.healing(drop)
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             from graphmem.errors import GraphmemError
 
             try:

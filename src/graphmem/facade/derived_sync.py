@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
+from graphmem.graph.presence import in_use as graph_in_use
 from ..models import MemoryItem, SaveReport
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class DerivedSync:
     async def guard(self) -> None:
         """Before a file is written: a graph of another embedder refuses the write, so nothing
         is written that the graph could never take (``DerivedStores.check_graph_embedder``)."""
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             await self.backends.check_graph_embedder(self.scope.project.key)
 
     @contextlib.contextmanager
@@ -126,7 +127,7 @@ class DerivedSync:
         await self.adopt(rebuild=False)  # rows of an older release go; this rebuild replaces them
         await self.settle()  # no queued session row may land after the rebuild
         items, specs = project_items(project)
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             from graphmem.facade.team import stamp
 
             items = stamp(items, self.settings, project.root)  # this machine's files: its items
@@ -150,7 +151,7 @@ class DerivedSync:
         from ..errors import GraphmemError
 
         outbox = self.outbox()
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
         try:
             done = await self.backends.replay_outbox(outbox, force=True)
@@ -171,7 +172,7 @@ class DerivedSync:
 
         items = {i.id for i in spec_items(self.scope.project, self.scope.files.spec_dir)}
         queued = self.outbox().size()
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return {"graph": "off", "files": len(items), "queued": queued}
         graph = await self.backends.graph_store()
         if graph is None:

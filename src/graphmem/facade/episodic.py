@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 
+from graphmem.graph.presence import in_use as graph_in_use
 from ..errors import StorageError, ValidationError
 from ..files.episode_items import step_item, summary_item, turn_item
 from ..files.episodes import STEPS, TURNS, EpisodeStore, check_session_id, iso
@@ -103,7 +104,7 @@ class Sessions:
         return self._commit_now(sid, "step", rec)
 
     def _commit_now(self, sid: str, kind: str, rec: dict) -> str:
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             from graphmem import _sync
 
             return _sync.run(self._submit(sid, kind, rec))
@@ -166,7 +167,7 @@ class Sessions:
                 raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
                                       field=f"turns[{n}].{exc.field}") from None
         done = self.episodes.state.commit(sid, recs, [])
-        if self.settings.graph.mode != "off":
+        if graph_in_use(self.settings):
             await self.episodes.state.to_graph(sid, done)
         return [t["id"] for t in done.turns]
 

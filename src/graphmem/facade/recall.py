@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from graphmem.graph.presence import in_use as graph_in_use
 from ..errors import GraphError, ValidationError
 from ..models import _SURROGATE, KINDS, Hit
 
@@ -244,7 +245,7 @@ class Recall:
     async def _team_pull(self) -> bool:
         """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
         worked; never fails a search."""
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return False
         from graphmem.facade import team
         from ..errors import GraphmemError, IndexMismatchError
@@ -265,7 +266,7 @@ class Recall:
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
         """The graph's hits, or None when it is off, failing or slower than the deadline."""
         fn = getattr(self.backends, "search_graph", None)
-        if fn is None or self.settings.graph.mode == "off":
+        if fn is None or not graph_in_use(self.settings):
             return None
         try:
             # Items the local index holds keep its rank (``search``), so the graph skips them

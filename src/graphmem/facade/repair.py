@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from graphmem.graph.presence import in_use as graph_in_use
 from graphmem.errors import GraphmemError
 from graphmem.files import walk
 from graphmem.files.walk import project_items
@@ -193,7 +194,7 @@ async def fix_index(local: Any, project: "Project", spec: str | None) -> dict[st
 
 async def fix_graph(mem: Any) -> dict[str, Any]:
     """Replay the spec's outbox, then write what the graph lacks and drop what no file holds."""
-    if mem.settings.graph.mode == "off":
+    if not graph_in_use(mem.settings):
         return {"graph": "off"}
     try:
         synced = await mem.sync()

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from graphmem.graph.presence import in_use as graph_in_use
 from ..errors import StorageError, ValidationError
 from ..files.episode_items import step_item, turn_item
 from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore
@@ -79,7 +80,7 @@ class _Batcher:
         turns, steps = iter(done.turns), iter(done.steps)
         results = [next(turns) if k == "turn" else next(steps) for k, _, _ in batch]
         cancelled = False
-        if self.state.settings.graph.mode != "off":
+        if graph_in_use(self.state.settings):
             try:
                 await self.state.to_graph(sid, done)
             except asyncio.CancelledError:

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from graphmem.graph.presence import in_use as graph_in_use
 from graphmem.models import MemoryItem
 
 log = logging.getLogger("graphmem.facade.team")
@@ -158,7 +159,7 @@ async def pull(mem: Any, budget: int = BUDGET, chars: int = BUDGET_CHARS) -> dic
     from graphmem.graph import schema, server
 
     settings = mem.settings
-    if settings.graph.mode == "off" or server.external_endpoint(settings) is None:
+    if not graph_in_use(settings) or server.external_endpoint(settings) is None:
         return None
     graph = await mem.backends.graph_store()
     if graph is None or not graph.available:

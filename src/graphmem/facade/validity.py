@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
+from graphmem.graph.presence import in_use as graph_in_use
 from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
 from ..files.lock import folder_lock
@@ -356,7 +357,7 @@ class Validity:
     async def to_graph(self, item_ids: list[str]) -> None:
         """After a retire or supersede: the items go to the graph again (their ABOUT edges take
         the new ``invalid_at``), queued in the outbox when the graph cannot take them."""
-        if self.settings.graph.mode == "off":
+        if not graph_in_use(self.settings):
             return
         # validity lives on ABOUT edges (anchored items) and in every item's shared metadata
         wanted = set(item_ids)  # (``team.stamp``: a teammate's home hides them too)

@@ -62,8 +62,8 @@ class Connection:
         return time.monotonic() >= self._down_until and self.breaker.open_reason() is None
 
     async def connect(self, force: bool = False, start: bool = True) -> None:
-        """Reach the server (starting the embedded one if needed, unless not ``start``);
-        raises ServerError."""
+        """Reach the server (starting the embedded one if needed, unless not ``start`` or this
+        process may not start it: ``presence.may_start``); raises ServerError."""
         async with self._lock:
             if self.client is not None:
                 return
@@ -74,8 +74,9 @@ class Connection:
             if tripped is not None:  # another process found the server hung a moment ago
                 self._mark_down(tripped)
                 raise ServerError(f"graph unavailable ({tripped})")
-            from graphmem.graph import server
+            from graphmem.graph import presence, server
 
+            start = start and presence.may_start(self.settings)
             try:
                 ep = await asyncio.to_thread(server.ensure_endpoint, self.settings, start)
             except ServerError as exc:
@@ -122,9 +123,21 @@ class Connection:
         except Exception as exc:
             if not connection_error(exc):
                 raise GraphError(f"FalkorDB ping failed: {exc}") from None
-            await self.drop(f"{type(exc).__name__}: {exc}")
-            raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+            restart = self._idle_stopped()
+            await self.drop(f"{type(exc).__name__}: {exc}", mark=not restart)
+            if not restart:
+                raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
+            await self.connect(force=True)  # its idle watcher stopped it: started again
         self._last_ok = time.monotonic()
+
+    def _idle_stopped(self) -> bool:
+        """Whether the embedded server is gone because its idle watcher stopped it (and this
+        process may start it again): a reconnect then starts it rather than queueing."""
+        from graphmem.graph import presence, server
+
+        if self.endpoint is None or self.endpoint.external or not presence.may_start(self.settings):
+            return False
+        return server.EmbeddedServer(self.settings).stopped_when_idle()
 
     def _mark_down(self, reason: str) -> None:
         self.last_error = reason.splitlines()[0][:300] if reason else "unknown error"
@@ -161,7 +174,7 @@ class Connection:
             await self.drop(f"{type(exc).__name__}: {exc}", client, mark=not retry)
             if retry:
                 try:
-                    await self.connect(force=True, start=False)
+                    await self.connect(force=True, start=self._idle_stopped())
                 except ServerError:
                     raise ServerError(f"lost the connection to FalkorDB: {exc}") from None
                 return await self._retrying(call, retry=False)

@@ -23,6 +23,43 @@ def server_row(status: dict[str, Any]) -> dict:
                f"{status['data_bytes']} bytes")
 
 
+def _clock(t: Any) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(t)))
+
+
+def lifecycle(status: dict[str, Any], settings: Any) -> str:
+    """Whether the embedded server runs, whether writes and searches use it, and when it stops
+    (``server.EmbeddedServer.status``; the rules are in ``presence.py`` and ``idle_stop.py``)."""
+    mode, wanted = settings.graph.mode, status.get("wanted")
+    if mode == "on":
+        use = "used (graph on; started on first use)"
+    elif mode == "off":
+        use = "not used (graph off)"
+    elif wanted:
+        use = "used (graph auto, `graphmem db start`; started again when needed until `graphmem db stop`)"
+    else:
+        use = ("used while it runs (graph auto)" if status.get("running")
+               else "not used: graph auto and no server (`graphmem db start` to use one)")
+    if status.get("running"):
+        idle = status.get("idle_stop")
+        if not idle or not idle.get("watcher_alive"):
+            return f"{use}; no idle watcher: runs until `graphmem db stop`"
+        return (f"{use}; stops after {idle['after']:g}s without a graph query: at "
+                f"{_clock(idle['stops_at'])} unless queried (watcher pid {idle['watcher']})")
+    last = status.get("last_stop")
+    if isinstance(last, dict) and last.get("at"):
+        why = "idle" if last.get("reason") == "idle" else "when asked"
+        return f"{use}; stopped {why} at {_clock(last['at'])}"
+    return use
+
+
+def lifecycle_row(status: dict[str, Any], settings: Any) -> dict:
+    """The embedded server's lifecycle line (``lifecycle``)."""
+    return row("lifecycle", "ok", lifecycle(status, settings))
+
+
 def client_row() -> dict:
     """Which reply parser the graph client runs: hiredis (C) or redis-py's own Python one, which
     makes graph searches slower (``bench/locomo.py --graph``)."""

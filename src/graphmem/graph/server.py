@@ -5,12 +5,19 @@
     <home>/falkordb/server.json  pid, socket and start time of the running server
     <home>/falkordb/server.log   the server's own log (its tail goes into start-up errors)
     <home>/falkordb/start.lock   held while one process checks, starts or stops the server
+    <home>/falkordb/idle.json    the idle watcher's pid, the idle limit and the last graph query
+    <home>/falkordb/last-stop.json  why the server last stopped: "idle" or "asked"
+    <home>/falkordb/wanted       `graphmem db start` turned the server on (``presence.py``)
 
 One server serves every graphmem process of a home: the first one starts it (daemonised, so it
 outlives that process), later ones find ``server.json``, check the pid and ping the socket, and
 reuse it. A pid file whose process is gone, or is not a redis-server, is stale and replaced.
 An external server (``GRAPHMEM_FALKORDB_URL`` or ``GRAPHITI_FALKORDB_HOST/PORT/PASSWORD``) takes
 the same path through ``Endpoint`` and nothing is started.
+
+Bounded lifetime: every start also starts the idle watcher (``idle_stop.py``), a small process
+that stops the server after ``graph.idle`` seconds without a graph query and exits with it. A
+server is never left running by a process that started it on its own for longer than that.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -126,6 +135,9 @@ class EmbeddedServer:
         self.data_dir = self.root / "data"
         self.state_file = self.root / "server.json"
         self.log_file = self.root / "server.log"
+        self.idle_file = self.root / "idle.json"
+        self.last_stop_file = self.root / "last-stop.json"
+        self.wanted_file = self.root / "wanted"
 
     # ---- layout --------------------------------------------------------------------------
     def socket_path(self) -> Path:
@@ -170,8 +182,11 @@ class EmbeddedServer:
         except (OSError, ValueError):
             return None
 
-    def _live_pid(self) -> int | None:
+    def live_pid(self) -> int | None:
         """The recorded pid if that process is alive and is a redis-server; None when stale."""
+        return self._live_pid()
+
+    def _live_pid(self) -> int | None:
         state = self._read_state()
         if not state:
             return None
@@ -213,6 +228,7 @@ class EmbeddedServer:
             if pid is not None:
                 try:
                     self._wait_ready(timeout)
+                    self._ensure_watcher(pid)
                     return self.endpoint()
                 except ServerError as exc:
                     if is_hung(str(exc)) or _stopped(pid):
@@ -259,6 +275,7 @@ class EmbeddedServer:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps({"pid": pid, "socket": str(sock), "started": time.time()}))
         self._wait_ready(timeout)
+        self._ensure_watcher(pid)
 
     def _private_data(self) -> None:
         """The data folder 0700 and everything in it 0600/0700, including an older server's."""
@@ -345,12 +362,90 @@ class EmbeddedServer:
     def stop(self) -> bool:
         """Stop the home's server (its log rewritten into a snapshot first). True if one was running."""
         with self._lock(self.settings.graph.start_timeout + 30):
-            if self._live_pid() is not None:
-                self._compact()
-            stopped = self._kill_recorded()
-            self.state_file.unlink(missing_ok=True)
-            self.socket_path().unlink(missing_ok=True)
-            return stopped
+            return self._stop_held("asked")
+
+    def stop_if_idle(self, pid: int, still_idle) -> bool:
+        """The idle watcher's stop: only the server ``pid`` and only if ``still_idle()`` says no
+        query came since, checked under the start lock (a process starting to use the server
+        holds it); True when it stopped the server."""
+        with self._lock(self.settings.graph.start_timeout + 30):
+            if self._live_pid() != pid or not still_idle():
+                return False
+            return self._stop_held("idle")
+
+    def _stop_held(self, reason: str) -> bool:
+        pid = self._live_pid()
+        if pid is not None:
+            self._compact()
+        stopped = self._kill_recorded()
+        self.state_file.unlink(missing_ok=True)
+        self.socket_path().unlink(missing_ok=True)
+        self.idle_file.unlink(missing_ok=True)
+        if stopped:
+            self._write_private(self.last_stop_file, {"reason": reason, "at": time.time(),
+                                                      "pid": pid})
+        return stopped
+
+    def _write_private(self, path: Path, data: dict) -> None:
+        from ..files.atomic import atomic_write_text
+
+        try:
+            atomic_write_text(path, json.dumps(data))
+            tighten(path, 0o600)
+        except (OSError, StorageError):  # bookkeeping only: status shows less
+            pass
+
+    # ---- the idle watcher (``idle_stop.py``) and `graphmem db start|stop` ----------------------
+    def want(self, on: bool) -> None:
+        """Record that `graphmem db start` turned the server on (``auto`` then uses and restarts
+        it), or that `graphmem db stop` turned it off."""
+        if on:
+            private_dir(self.root)
+            self.wanted_file.write_text(f"{time.time()}\n", encoding="utf-8")
+            tighten(self.wanted_file, 0o600)
+        else:
+            self.wanted_file.unlink(missing_ok=True)
+
+    def stopped_when_idle(self) -> bool:
+        """Whether the server is stopped because its idle watcher stopped it (so a process
+        using the graph may start it again), not because someone asked or it failed."""
+        if self.state_file.exists():
+            return False
+        try:
+            return json.loads(self.last_stop_file.read_text(encoding="utf-8")).get("reason") == "idle"
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def idle_state(self) -> dict | None:
+        """The watcher's record: ``watcher`` pid, ``server`` pid, ``idle`` seconds,
+        ``last_active`` (epoch seconds of the last graph query it saw); None without one."""
+        try:
+            data = json.loads(self.idle_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("watcher"), int) else None
+
+    def _ensure_watcher(self, pid: int) -> None:
+        """Start the idle watcher of server ``pid`` unless one watches it (called with the
+        start lock held, so two processes never start two)."""
+        state = self.idle_state()
+        if state and state.get("server") == pid and _alive(state["watcher"]):
+            return
+        idle = float(self.settings.graph.idle)
+        log = os.open(self.root / "idle-stop.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "graphmem.graph.idle_stop", str(self.settings.home),
+                 str(pid), repr(idle)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                cwd=self.root, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise ServerError(f"cannot start FalkorDB's idle watcher: {exc}") from None
+        finally:
+            os.close(log)
+        # reaped here if it ends first (no zombie); a daemon thread, so it never holds us up
+        threading.Thread(target=proc.wait, name="graphmem-idle-reaper", daemon=True).start()
+        self._write_private(self.idle_file, {"watcher": proc.pid, "server": pid, "idle": idle,
+                                             "last_active": time.time()})
 
     def status(self) -> dict[str, Any]:
         """pid, socket, data size, graphs and version of the home's server."""
@@ -359,10 +454,35 @@ class EmbeddedServer:
             if self.data_dir.is_dir() else 0
         out: dict[str, Any] = {"running": pid is not None, "pid": pid, "external": False,
                                "socket": str(self.socket_path()), "data_dir": str(self.data_dir),
-                               "data_bytes": size}
+                               "data_bytes": size, "wanted": self.wanted_file.exists()}
         if pid is not None:
             out.update(server_facts(self.endpoint()))
+            idle = self.idle_state()
+            if idle and idle.get("server") == pid:
+                out["idle_stop"] = {"after": idle.get("idle"), "watcher": idle["watcher"],
+                                    "watcher_alive": _alive(idle["watcher"]),
+                                    "last_query": idle.get("last_active"),
+                                    "stops_at": float(idle.get("last_active") or 0)
+                                    + float(idle.get("idle") or 0)}
+        else:
+            try:
+                out["last_stop"] = json.loads(self.last_stop_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
         return out
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (not gone, not a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] not in (["Z"], ["X"])
 
 
 def _stopped(pid: int) -> bool:

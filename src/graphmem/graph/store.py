@@ -219,15 +219,14 @@ class GraphStore:
 
 async def open_graph(settings: Settings, embedder: Any, llm: Any | None = None,
                      reranker: Any | None = None) -> GraphStore | None:
-    """The graph store per ``settings.graph.mode``: None when off, or ``auto`` with no server."""
-    mode = settings.graph.mode
-    if mode == "off":
+    """The graph store per ``settings.graph.mode``: None when off. ``auto`` is opened only
+    once ``presence.in_use`` says a server is there, and then acts as ``on``: a server that
+    cannot be reached leaves the store down and writes go to the outbox until it is back."""
+    if settings.graph.mode == "off":
         return None
     store = GraphStore(settings, embedder, llm, reranker)
     try:
         await store.connect()
     except GraphmemError:
-        if mode == "auto":
-            return None
-        # mode "on": the store exists but is down; writes go to the outbox until it is back
+        pass  # down: writes are queued; the next write or `graphmem sync` tries again
     return store
