@@ -17,7 +17,7 @@ import pytest
 from conftest import run_cli
 from graphmem import Memory, Settings
 from graphmem.errors import ConfigError
-from graphmem.graph import presence, server
+from graphmem.graph import presence
 
 
 def _running(pid: int) -> bool:
