@@ -3,8 +3,10 @@
     .venv/bin/python bench/graph_default.py [--writes 200] [--searches 200] [--rounds 2]
                                             [--embedder wordllama|default] [--probes 20000]
 
-Each condition runs in its own process on a fresh GRAPHMEM_HOME and project, with the same
-texts: ``append_gotcha`` timed one by one, then ``search`` (scope spec) timed one by one.
+Every condition has its own GRAPHMEM_HOME and project and its own ``Memory``, all in one
+process, called in turn (in a shuffled order) write by write and search by search with the same
+texts, so the host's speed drifts alike for each: ``append_gotcha`` timed one by one, then
+``search`` (scope spec) timed one by one.
 
 - ``off``: the graph off (what the default was before);
 - ``auto, no server``: the default with nothing running (the probe: one or two ``stat`` calls);
@@ -13,9 +15,8 @@ texts: ``append_gotcha`` timed one by one, then ``search`` (scope spec) timed on
 - ``auto, restart``: the first write after the idle watcher stopped the server (``db start``
   with ``GRAPHMEM_GRAPH_IDLE=1``, then waiting for the stop): the on-demand restart.
 
-Rounds alternate the conditions (off, auto, embedded, off, ...) so a drift of the host's speed
-touches each. ``probe`` times ``graph.presence.in_use`` alone. Prints a table and writes
-``bench/results/graph_default.json``.
+Each round is a new process on new homes. ``probe`` times ``graph.presence.in_use`` alone. Prints
+a table and writes ``bench/results/graph_default.json``.
 """
 
 from __future__ import annotations
@@ -45,35 +46,53 @@ def texts(n: int, seed: int = 7) -> list[str]:
 
 
 def child(args: argparse.Namespace) -> None:
-    """One condition, in this process: time the writes and the searches, print JSON."""
-    from graphmem import Memory
+    """Every condition in this process, one ``Memory`` each (own home, own project), called in
+    turn write by write and search by search, so the host's speed drifts alike for all of
+    them; prints JSON."""
+    from graphmem import Memory, Settings
 
-    spec = Path(args.child_spec)
+    conds = json.loads(args.child_conditions)
     items = texts(args.writes)
     rnd = random.Random(11)
     queries = [" ".join(rnd.sample(t.split()[1:6], 3)) for t in rnd.choices(items, k=args.searches)]
-    out: dict = {"writes": [], "searches": [], "graph": {}}
-    with Memory(spec) as mem:
-        mem.search("warm up the models")  # model loading is not what is measured
+    mems = {}
+    for c in conds:
+        settings = Settings.load(env={**os.environ, **c["env"]})
+        mems[c["name"]] = Memory(c["spec"], settings=settings)
+    out = {n: {"writes": [], "searches": [], "graph": {}} for n in mems}
+    try:
+        for m in mems.values():
+            m.search("warm up the models")  # model loading is not what is measured
         for t in items:
-            s = time.perf_counter()
-            r = mem.append_gotcha(t)
-            out["writes"].append((time.perf_counter() - s) * 1000)
-            out["graph"][r.graph] = out["graph"].get(r.graph, 0) + 1
+            order = list(mems.items())
+            rnd.shuffle(order)
+            for name, m in order:
+                s = time.perf_counter()
+                r = m.append_gotcha(t)
+                out[name]["writes"].append((time.perf_counter() - s) * 1000)
+                out[name]["graph"][r.graph] = out[name]["graph"].get(r.graph, 0) + 1
         for q in queries:
-            s = time.perf_counter()
-            mem.search(q)
-            out["searches"].append((time.perf_counter() - s) * 1000)
-        if args.restart:
-            for _ in range(args.restart):
-                idle = Path(os.environ["GRAPHMEM_HOME"]) / "falkordb" / "server.json"
+            order = list(mems.items())
+            rnd.shuffle(order)
+            for name, m in order:
+                s = time.perf_counter()
+                m.search(q)
+                out[name]["searches"].append((time.perf_counter() - s) * 1000)
+        for c in conds:
+            if not c.get("restart"):
+                continue
+            m, home = mems[c["name"]], Path(c["env"]["GRAPHMEM_HOME"])
+            for _ in range(c["restart"]):
                 deadline = time.monotonic() + 60
-                while idle.exists() and time.monotonic() < deadline:
+                while (home / "falkordb" / "server.json").exists() and time.monotonic() < deadline:
                     time.sleep(0.05)  # the idle watcher stops the server
                 s = time.perf_counter()
-                r = mem.append_gotcha(f"written after an idle stop {time.time()}")
-                out.setdefault("restart", []).append((time.perf_counter() - s) * 1000)
-                out["graph"][r.graph] = out["graph"].get(r.graph, 0) + 1
+                r = m.append_gotcha(f"written after an idle stop {time.time()}")
+                out[c["name"]].setdefault("restart", []).append((time.perf_counter() - s) * 1000)
+                out[c["name"]]["graph"][r.graph] = out[c["name"]]["graph"].get(r.graph, 0) + 1
+    finally:
+        for m in mems.values():
+            m.close()
     print("RESULT " + json.dumps(out))
 
 
@@ -106,36 +125,44 @@ def probes(n: int) -> dict:
     return out
 
 
-def run_condition(name: str, args: argparse.Namespace) -> dict:
-    """A fresh home and project, one child process."""
+def run_round(args: argparse.Namespace) -> dict:
+    """Fresh homes and projects for every condition, one child process running them all."""
     graphmem = str(Path(sys.executable).with_name("graphmem"))
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "GRAPHITI_"))}
+    base.update(GRAPHITI_TELEMETRY_ENABLED="false", GRAPHMEM_SEARCH_SERVER="off")
+    if args.embedder != "default":
+        base["GRAPHMEM_LOCAL_EMBEDDING_MODEL"] = args.embedder
     with tempfile.TemporaryDirectory(prefix="gm-default-") as tmp:
-        home, spec = Path(tmp) / "home", Path(tmp) / "proj" / "specs" / "001-bench"
-        spec.mkdir(parents=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "GRAPHITI_"))}
-        env.update(GRAPHMEM_HOME=str(home), GRAPHITI_TELEMETRY_ENABLED="false",
-                   GRAPHMEM_SEARCH_SERVER="off")
-        if args.embedder != "default":
-            env["GRAPHMEM_LOCAL_EMBEDDING_MODEL"] = args.embedder
-        if name == "off":
-            env["GRAPHMEM_GRAPH"] = "off"
-        restart = 0
-        if name in ("auto, embedded", "auto, restart"):
+        conds, started = [], []
+        for n, name in enumerate(CONDITIONS + (["auto, restart"] if args.restarts else [])):
+            home, spec = Path(tmp) / f"home{n}", Path(tmp) / f"proj{n}" / "specs" / "001-bench"
+            spec.mkdir(parents=True)
+            env = {"GRAPHMEM_HOME": str(home)}
+            if name == "off":
+                env["GRAPHMEM_GRAPH"] = "off"
+            c: dict = {"name": name, "spec": str(spec), "env": env}
             if name == "auto, restart":
                 env["GRAPHMEM_GRAPH_IDLE"] = "1"
-                restart = args.restarts
-            subprocess.run([graphmem, "db", "start"], env=env, check=True, capture_output=True)
+                c["restart"] = args.restarts
+            if name in ("auto, embedded", "auto, restart"):
+                subprocess.run([graphmem, "db", "start"], env={**base, **env}, check=True,
+                               capture_output=True)
+                started.append(env)
+            conds.append(c)
         try:
-            cmd = [sys.executable, __file__, "--child-spec", str(spec), "--writes",
-                   str(args.writes if not restart else 5), "--searches",
-                   str(args.searches if not restart else 5), "--restart", str(restart)]
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+            cmd = [sys.executable, __file__, "--child-conditions", json.dumps(conds), "--writes",
+                   str(args.writes), "--searches", str(args.searches)]
+            p = subprocess.run(cmd, env=base, capture_output=True, text=True, timeout=3600)
             line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
-                raise SystemExit(f"{name}: the child failed:\n{p.stderr[-3000:]}")
+                raise SystemExit(f"the child failed:\n{p.stderr[-3000:]}")
             return json.loads(line[len("RESULT "):])
         finally:
-            subprocess.run([graphmem, "db", "stop"], env=env, capture_output=True)
+            for env in started:
+                subprocess.run([graphmem, "db", "stop"], env={**base, **env}, capture_output=True)
+
+
+CONDITIONS = ["off", "auto, no server", "auto, embedded"]
 
 
 def main() -> None:
@@ -147,22 +174,23 @@ def main() -> None:
     ap.add_argument("--probes", type=int, default=20000)
     ap.add_argument("--embedder", default="wordllama",
                     help="GRAPHMEM_LOCAL_EMBEDDING_MODEL (`default`: the ColBERT model)")
-    ap.add_argument("--child-spec", help=argparse.SUPPRESS)
-    ap.add_argument("--restart", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--child-conditions", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child_spec:
+    if args.child_conditions:
         child(args)
         return
-    conditions = ["off", "auto, no server", "auto, embedded"]
+    conditions = CONDITIONS
     got: dict[str, dict] = {c: {"writes": [], "searches": [], "graph": {}} for c in conditions}
-    for _ in range(args.rounds):
+    restart: dict = {"restart": []}
+    for n in range(args.rounds):
+        r = run_round(args) if n == 0 else run_round(argparse.Namespace(**{**vars(args), "restarts": 0}))
         for c in conditions:
-            r = run_condition(c, args)
-            got[c]["writes"] += r["writes"]
-            got[c]["searches"] += r["searches"]
-            for k, v in r["graph"].items():
+            got[c]["writes"] += r[c]["writes"]
+            got[c]["searches"] += r[c]["searches"]
+            for k, v in r[c]["graph"].items():
                 got[c]["graph"][k] = got[c]["graph"].get(k, 0) + v
-    restart = run_condition("auto, restart", args) if args.restarts else {"restart": []}
+        if "auto, restart" in r:
+            restart = r["auto, restart"]
     load = os.getloadavg()[0]
     rows, summary = [], {}
     for c in conditions:
