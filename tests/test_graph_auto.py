@@ -229,3 +229,19 @@ def test_a_bad_idle_setting_names_the_variable(auto, monkeypatch, value):
     r = run_cli("db", "start")
     assert r.returncode != 0 and "GRAPHMEM_GRAPH_IDLE" in r.stderr
     assert not (auto / "falkordb" / "server.json").exists()
+
+
+def test_doctor_shows_when_the_started_server_stops(auto, spec_dir, monkeypatch):
+    monkeypatch.setenv("GRAPHMEM_GRAPH_IDLE", "600")
+    assert run_cli("db", "start").returncode == 0
+    srv, watcher = _pids(auto)
+    r = run_cli("doctor", "--json", "--spec-dir", str(spec_dir))
+    rows = {row["name"]: row for row in json.loads(r.stdout)["sections"]["graph"]}
+    assert "stops after 600s without a graph query" in rows["lifecycle"]["detail"], rows
+    assert f"watcher pid {watcher}" in rows["lifecycle"]["detail"]
+    assert rows["server"]["status"] == "ok"
+    assert run_cli("db", "stop").returncode == 0
+    assert _wait(lambda: not _running(srv) and not _running(watcher))
+    r = run_cli("doctor", "--json", "--spec-dir", str(spec_dir))
+    rows = {row["name"]: row for row in json.loads(r.stdout)["sections"]["graph"]}
+    assert "auto: not in use" in rows["graph"]["detail"], rows
