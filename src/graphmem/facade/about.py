@@ -16,7 +16,7 @@ from ..code.tree import Snapshot, snapshot
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from graphmem.facade.scope import Scope
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from ..settings import Settings
 
 log = logging.getLogger("graphmem.code")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from graphmem.identity import Project
     from graphmem.facade.scope import Scope
 
-log = logging.getLogger("graphmem.backends")
+log = logging.getLogger("graphmem.derived")
 
 
 class DerivedStores:

@@ -10,7 +10,7 @@ the graph write (or its outbox entry) still happens before ``record_turn`` retur
 
 Concurrent async calls on one session are group-committed: every turn or step submitted while a
 write is being prepared joins it, so they share one ``fdatasync``; each caller still returns only
-once its own record is durable (``session_log.py``). The sync ``Memory`` records without a trip
+once its own record is durable (``episode_log.py``). The sync ``Memory`` records without a trip
 through the event loop when the graph is off (``record_turn_now``).
 """
 
@@ -29,7 +29,7 @@ from ..files.episodes import STEPS, TURNS, EpisodeStore, check_session_id, iso
 from ..models import _SURROGATE, MemoryItem, SaveReport, to_time, utcnow
 from graphmem.rules.turn_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                               validate)
-from .session_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
+from .episode_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
 
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
@@ -42,7 +42,7 @@ log = logging.getLogger("graphmem.sessions")
 
 
 @dataclass(eq=False)
-class Sessions:
+class Episodes:
     """Session operations of ``AsyncMemory`` over one ``Scope``."""
 
     settings: Settings
@@ -272,7 +272,7 @@ class Sessions:
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
                                       or _SURROGATE.search(workspace)):
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
-        from ..index.session_index.tables import open_episode_index
+        from ..index.episode_index.tables import open_episode_index
 
         await self.episodes.settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .derived_sync import DerivedSync
     from ..files.spec_store import SpecStore
     from graphmem.facade.scope import Scope
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from ..settings import Settings
     from .validity import Validity
     from .write_rules import WriteRules

@@ -22,10 +22,10 @@ from ..errors import GraphError, ValidationError
 from ..models import _SURROGATE, KINDS, Hit
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef, DerivedStores
+    from graphmem.facade.derived import DerivedRef
     from .derived_sync import DerivedSync
     from graphmem.facade.scope import Scope
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from ..settings import Settings
     from .write_rules import WriteRules
 
@@ -105,9 +105,6 @@ class Recall:
     # spec key -> its folder here: asked for every hit at every stage of a search
     _spec_dirs: dict[str, Path] = field(default_factory=dict, init=False, repr=False)
 
-    @property
-    def backends(self) -> "DerivedStores":
-        return self.derived.get()
 
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                      limit: int = 10, rerank: bool = False, include_history: bool = False
@@ -142,7 +139,7 @@ class Recall:
         # After a pull from a shared graph the local index holds what the graph has for this
         # project, so the graph is not asked again (its search cost more than the pull).
         pulled = scope != "all" and await self._team_pull()
-        be = self.backends
+        be = self.derived.get()
         from graphmem.code import named_files
 
         # In a project with code, a few more candidates than asked, for code recall to re-order
@@ -237,9 +234,9 @@ class Recall:
         from ..index.local_search import hit_of as _hit
 
         ids = [i for i in ids if i not in known]
-        rows = {r["id"]: r for r in self.backends.local.index.rows_by_id(ids)} if ids else {}
+        rows = {r["id"]: r for r in self.derived.get().local.index.rows_by_id(ids)} if ids else {}
         hits = [_hit(rows[i], 0.0) for i in ids if i in rows]
-        return self.backends.localise(hits, self.scope.project) if localise else hits
+        return self.derived.get().localise(hits, self.scope.project) if localise else hits
 
     async def _team_pull(self) -> bool:
         """Take in teammates' writes from a shared graph first (``team.py``) -> whether that
@@ -264,14 +261,14 @@ class Recall:
     async def _search_graph(self, query: str, projects: list[str] | None, spec: str | None,
                             kinds: tuple[str, ...] | None, limit: int) -> list[Hit] | None:
         """The graph's hits, or None when it is off, failing or slower than the deadline."""
-        fn = getattr(self.backends, "search_graph", None)
+        fn = getattr(self.derived.get(), "search_graph", None)
         if fn is None or self.settings.graph.mode == "off":
             return None
         try:
             # Items the local index holds keep its rank (``search``), so the graph skips them
             # and returns its best others (and fetches no fields when there are none).
             hits = await asyncio.wait_for(fn(query, projects, list(kinds) if kinds else None, limit,
-                                             spec=spec, exclude=self.backends.known_locally),
+                                             spec=spec, exclude=self.derived.get().known_locally),
                                           self.settings.graph.search_deadline)
         except asyncio.TimeoutError:
             note = (f"graph search slower than {self.settings.graph.search_deadline:.1f}s; "

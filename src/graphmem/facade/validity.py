@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from graphmem.facade.scope import Scope
     from ..settings import Settings
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.files.validity_log")
