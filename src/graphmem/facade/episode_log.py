@@ -23,6 +23,8 @@ from ..files.episode_items import step_item, turn_item
 from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore
 from ..models import MemoryItem
 
+from graphmem.facade.derived import UsesDerived
+
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from ..identity import Project
@@ -218,19 +220,19 @@ class _EpisodeState:
 
 
 @dataclass(eq=False)
-class EpisodeLog:
+class EpisodeLog(UsesDerived):
     """One ``Memory``'s sessions plumbing: its spec's ``_EpisodeState`` (opened on first use;
     a project-only scope has none) and ``settle`` before every read of the indexes."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     clean: Callable[[Any], Any]
     _state: _EpisodeState | None = field(default=None, init=False)
     _caught_up: bool = field(default=False, init=False)
 
     def _open(self, spec_dir: Path) -> _EpisodeState:
-        return _EpisodeState(self.settings, self.scope.project, spec_dir, self.derived,
+        return _EpisodeState(self.settings, self.scope.project, spec_dir, self.derived_ref,
                              self.clean)
 
     @property

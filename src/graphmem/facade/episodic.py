@@ -31,6 +31,8 @@ from graphmem.rules.turn_input import (StartInput, StepInput, TurnInput, check_l
                               validate)
 from .episode_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
 
+from graphmem.facade.derived import UsesDerived
+
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from graphmem.facade.scope import Scope
@@ -42,12 +44,12 @@ log = logging.getLogger("graphmem.sessions")
 
 
 @dataclass(eq=False)
-class Episodes:
+class Episodes(UsesDerived):
     """Session operations of ``AsyncMemory`` over one ``Scope``."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
     sync: DerivedSync
@@ -292,7 +294,7 @@ class Episodes:
     async def _forget_items(self, ids: list[str]) -> None:
         """Drop a deleted session's items from the local search index and the graph."""
         try:
-            await self.derived.get().forget_items(self.scope.project.key, ids)
+            await self.derived.forget_items(self.scope.project.key, ids)
         except StorageError as exc:
             log.warning("deleted session's items may stay searchable until `graphmem reindex`: %s",
                         exc)
