@@ -245,3 +245,20 @@ def test_doctor_shows_when_the_started_server_stops(auto, spec_dir, monkeypatch)
     r = run_cli("doctor", "--json", "--spec-dir", str(spec_dir))
     rows = {row["name"]: row for row in json.loads(r.stdout)["sections"]["graph"]}
     assert "auto: not in use" in rows["graph"]["detail"], rows
+
+
+def test_auto_uses_a_configured_server_that_answers(auto, spec_dir, monkeypatch, tmp_path):
+    """A FalkorDB named by URL (here another home's embedded one, over its unix socket) is probed
+    once and used; this home starts nothing of its own."""
+    from graphmem.graph import server
+
+    other = server.EmbeddedServer(Settings.load(env={"GRAPHMEM_HOME": str(tmp_path / "other")}))
+    ep = other.ensure()
+    try:
+        monkeypatch.setenv("GRAPHMEM_FALKORDB_URL", f"unix://{ep.unix_socket}")
+        with Memory(spec_dir) as mem:
+            assert mem.append_gotcha("the ledger export is nightly").graph == "written"
+            assert mem.drift()["missing"] == []
+        assert not (auto / "falkordb" / "server.json").exists()
+    finally:
+        other.stop()
