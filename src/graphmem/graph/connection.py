@@ -74,15 +74,13 @@ class Connection:
             if tripped is not None:  # another process found the server hung a moment ago
                 self._mark_down(tripped)
                 raise ServerError(f"graph unavailable ({tripped})")
-            from graphmem.graph import presence, server
+            from graphmem.graph import presence
 
             start = start and presence.may_start(self.settings)
             try:
-                ep = await asyncio.to_thread(server.ensure_endpoint, self.settings, start)
+                ep = await asyncio.to_thread(self._reach, start)
             except ServerError as exc:
                 self._mark_down(str(exc))
-                if server.is_hung(str(exc)):
-                    self.breaker.trip(str(exc))
                 raise
             except OSError as exc:  # e.g. the home is not writable
                 self._mark_down(str(exc))
@@ -104,6 +102,18 @@ class Connection:
             self.last_error = None
             self._last_ok = time.monotonic()  # ensure_endpoint's ping just got its reply
             self.breaker.reset()
+
+    def _reach(self, start: bool) -> "Endpoint":
+        """``server.ensure_endpoint`` in a worker thread; a hung server trips the breaker here,
+        so it is tripped even when the caller stopped waiting (a search past its deadline)."""
+        from graphmem.graph import server
+
+        try:
+            return server.ensure_endpoint(self.settings, start)
+        except ServerError as exc:
+            if server.is_hung(str(exc)):
+                self.breaker.trip(str(exc))
+            raise
 
     async def check_alive(self) -> None:
         """Before a write on a connection idle for a while: one ping within the connect
