@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -438,8 +439,11 @@ class EmbeddedServer:
                 [sys.executable, "-m", "graphmem.graph.idle_stop", str(self.settings.home),
                  str(pid), repr(idle)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 cwd=self.root, start_new_session=True, close_fds=True)
-        except OSError as exc:
-            raise ServerError(f"cannot start FalkorDB's idle watcher: {exc}") from None
+        except OSError as exc:  # the server runs and is usable: say so, and that it will not stop
+            logging.getLogger("graphmem.graph").warning(
+                "FalkorDB's idle watcher did not start (%s): the server runs until `graphmem db "
+                "stop`", exc)
+            return
         finally:
             os.close(log)
         # reaped here if it ends first (no zombie); a daemon thread, so it never holds us up
