@@ -78,7 +78,7 @@ def memory_at(root: Path, commit: str, into: Path) -> list[str]:
 def _items_and_events(project: Any, root: Path, commit: str, into: Path
                       ) -> tuple[dict[str, Any], dict[str, dict]]:
     from ..files.spec_store import SpecStore
-    from ..files.validity_log import ValidityLog
+    from ..files.validity_log import STATES, ValidityLog
 
     items: dict[str, Any] = {}
     events: dict[str, dict] = {}
@@ -97,7 +97,7 @@ def _items_and_events(project: Any, root: Path, commit: str, into: Path
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and isinstance(rec.get("item"), str) \
-                        and rec["item"] in log.events:
+                        and rec["item"] in log.events and rec.get("state") in STATES:
                     events.setdefault(f"{rec['item']}\x1f{rec.get('state')}", rec)
     return items, events
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..files.lock import folder_lock
-from ..files.review_log import bare, last_undoable, new_act, review_fields, review_lines
+from ..files.review_log import last_undoable, new_act, review_fields, review_lines
 from ..files.validity_log import (_ID, CURRENT, PENDING, PROPOSED, REJECTED, validity_file,
                                   validity_log)
 
@@ -141,8 +141,9 @@ def _lock_name() -> str:
 
 def _kept(was: dict) -> dict[str, Any]:
     """What a line restoring the event ``was`` keeps of it besides its state: what a proposal
-    proposes, and who held or proposed it first (``held_by``; the line's ``who`` restores it)."""
-    out: dict[str, Any] = {"proposes": was["proposes"]} if was.get("proposes") else {}
+    proposes and the event before it, and who held or proposed it first (``held_by``; the
+    line's ``who`` is who restores it)."""
+    out: dict[str, Any] = {k: was[k] for k in ("proposes", "before") if k in was}
     if was.get("state") in WAITING and was.get("who"):
         out["held_by"] = was.get("held_by") or was["who"]
     return out
@@ -211,7 +212,7 @@ def _plan(action: str, ids: list[str], events: dict[str, dict],
             if isinstance(by, str) and (events.get(by) or {}).get("state") == PENDING:
                 add(by)
         else:  # a proposal rejected: the event before it comes back
-            was = bare(ev.get("was")) or {}
+            was = ev.get("before") or {}
             extra = _kept(was)
             out.append((item_id, was.get("state") or CURRENT,
                         reason or was.get("reason") or "proposal rejected", was.get("by"),

@@ -9,7 +9,8 @@ A review line is a validity event (``validity_log.py``) with four more fields:
 ``who`` made the step (a person's ``team.author``; ``agent-hooks`` or ``graphmem`` for what was
 held), ``act`` groups the lines of one step (an accept of a proposal made by a pending memory
 accepts both), ``action`` is one of ``ACTIONS`` and ``was`` is the item's event before the line
-(None: it had none), without its own ``was``. ``undo`` appends, for each line of the latest
+(None: it had none), without its own ``was``; a proposal also keeps ``before``, the event a
+reject gives back. ``undo`` appends, for each line of the latest
 accept or reject not yet undone, a line giving the item back its ``was`` (``undoes``: that act).
 Standard library only.
 """
@@ -47,8 +48,10 @@ def review_fields(who: str, act: str, action: str, was: dict | None, **extra: An
 
 def proposal(state: str, was: dict | None) -> dict:
     """The review fields of a proposal: ``state`` (superseded, possibly superseded) held for a
-    person, replacing the event ``was``."""
-    return review_fields(MACHINE, new_act(), "propose", was, proposes=state)
+    person, replacing the event ``was``, which a reject gives back (``before``; kept by every
+    line that restores the proposal)."""
+    before = None if was is None else {k: v for k, v in was.items() if k not in ("was", "before")}
+    return review_fields(MACHINE, new_act(), "propose", was, proposes=state, before=before)
 
 
 def review_lines(spec_dir: str | Path) -> list[dict]:
