@@ -99,6 +99,8 @@ def test_a_held_hook_session_stays_out_of_search_and_briefing_until_accepted(pro
     brief = context(fire(proj, "SessionStart", {"session_id": "s-next", "source": "startup"},
                          "startup"))
     assert "pytest tests/test_pay.py" not in brief
+    assert not pending & about(proj)
+    assert "pytest tests/test_pay.py" not in run_cli("agents-md", "--project-dir", str(proj)).stdout
     same_after_reindex(proj, queries)
 
     step = cli("review", "accept", "--all", "--project-dir", str(proj))
@@ -108,7 +110,15 @@ def test_a_held_hook_session_stays_out_of_search_and_briefing_until_accepted(pro
     brief = context(fire(proj, "SessionStart", {"session_id": "s-after", "source": "startup"},
                          "startup"))
     assert "pytest tests/test_pay.py" in brief
+    assert pending & about(proj)
+    assert "pytest tests/test_pay.py" in run_cli("agents-md", "--project-dir", str(proj)).stdout
     assert cli("review", "--project-dir", str(proj))["pending"] == []
+
+
+def about(root: Path) -> set[str]:
+    """The ids ``graphmem about src/pay.py`` lists, in any of its parts."""
+    got = cli("about", "src/pay.py", "--project-dir", str(root))
+    return {e["id"] for part in ("current", "gone", "history") for e in got[part]}
 
 
 def test_apply_is_the_default_and_nothing_is_held(tmp_path, isolated_env):
