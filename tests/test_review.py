@@ -141,6 +141,9 @@ def test_reject_hides_for_good_keeps_the_line_and_undo_walks_back(tmp_path, isol
     q = "zebra importer"
     assert not set(ids.values()) & set(same_after_reindex(root, [q])[q])
     where = ("--project-dir", str(root))
+    doctor = run_cli("doctor", "--spec-dir", str(spec), *where, "--json")
+    [told] = [r for r in json.loads(doctor.stdout)["sections"]["files"] if r["name"] == "review"]
+    assert told["detail"] == "review.mode apply; 3 pending, 0 proposed; `graphmem review` lists them"
 
     cli("review", "accept", ids["a"], *where)
     cli("review", "reject", ids["b"], "--reason", "wrong: blanks are zero", *where)
