@@ -313,3 +313,42 @@ def test_review_steps_of_two_branches_merge_with_the_union_driver(tmp_path, isol
     assert [x["action"] for x in log_lines(root / ".graphmem")].count("hold") == 3  # not doubled
     cli("review", "undo", "--project-dir", str(root))  # the last step in the merged log
     assert len(cli("review", "--project-dir", str(root))["pending"]) == 2
+
+
+def test_what_a_held_memory_would_replace_is_proposed_and_the_held_one_stays_out(tmp_path,
+                                                                               isolated_env):
+    """A held session's new value of a fact: the older note is only proposed as replaced, and
+    the held note is never pulled into results in its place (``current_first``)."""
+    root = repo(tmp_path)
+    old_text, new_text = "Bump requests to 2.31.0 in the lock file", \
+        "Bump requests to 2.32.3 in the lock file"
+    with Memory(None, root) as mem:
+        mem.save_session_insights(1, {"what_worked": [old_text]})
+        mem.save_session_insights(2, {"what_worked": [new_text]}, hold=True)
+        waiting = mem.review_pending()
+    [pending] = waiting["pending"]
+    [prop] = waiting["proposed"]
+    assert pending["text"] == new_text and prop["text"] == old_text
+    assert prop["proposes"] == "possibly superseded" and prop["by"] == pending["id"]
+    assert prop["by_pending"] is True
+    q = "which version of requests do we pin"
+    hits = cli("search", q, "--project-dir", str(root))
+    assert pending["id"] not in [h["id"] for h in hits]
+    assert prop["id"] in [h["id"] for h in hits]
+    same_after_reindex(root, [q])
+    # accepting the proposal accepts the memory that makes it, in one step
+    step = cli("review", "accept", prop["id"], "--project-dir", str(root))
+    assert {(x["item"], x["state"]) for x in step["lines"]} == {
+        (prop["id"], "possibly superseded"), (pending["id"], "current")}
+    ranked = [h["id"] for h in cli("search", q, "--project-dir", str(root))]
+    assert ranked.index(pending["id"]) < ranked.index(prop["id"])
+    cli("review", "undo", "--project-dir", str(root))
+    # rejecting the held memory takes back what it proposed, in one step
+    step = cli("review", "reject", pending["id"], "--project-dir", str(root))
+    assert {(x["item"], x["state"]) for x in step["lines"]} == {
+        (pending["id"], "rejected"), (prop["id"], "current")}
+    hits = cli("search", q, "--project-dir", str(root))
+    assert [h["id"] for h in hits if h["id"] in (prop["id"], pending["id"])] == [prop["id"]]
+    assert "validity" not in next(h for h in hits if h["id"] == prop["id"])["metadata"]
+    assert cli("review", "--project-dir", str(root))["proposed"] == []
+    same_after_reindex(root, [q])

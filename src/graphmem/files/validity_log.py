@@ -108,11 +108,11 @@ class ValidityLog(JsonlTail):
 
     def current(self, item_id: str) -> str | None:
         """The memory that replaces ``item_id`` now (the end of its chain of replacements), None
-        when it was not replaced or its replacement is retired."""
+        when it was not replaced or its replacement is retired (or pending review, or rejected)."""
         seen, at = {item_id}, item_id
         while True:
             ev = self.events.get(at)
-            if ev is None or ev.get("state") == "retired":
+            if ev is None or ev.get("state") in ("retired", PENDING, REJECTED):
                 return None if at == item_id or ev is not None else at
             by = ev.get("by")
             if not isinstance(by, str) or by in seen or len(seen) > 50:
