@@ -227,6 +227,8 @@ def test_an_llm_supersession_is_proposed_and_applied_only_on_accept(tmp_path, is
     hits = cli("search", q, *where)
     old = next(h for h in hits if h["text"] == old_text)  # not hidden: only proposed
     assert old["metadata"]["validity"]["state"] == "proposed"
+    told = run_cli("context", q, *where).stdout
+    assert "proposed as superseded, waiting for review: judged by" in told
     assert [h["text"] for h in hits].index(new_text) < [h["text"] for h in hits].index(old_text)
     same_after_reindex(root, [q])
 
