@@ -91,6 +91,8 @@ def test_a_held_hook_session_stays_out_of_search_and_briefing_until_accepted(pro
     # hidden from search, context and the briefing; shown, marked, with --include-history
     for q in queries:
         assert not pending & set(found(proj, q))
+    told = run_cli("search", queries[0], "--project-dir", str(proj))
+    assert "left out: retired or superseded, or not accepted in review" in told.stderr
     marked = cli("search", queries[0], "--project-dir", str(proj), "--include-history")
     assert any(h["id"] == gotcha["id"] and h["metadata"]["validity"]["state"] == "pending"
                for h in marked)
