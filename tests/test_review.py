@@ -292,10 +292,16 @@ def test_review_steps_of_two_branches_merge_with_the_union_driver(tmp_path, isol
 
     root = repo(tmp_path)
     register_driver(root, sys.executable)
+    start = git(root, "rev-parse", "HEAD")
     ids = held(root)
     git(root, "add", "-A")
     commit(root, "held memory")
     base = git(root, "symbolic-ref", "--short", "HEAD")
+    diff = cli("diff", f"{start}..HEAD", "--project-dir", str(root))
+    assert {r["id"]: r.get("review") for r in diff["added"]} == dict.fromkeys(ids.values(),
+                                                                              "pending")
+    markdown = run_cli("diff", f"{start}..HEAD", "--markdown", "--project-dir", str(root)).stdout
+    assert f"- {NOTES['a']} (pending review)" in markdown
     git(root, "checkout", "-q", "-b", "a")
     with Memory(None, root) as mem:
         mem.accept([ids["a"]])
