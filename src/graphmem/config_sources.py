@@ -83,6 +83,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHITI_FALKORDB_PASSWORD": ("graph", "falkordb_password"),
     "GRAPHMEM_AUTHOR": ("team", "author"),
     "GRAPHMEM_HOST": ("team", "host"),
+    "GRAPHMEM_REVIEW": ("review", "mode"),
     "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
     "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),

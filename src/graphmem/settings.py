@@ -36,6 +36,7 @@ LocalEmbeddingModel = Literal["default", "answerai-colbert-small-v1", "bge-small
 LocalReranker = Literal["default", "ms-marco-MiniLM-L-12-v2"]
 LateInteraction = Literal["default", "answerai-colbert-small-v1", "off"]
 LateSearch = Literal["auto", "rerank", "all"]
+ReviewMode = Literal["apply", "hold"]
 
 
 def _shown(default: str | None = None, values: str | None = None) -> JsonDict:
@@ -290,6 +291,20 @@ class SearchServerSettings(_Section):
                         "server exits")
 
 
+class ReviewSettings(_Section):
+    """What the agent hooks and an LLM's supersession judgements write: applied, or held."""
+
+    mode: ReviewMode = Field("apply", description=(
+        "`apply`: memories the agent hooks digest and supersessions an LLM judges take effect "
+        "at once; `hold`: they are written as pending (hidden from search, context and the "
+        "briefing) until a person accepts them with `graphmem review accept`"))
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _any_case(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+
 class Settings(_Section):
     """The settings root."""
 
@@ -307,6 +322,7 @@ class Settings(_Section):
     index: IndexSettings = Field(default_factory=IndexSettings)
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
     team: TeamSettings = Field(default_factory=TeamSettings)
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,

@@ -277,7 +277,8 @@ command("doctor", "check settings, files, index and graph health")(_cmd_doctor)(
 # Commands of other areas register themselves from their own modules.
 _COMMAND_MODULES = ("graphmem.cli.search_commands", "graphmem.cli.session_commands", "graphmem.cli.graph_commands",
                     "graphmem.cli.mcp_commands", "graphmem.cli.code_commands",
-                    "graphmem.cli.transfer_commands", "graphmem.cli.git_commands")
+                    "graphmem.cli.transfer_commands", "graphmem.cli.git_commands",
+                    "graphmem.cli.review_commands")
 
 
 # The commands an agent runs on every tool call load only their own module (a cold start budget).

@@ -52,6 +52,7 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     else:
         rows.append(row("corrupt files", "ok", "none"))
     _bad_lines(rows, ctx.spec_dir)
+    _review(rows, settings, store)
     kept = store.kept_as_written()
     if kept:
         rows.append(row("kept as written", "warn", f"{len(kept)} session file(s) hold what "
@@ -61,6 +62,23 @@ def _files(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     if stray:
         rows.append(row("temp files", "warn", f"{len(stray)} left by interrupted writes: "
                         + ", ".join(p.name for p in stray[:5])))
+
+
+def _review(rows: list, settings: Any, store: Any) -> None:
+    """What waits for a person (``graphmem review``), and the setting that holds it."""
+    from ..errors import StorageError
+    from ..files.validity_log import PENDING, PROPOSED, validity_log
+
+    try:
+        events = validity_log(store.spec_dir).events
+    except StorageError:
+        return  # told by the append-only log row
+    here = {i.id for i in store.items()} if events else set()
+    counts = {s: sum(1 for i, ev in events.items() if ev.get("state") == s and i in here)
+              for s in (PENDING, PROPOSED)}
+    waiting = f"{counts[PENDING]} pending, {counts[PROPOSED]} proposed"
+    rows.append(row("review", "ok", f"review.mode {settings.review.mode}; {waiting}"
+                    + ("; `graphmem review` lists them" if any(counts.values()) else "")))
 
 
 def _bad_lines(rows: list, spec_dir: Path) -> None:

@@ -33,6 +33,7 @@ from .tree import Snapshot
 
 log = logging.getLogger("graphmem.code")
 HISTORY = ("retired", "superseded")
+UNREVIEWED = ("pending", "rejected")  # held for review, or rejected by a person: left out
 STATES_FILE = "anchor_states.json"
 
 
@@ -196,6 +197,8 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
         row = rows.get(m.id)
         if row is None:  # anchored but no longer held by the files (a replaced insight)
             continue
+        if (m.validity or {}).get("state") in UNREVIEWED:
+            continue  # waiting for review, or rejected: not memory yet (files/review_log.py)
         rec = {"anchors": m.anchors, "head": m.head, "at": m.learned_at,
                "items": [f"{source}:{m.id}"]}  # memo key per source
         fresh = work_gone(item_state(rec, snap), rec, row, works_of(row) if works_of else None,

@@ -78,7 +78,7 @@ def memory_at(root: Path, commit: str, into: Path) -> list[str]:
 def _items_and_events(project: Any, root: Path, commit: str, into: Path
                       ) -> tuple[dict[str, Any], dict[str, dict]]:
     from ..files.spec_store import SpecStore
-    from ..files.validity_log import ValidityLog
+    from ..files.validity_log import STATES, ValidityLog
 
     items: dict[str, Any] = {}
     events: dict[str, dict] = {}
@@ -97,7 +97,7 @@ def _items_and_events(project: Any, root: Path, commit: str, into: Path
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and isinstance(rec.get("item"), str) \
-                        and rec["item"] in log.events:
+                        and rec["item"] in log.events and rec.get("state") in STATES:
                     events.setdefault(f"{rec['item']}\x1f{rec.get('state')}", rec)
     return items, events
 
@@ -108,7 +108,9 @@ def committed_changes(project: Any, base: str, head: str) -> dict[str, list[dict
     with tempfile.TemporaryDirectory(prefix="graphmem-diff-") as tmp:
         b_items, b_events = _items_and_events(project, root, base, Path(tmp) / "base")
         h_items, h_events = _items_and_events(project, root, head, Path(tmp) / "head")
-    added = [{"id": i, "kind": it.kind, "text": it.text, "source": it.source}
+        pending = _pending(Path(tmp) / "head")
+    added = [{"id": i, "kind": it.kind, "text": it.text, "source": it.source,
+              **({"review": "pending"} if i in pending else {})}
              for i, it in h_items.items() if i not in b_items]
     out: dict[str, list[dict]] = {"added": added, "retired": [], "superseded": []}
     for key, ev in h_events.items():
@@ -118,6 +120,19 @@ def committed_changes(project: Any, base: str, head: str) -> dict[str, list[dict
         row = {"id": ev["item"], "text": it.text if it else None, "reason": ev.get("reason"),
                "by": ev.get("by"), "at": ev.get("invalid_at")}
         out["retired" if ev.get("state") == "retired" else "superseded"].append(row)
+    return out
+
+
+def _pending(into: Path) -> set[str]:
+    """The memories pending review (``graphmem review``) in the memory folders written at
+    ``into``: added on the branch, not yet accepted."""
+    from ..files.validity_log import PENDING, ValidityLog
+
+    out: set[str] = set()
+    for vfile in into.rglob("validity.jsonl") if into.is_dir() else ():
+        log = ValidityLog(vfile)
+        log.refresh()
+        out |= {i for i, ev in log.events.items() if ev.get("state") == PENDING}
     return out
 
 
@@ -220,6 +235,8 @@ def to_markdown(report: dict) -> str:
                 extra = " (" + ", ".join(r["changed"]) + " changed)"
             elif r.get("reason"):
                 extra = f" — {r['reason']}"
+            elif r.get("review"):
+                extra = f" ({r['review']} review)"
             lines.append(f"- {text}{extra}")
         if len(rows) > 50:
             lines.append(f"- … and {len(rows) - 50} more")

@@ -12,6 +12,7 @@ into one of them:
     Episodes (episodic.py)         sessions, turns, steps, summaries, consolidation
     Recall (recall.py)             search and context
     Validity (validity.py)         retire (the validity log)
+    Review (review.py)             what the hooks and an LLM proposed, held for a person
     Transfer (transfer.py)         export, import, the agents-md section
     About (about.py)               about a file or symbol, anchors refresh
     DerivedSync (derived_sync.py)  the write's derived steps, reindex, outbox sync, drift
@@ -32,6 +33,7 @@ from graphmem.facade.about import About
 from graphmem.facade.derived_sync import DerivedSync
 from graphmem.facade.notes import SpecNotes
 from graphmem.facade.recall import Recall
+from graphmem.facade.review import Review
 from graphmem.facade.episode_log import EpisodeLog
 from graphmem.facade.episodic import Episodes
 from graphmem.facade.transfer import Transfer
@@ -104,6 +106,7 @@ class AsyncMemory:
         self._sync = DerivedSync(*args, self._episodes.settle)
         self._validity = Validity(*args, rules, self._episodes)
         self._notes = SpecNotes(*args, rules, self._episodes, self._sync, self._validity)
+        self._review = Review(settings, self._scope, self._validity)
         self._sessions = Episodes(*args, rules, self._episodes, self._sync)
         self._recall = Recall(*args, rules, self._episodes, self._sync)
         self._transfer = Transfer(self._scope, rules, self._sync, self._notes, self._validity)
@@ -166,22 +169,28 @@ class AsyncMemory:
 
     # ---- session insights, codebase map, gotchas and patterns ----------------------------
     async def save_session_insights(self, session_num: int, insights: dict, *,
-                                    as_written: bool = False) -> SaveReport:
+                                    as_written: bool = False, hold: bool = False) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``.
 
         ``as_written``: the insights are an agent's own output (what ``graphmem.compat`` passes):
         a key in a shape graphmem cannot interpret is kept as given, read for its text and
         reported once (a warning, ``graphmem doctor``) instead of refused.
+        ``hold``: the memories it adds are pending review (``review_pending``), hidden until
+        accepted (the agent hooks pass it when ``review.mode`` is ``hold``).
         """
-        return await self._notes.save_session_insights(session_num, insights, as_written)
+        _check_hold(hold)
+        return await self._notes.save_session_insights(session_num, insights, as_written, hold)
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
         return await self._notes.load_all_insights()
 
-    async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
-        """Merge file purposes into ``codebase_map.json``."""
-        return await self._notes.update_codebase_map(discoveries)
+    async def update_codebase_map(self, discoveries: dict[str, str], *,
+                                  hold: bool = False) -> SaveReport:
+        """Merge file purposes into ``codebase_map.json`` (``hold``: the purposes it adds are
+        pending review, as in ``save_session_insights``)."""
+        _check_hold(hold)
+        return await self._notes.update_codebase_map(discoveries, hold)
 
     async def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""
@@ -232,6 +241,29 @@ class AsyncMemory:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
         logged as superseded by it."""
         return await self._notes.supersede(id, new_text, reason=reason, at=at)
+
+    # ---- review ------------------------------------------------------------------------------
+    async def review_pending(self) -> dict[str, Any]:
+        """What waits for a person (``review.mode = hold``): ``pending`` memories the agent hooks
+        wrote and ``proposed`` supersessions, each with its id, text and who held it."""
+        return await self._review.pending()
+
+    async def accept(self, ids: Sequence[str] | None = None, *, all: bool = False,
+                     reason: str | None = None) -> dict[str, Any]:
+        """Accept pending memories (they become current) and proposals (they take effect), by
+        id or ``all``: one step in the validity log, all or nothing."""
+        return await self._review.decide("accept", ids, all, reason)
+
+    async def reject(self, ids: Sequence[str] | None = None, *, all: bool = False,
+                     reason: str | None = None) -> dict[str, Any]:
+        """Reject pending memories (hidden for good, kept in the files and the log) and
+        proposals (the memory keeps the state it had), by id or ``all``: one step."""
+        return await self._review.decide("reject", ids, all, reason)
+
+    async def undo_review(self) -> dict[str, Any]:
+        """Take back the latest accept or reject not undone yet (lines appended that restore
+        what each of its memories was)."""
+        return await self._review.undo()
 
     # ---- export, import, write-through ---------------------------------------------------
     async def export(self, path: str | Path | None = None) -> str:
@@ -434,3 +466,8 @@ def _known_roots(settings: Settings) -> list[str]:
 
     return registered_roots(settings.home)
 
+
+def _check_hold(hold: Any) -> None:
+    """``hold`` must be a bool (a string such as "no" would hold)."""
+    if not isinstance(hold, bool):
+        raise ValidationError("must be true or false", field="hold")

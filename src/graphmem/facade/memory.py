@@ -92,23 +92,27 @@ class Memory:
 
     # ---- operations ------------------------------------------------------------------------
     def save_session_insights(self, session_num: int, insights: dict, *,
-                              as_written: bool = False) -> SaveReport:
+                              as_written: bool = False, hold: bool = False) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``.
 
         ``as_written``: the insights are an agent's own output (what ``graphmem.compat`` passes):
         a key in a shape graphmem cannot interpret is kept as given, read for its text and
         reported once (a warning, ``graphmem doctor``) instead of refused.
+        ``hold``: the memories it adds are pending review (``review_pending``), hidden until
+        accepted (the agent hooks pass it when ``review.mode`` is ``hold``).
         """
         return _sync.run(self._async.save_session_insights(session_num, insights,
-                                                           as_written=as_written))
+                                                           as_written=as_written, hold=hold))
 
     def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
         return _sync.run(self._async.load_all_insights())
 
-    def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
-        """Merge file purposes into ``codebase_map.json``."""
-        return _sync.run(self._async.update_codebase_map(discoveries))
+    def update_codebase_map(self, discoveries: dict[str, str], *,
+                            hold: bool = False) -> SaveReport:
+        """Merge file purposes into ``codebase_map.json`` (``hold``: the purposes it adds are
+        pending review, as in ``save_session_insights``)."""
+        return _sync.run(self._async.update_codebase_map(discoveries, hold=hold))
 
     def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""
@@ -156,6 +160,28 @@ class Memory:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is
         logged as superseded by it."""
         return _sync.run(self._async.supersede(id, new_text, reason=reason, at=at))
+
+    def review_pending(self) -> dict[str, Any]:
+        """What waits for a person (``review.mode = hold``): ``pending`` memories the agent hooks
+        wrote and ``proposed`` supersessions, each with its id, text and who held it."""
+        return _sync.run(self._async.review_pending())
+
+    def accept(self, ids: Sequence[str] | None = None, *, all: bool = False,
+               reason: str | None = None) -> dict[str, Any]:
+        """Accept pending memories (they become current) and proposals (they take effect), by
+        id or ``all``: one step in the validity log, all or nothing."""
+        return _sync.run(self._async.accept(ids, all=all, reason=reason))
+
+    def reject(self, ids: Sequence[str] | None = None, *, all: bool = False,
+               reason: str | None = None) -> dict[str, Any]:
+        """Reject pending memories (hidden for good, kept in the files and the log) and
+        proposals (the memory keeps the state it had), by id or ``all``: one step."""
+        return _sync.run(self._async.reject(ids, all=all, reason=reason))
+
+    def undo_review(self) -> dict[str, Any]:
+        """Take back the latest accept or reject not undone yet (lines appended that restore
+        what each of its memories was)."""
+        return _sync.run(self._async.undo_review())
 
     def export(self, path: str | Path | None = None) -> str:
         """Everything of this memory (the whole project when project-wide), history included,

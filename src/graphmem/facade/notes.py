@@ -73,10 +73,11 @@ class SpecNotes(UsesDerived):
 
     # ---- session insights -----------------------------------------------------------------
     async def save_session_insights(self, session_num: int, insights: dict,
-                                    as_written: bool = False) -> SaveReport:
+                                    as_written: bool = False, hold: bool = False) -> SaveReport:
         """Save one session's learnings to ``session_insights/session_NNN.json``; with
         ``as_written`` (an agent's own output) what the model cannot interpret is kept as given,
-        read for its text and reported once, never refused (``kept_as_written``)."""
+        read for its text and reported once, never refused (``kept_as_written``); with ``hold``
+        the memories it adds are pending review (``held``)."""
         parse(SessionNumber, {"session_num": session_num}, "session_num", wrapped=True)
         if as_written and isinstance(insights, dict):
             insights = as_json(insights)  # what json.dump would store: int keys, tuples
@@ -94,10 +95,12 @@ class SpecNotes(UsesDerived):
         await self.sync.guard()
         data = self.rules.clean(data)  # unset optional keys stay out
         files = self.files
+        before = self._ids() if hold else None
         with self.sync.journal() as entry:
             old = files.read_session_insights(session_num)
             path, saved = files.save_session_insights(session_num, data)
             items = files.insight_items(only_session=session_num)  # counted over all sessions
+            self.held(before, items, f"session {session_num}")
             old_items = files.session_items(old, path) if old is not None else []
             shared = {i.id for i in old_items} - {i.id for i in items}
             if shared:  # what the old version shared with other sessions: counted again without it
@@ -117,18 +120,33 @@ class SpecNotes(UsesDerived):
         return self.files.load_all_insights()
 
     # ---- codebase map -----------------------------------------------------------------------
-    async def update_codebase_map(self, discoveries: dict[str, str]) -> SaveReport:
-        """Merge file purposes into ``codebase_map.json``."""
+    async def update_codebase_map(self, discoveries: dict[str, str],
+                                  hold: bool = False) -> SaveReport:
+        """Merge file purposes into ``codebase_map.json`` (with ``hold``, the purposes it adds
+        are pending review: ``held``)."""
         if isinstance(discoveries, dict):
             check_json(discoveries, "discoveries")
         files = parse(CodebaseMap, {"files": discoveries}, "discoveries", wrapped=True).files
         self.rules.check_size(files, "discoveries")
         await self.sync.guard()
         files = self.rules.clean(files)
+        before = self._ids() if hold else None
         with self.sync.journal() as entry:
             path = self.files.update_codebase_map(files)
-            return await self.sync.propagate(self.files.map_items(files),
-                                              SaveReport(path=str(path)), entry)
+            items = self.files.map_items(files)
+            self.held(before, items, "the codebase map")
+            return await self.sync.propagate(items, SaveReport(path=str(path)), entry)
+
+    def _ids(self) -> set[str]:
+        """The ids of every memory in the spec's files (what a held write adds is the rest)."""
+        return {i.id for i in self.files.items()}
+
+    def held(self, before: set[str] | None, items: list[MemoryItem], where: str) -> None:
+        """With ``before`` (a held write: the ids there were), log the new ``items`` pending
+        review, after the files have them and before any index does (``Validity.hold``)."""
+        if before is not None:
+            self.validity.hold([i.id for i in items if i.id not in before], "agent-hooks",
+                               f"held for review: written by the agent hooks ({where})")
 
     async def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""

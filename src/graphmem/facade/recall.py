@@ -342,9 +342,11 @@ class Recall(UsesDerived):
 
 
 def hidden_note(count: int) -> str:
-    """What a search says of the retired and superseded memories it left out."""
+    """What a search says of the retired and superseded memories it left out (and those
+    pending or rejected in review)."""
     return (f"{count} matching {'memory' if count == 1 else 'memories'} left out: retired or "
-            "superseded (include_history, CLI --include-history, shows them)")
+            "superseded, or not accepted in review (include_history, CLI --include-history, "
+            "shows them)")
 
 
 def unknown_note(paths: list[str], shown: int = 5) -> str:

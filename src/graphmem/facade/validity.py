@@ -16,8 +16,9 @@ from ..errors import NotFoundError, ValidationError
 from ..files.atomic import append_line
 from ..files.lock import folder_lock
 from ..models import parse_iso, utcnow
-from graphmem.files.validity_log import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
-                        subject_key, validity_file, validity_log)
+from graphmem.files.validity_log import (_ID, HIDDEN, MAX_REASON, PENDING, POSSIBLY, PROPOSED,
+                                        older_versions, reverted_subject, skeleton, subject_key,
+                                        validity_file, validity_log)
 
 from graphmem.facade.derived import UsesDerived
 
@@ -71,16 +72,18 @@ class Validity(UsesDerived):
             raise NotFoundError(f"no memory {item_id} in {spec_dir}{'; ' + where if where else ''}")
         return rows[0]
 
-    def log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any) -> dict:
+    def log_event(self, item_id: str, state: str, reason: str, by: str | None, at: Any,
+                  review: dict | None = None) -> dict:
         """Append one validity event to this spec's ``validity.jsonl`` -> the event (callers hold
-        ``LOCK_NAME``: ``claim`` or ``log_while_valid``)."""
+        ``LOCK_NAME``: ``claim`` or ``log_while_valid``); ``review``: the fields a review line
+        adds (``facade/review.py``: who, act, action, was, proposes)."""
         when = utcnow() if at is None else parse_iso(at)
         if when is None:
             raise ValidationError(f"must be an ISO 8601 time, got {at!r}", field="at")
         reason = " ".join(reason.split()) or state  # one line in every mark that shows it
         ev = {"item": item_id, "state": state, "by": by, "reason": self.rules.clean(reason),
               "invalid_at": when.isoformat(timespec="seconds"),
-              "recorded_at": utcnow().isoformat(timespec="seconds")}
+              "recorded_at": utcnow().isoformat(timespec="seconds"), **(review or {})}
         path = validity_file(self.scope.require_spec())
         append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
         return ev
@@ -93,21 +96,48 @@ class Validity(UsesDerived):
         rule, reverts) take the lock ``claim`` takes: a memory already retired or superseded, or
         being retired or superseded by a call in flight, keeps its event (a later flag logged
         after it would be its latest event, and bring a retired memory back into searches).
+        With ``review.mode = hold`` a supersession is logged as proposed, and so is any event a
+        memory still pending review causes (``facade/review.py``): a person accepts it or not.
+        A memory pending, rejected or proposed takes no other event here (it waits for review).
         """
+        from graphmem.files.review_log import proposal
+
         spec_dir = self.scope.require_spec()
         memory_dir = validity_file(spec_dir).parent
         logged: list[str] = []
         with folder_lock(memory_dir, name=LOCK_NAME):
             events = validity_log(spec_dir).events
+            held = (state == "superseded" and self.settings.review.mode == "hold") or \
+                (by is not None and (events.get(by) or {}).get("state") == PENDING)
             for item_id in dict.fromkeys(item_ids):
                 with _in_flight_guard:
                     busy = (str(memory_dir), item_id) in _in_flight
-                closed = (events.get(item_id) or {}).get("state") in ("retired", "superseded")
+                closed = (events.get(item_id) or {}).get("state") in (*HIDDEN, PROPOSED)
                 if busy or closed:
                     continue
-                self.log_event(item_id, state, reason, by, None)
+                if held:
+                    self.log_event(item_id, PROPOSED, reason, by, None,
+                                   proposal(state, events.get(item_id)))
+                else:
+                    self.log_event(item_id, state, reason, by, None)
                 logged.append(item_id)
         return logged
+
+    def hold(self, item_ids: list[str], who: str, reason: str) -> list[str]:
+        """Log each of ``item_ids`` (memories just written) that has no event yet as pending
+        review -> the ids held (``review.mode = hold``; ``facade/review.py`` decides them)."""
+        from graphmem.files.review_log import new_act, review_fields
+
+        spec_dir = self.scope.require_spec()
+        held: list[str] = []
+        with folder_lock(validity_file(spec_dir).parent, name=LOCK_NAME):
+            events, act = validity_log(spec_dir).events, new_act()
+            for item_id in dict.fromkeys(item_ids):
+                if item_id not in events:
+                    self.log_event(item_id, PENDING, reason, None, None,
+                                   review_fields(who, act, "hold", None))
+                    held.append(item_id)
+        return held
 
     @contextmanager
     def claim(self, item_id: str) -> Iterator[None]:

@@ -20,6 +20,14 @@ that completed ``S`` as possibly superseded, naming the reverting session (``rev
 its insights, gotchas and patterns when ``S`` was its first subtask, its title, else the line
 ``S`` alone).
 
+**Review** (``review.mode = hold``, ``facade/review.py``): the same log holds what waits for a
+person. A memory the agent hooks wrote is ``pending`` (hidden like a retired one) until accepted
+(``current``: the item has no event again) or ``rejected`` (hidden for good); a supersession an
+LLM judged is ``proposed`` (``proposes``: the state it would take; shown, marked like a possible
+update) until accepted (the proposed state is logged) or rejected (the state before it comes
+back). Each review line names ``who``, its action (``act``, ``action``) and the event it replaced
+(``was``), so ``undo`` appends the lines that restore it: the log is never rewritten.
+
 **Values that change** (``statement``), in one sentence: two notes of one kind state the same
 fact with two values when they announce a version of one package ("bump/upgrade/update/pin P
 [from A] to B", "P==B", whatever the other words), or when they read the same once their values
@@ -45,7 +53,11 @@ from graphmem.models import Hit
 
 FILE_NAME = "validity.jsonl"
 POSSIBLY = "possibly superseded"
-STATES = ("retired", "superseded", POSSIBLY)
+STATES = ("retired", "superseded", POSSIBLY)  # the states that take effect (applied)
+PENDING, PROPOSED, REJECTED, CURRENT = "pending", "proposed", "rejected", "current"
+REVIEW_STATES = (PENDING, PROPOSED, REJECTED, CURRENT)  # review's own (``facade/review.py``)
+HIDDEN = ("retired", "superseded", PENDING, REJECTED)  # left out of default searches
+MARKED = (POSSIBLY, PROPOSED)  # shown, with their mark, below the memory that would replace them
 MAX_REASON = 2_000
 _ID = re.compile(r"[0-9a-f]{24}")
 _lock = threading.Lock()
@@ -67,13 +79,16 @@ class ValidityLog(JsonlTail):
     def take(self, rec: dict) -> bool:
         # a damaged or foreign line must not hide a memory: only the states graphmem writes count,
         # with every field of the type graphmem writes (a hand edit or a merge may break one)
-        if not isinstance(rec.get("item"), str) or rec.get("state") not in STATES or any(
-                not isinstance(rec.get(k), (str, type(None)))
-                for k in ("by", "reason", "invalid_at", "recorded_at")):
+        if not isinstance(rec.get("item"), str) or rec.get("state") not in STATES + REVIEW_STATES \
+                or any(not isinstance(rec.get(k), (str, type(None)))
+                       for k in ("by", "reason", "invalid_at", "recorded_at")):
             return False
         old = self.events.get(rec["item"])
         if old is not None and old.get("state") == rec["state"] and old.get("by") == rec.get("by"):
             return True  # the same event twice (two merged branches both retired it): the first
+        if rec["state"] == CURRENT:  # accepted, or a review undone: as if it had no event
+            self.events.pop(rec["item"], None)
+            return True
         self.events[rec["item"]] = rec
         if isinstance(rec.get("by"), str) and rec["state"] != "retired":
             self.under.setdefault(rec["by"], []).append(rec["item"])
@@ -93,11 +108,11 @@ class ValidityLog(JsonlTail):
 
     def current(self, item_id: str) -> str | None:
         """The memory that replaces ``item_id`` now (the end of its chain of replacements), None
-        when it was not replaced or its replacement is retired."""
+        when it was not replaced or its replacement is retired (or pending review, or rejected)."""
         seen, at = {item_id}, item_id
         while True:
             ev = self.events.get(at)
-            if ev is None or ev.get("state") == "retired":
+            if ev is None or ev.get("state") in ("retired", PENDING, REJECTED):
                 return None if at == item_id or ev is not None else at
             by = ev.get("by")
             if not isinstance(by, str) or by in seen or len(seen) > 50:
@@ -141,9 +156,10 @@ def apply_validity(hits: list[Hit], include_history: bool,
         if head is not None and vlog is not None and head not in heads:
             heads[head] = hit
             log_of[head] = vlog
-        if include_history or ev.get("state") == POSSIBLY:
+        if include_history or ev.get("state") in MARKED:
             shown[hit.id] = hit.model_copy(update={"metadata": {**hit.metadata, "validity": {
                 "state": ev.get("state"), "reason": ev.get("reason"), "by": ev.get("by"),
+                **({"proposes": ev.get("proposes")} if ev.get("state") == PROPOSED else {}),
                 "current": head,
                 "valid_at": hit.time.isoformat() if hit.time else None,
                 "invalid_at": ev.get("invalid_at"), "recorded_at": ev.get("recorded_at")}}})
@@ -155,7 +171,7 @@ def apply_validity(hits: list[Hit], include_history: bool,
     pos = {h.id: i for i, h in enumerate(out)}
     for h in list(out):
         by = (h.metadata.get("validity") or {}).get("by")
-        if (h.metadata.get("validity") or {}).get("state") == POSSIBLY and by in pos \
+        if (h.metadata.get("validity") or {}).get("state") in MARKED and by in pos \
                 and pos[by] > pos[h.id]:
             out.remove(h)
             out.insert(out.index(next(x for x in out if x.id == by)) + 1, h)
@@ -167,7 +183,8 @@ def shared_event(hit: Hit) -> dict | None:
     """The validity a teammate's home shared with an item taken in from a shared graph
     (``team.stamp``), when this home's files hold no event for it."""
     ev = hit.metadata.get("shared_validity")
-    return ev if isinstance(ev, dict) and ev.get("state") in STATES else None
+    return ev if isinstance(ev, dict) and ev.get("state") in STATES + REVIEW_STATES \
+        and ev.get("state") != CURRENT else None
 
 
 def current_first(order: list[str], shown: dict[str, Hit], heads: dict[str, Hit],

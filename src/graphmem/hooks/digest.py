@@ -12,6 +12,9 @@ What it writes to the project's own memory (``<project>/.graphmem/memory``):
 - the codebase map: a file edited is anchored to its code with the tasks it was edited for
   (a purpose someone wrote is never replaced).
 
+With ``GRAPHMEM_REVIEW=hold`` the insight's and the map's new memories are written pending review
+(``graphmem review``), hidden until a person accepts them.
+
 One worker per project at a time (``digest.lock`` beside the spools): it digests every session
 with unread lines, from the offset the last run reached, until none is left, so a Stop per turn,
 parallel sessions and subagents lose and duplicate nothing and start one process, not one each.
@@ -244,6 +247,8 @@ def _write(mem: Any, project: Path, session_id: str, state: dict, facts: dict,
     memory_dir = mem.files.memory_dir
     memory_dir.mkdir(parents=True, exist_ok=True)
     wrote: dict[str, Any] = {"session": sid, "prompts": len(prompts), "steps": len(steps)}
+    # the one branch point of review: held for a person (`graphmem review`), or applied at once
+    hold = mem.settings.review.mode == "hold"
     if learned(facts):
         with folder_lock(memory_dir, name=".agent_hooks.lock"):
             if facts["edited"] and facts["task"]:
@@ -252,12 +257,12 @@ def _write(mem: Any, project: Path, session_id: str, state: dict, facts: dict,
                           if (v := _purpose(current.get(p), facts["task"][:200]))
                           and v != current.get(p)}
                 if update:
-                    mem.update_codebase_map(update)
+                    mem.update_codebase_map(update, hold=hold)
                 wrote["files"] = len(update)
             insight = insight_of(facts, session_id)
             if insight != state.get("saved"):  # a turn that taught nothing new: no write
                 n = state.get("insight") or _next_number(memory_dir)
-                mem.save_session_insights(n, insight)
+                mem.save_session_insights(n, insight, hold=hold)
                 state["insight"] = wrote["insight"] = n
                 state["saved"] = insight
     if end and not state.get("ended"):

@@ -84,7 +84,10 @@ def validity_note(meta: dict) -> str:
     if not v.get("state"):
         return ""
     reason = " ".join(str(v.get("reason") or "").split())  # one line, even from an old log
-    return f"{v['state']}: {reason}" if reason else str(v["state"])
+    state = str(v["state"])
+    if state == "proposed":  # an LLM's judgement held for review (facade/review.py)
+        state = f"proposed as {v.get('proposes') or 'superseded'}, waiting for review"
+    return f"{state}: {reason}" if reason else state
 
 
 def replaced_note(meta: dict, shown: int = 3) -> str:
