@@ -566,3 +566,36 @@ def test_a_captured_path_is_made_relative_only_inside_the_project(proj, path, ex
     fill = {"p": root, "link": str(link)}
     assert relative(path.format(**fill), root) == expected.format(**fill)
     assert relative(f"{root}/src/pay.py", "/") == f"{root}/src/pay.py".lstrip("/")
+
+
+def test_after_an_upgrade_the_hook_replaces_the_outdated_server_without_an_error(proj, warm):
+    """A server whose graphmem files changed on disk (an upgrade) answers ``wrong_server`` and
+    exits: the hook starts one with the new code in its place, quietly (no error line)."""
+    import graphmem.errors
+    from graphmem.cli.search_client import ask
+
+    install(proj)
+    old = ask(warm, {"op": "ping"})["pid"]
+    module = graphmem.errors.__file__
+    st = os.stat(module)
+    new = None
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        outs = fire(proj, "SessionStart", {"session_id": "u-1", "source": "startup"}, "startup")
+        assert outs and outs[0].stderr == ""
+        deadline = time.monotonic() + 120
+        while new in (None, old):
+            assert time.monotonic() < deadline, "no new server"
+            time.sleep(0.2)
+            new = (ask(warm, {"op": "ping"}) or {}).get("pid")
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))  # the new one is outdated now
+        if new and new != old:
+            os.kill(new, signal.SIGTERM)
+            for _ in range(200):  # gone before the session's leftover check
+                try:
+                    if Path(f"/proc/{new}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+                except OSError:
+                    break
+                time.sleep(0.05)

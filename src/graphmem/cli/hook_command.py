@@ -223,7 +223,9 @@ ACTIONS = {"capture": _capture, "prompt": _prompt, "brief": _brief, "file": _fil
 # ---- asking the warm search server -----------------------------------------------------------
 def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
     """The text for ``action`` from the warm server (started when none runs; waited for up to
-    ``WAIT_FOR_SERVER``), or computed here when the server is off."""
+    ``WAIT_FOR_SERVER``), or computed here when the server is off. A server whose graphmem
+    changed on disk (an upgrade) answers ``wrong_server`` and exits: one is started in its place,
+    as when none runs."""
     from graphmem.cli.search_client import ask, client_config, spawn
 
     req = {"op": "hook", "action": action, "project_dir": project, **fields}
@@ -231,17 +233,26 @@ def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
     if cfg is None or cfg.mode == "off":
         _arm(IN_PROCESS_DEADLINE)  # no server by choice: the models load here, slowly
         return _in_process(req)
-    got = ask(cfg, req, timeout=DEADLINES[action])
+
+    def current() -> dict[str, Any] | None:
+        got = ask(cfg, req, timeout=DEADLINES[action])
+        return None if got is not None and got.get("wrong_server") else got
+
+    got = current()
     if got is None:
-        spawn(cfg)
+        started = spawn(cfg)  # None while the outdated server still holds the lock
         until = time.monotonic() + WAIT_FOR_SERVER.get(action, 0.0)
         while got is None and time.monotonic() < until:
             time.sleep(0.1)
-            got = ask(cfg, req, timeout=DEADLINES[action])
+            got = current()
+            if got is None and started is None:
+                started = spawn(cfg)
+        if got is None and started is None:
+            spawn(cfg)  # warm for the next event
     if got is None:
         return ""  # no server yet: quiet this time, warm for the next event
-    if got.get("wrong_server") or got.get("internal_error"):
-        raise RuntimeError(got.get("internal_error") or "the search server has other settings")
+    if got.get("internal_error"):
+        raise RuntimeError(got["internal_error"])
     if "error" in got:
         raise RuntimeError(got["error"])
     return got.get("context") or ""
