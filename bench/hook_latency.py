@@ -19,7 +19,7 @@ UserPromptSubmit with no server running (the hook starts one and answers within 
 The load average is recorded with the run. The home is the default one (``platformdirs``, under
 a temporary ``XDG_DATA_HOME``), as a user who set no ``GRAPHMEM_HOME`` has it.
 
-    .venv/bin/python bench/hook_latency.py [--rounds 12] [--exe CMD]   # about 1-2 minutes
+    .venv/bin/python bench/hook_latency.py [--rounds 8] [--exe CMD]   # about 2 minutes
 
 ``--exe`` replaces the installed command's program (before `` hook ``) to compare entry points, e.g.
 ``--exe "$PWD/.venv/bin/python -m graphmem.cli"``. Writes bench/results/hook_latency.json.
@@ -199,7 +199,7 @@ def stop_servers(env: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=12, help="sessions played (default 12)")
+    ap.add_argument("--rounds", type=int, default=8, help="sessions played (default 8)")
     ap.add_argument("--exe", default=None, help="the program the hook commands run")
     ap.add_argument("--settle", type=float, default=20.0,
                     help="seconds waited at most for the digest worker between turns")
