@@ -98,6 +98,17 @@ def graphmem_cli() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "graphmem.cli"]
 
 
+def interpreter() -> str:
+    """The Python the ``graphmem`` script runs (its ``#!`` line): the server's key names it, so
+    the bench asks the hooks' server only from that interpreter."""
+    script = graphmem_cli()[0]
+    try:
+        first = Path(script).read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return sys.executable
+    return first[2:].strip() if first.startswith("#!/") else sys.executable
+
+
 def install(project: Path, env: dict, exe: str | None) -> list[str]:
     """Install the hooks (``--exe`` rewrites the program); the commands as written."""
     subprocess.run([*graphmem_cli(), "hooks", "install", "claude-code", "--project-dir",
@@ -166,10 +177,12 @@ def server_times(project: Path, env: dict, n: int) -> dict[str, list[float]]:
             "for action, fields in reqs.items():\n"
             "    for _ in range(n):\n"
             "        t = time.perf_counter()\n"
-            "        ask(cfg, {'op': 'hook', 'action': action, 'project_dir': project, **fields})\n"
-            "        out.setdefault(action, []).append((time.perf_counter() - t) * 1000)\n"
+            "        got = ask(cfg, {'op': 'hook', 'action': action, 'project_dir': project,"
+            " **fields})\n"
+            "        if got is not None and 'context' in got:  # answered, not refused\n"
+            "            out.setdefault(action, []).append((time.perf_counter() - t) * 1000)\n"
             "print(json.dumps(out))\n") % (PROMPTS[1], list(FILES)[1])
-    got = subprocess.run([sys.executable, "-c", code, str(project), str(n)], env=env,
+    got = subprocess.run([interpreter(), "-c", code, str(project), str(n)], env=env,
                          capture_output=True, text=True)
     import json
 
@@ -180,7 +193,7 @@ def stop_servers(env: dict) -> None:
     """Stop the search server this run's home started (by the pid in its lock file)."""
     code = ("from graphmem.cli.search_client import client_config, holder\n"
             "c = client_config(cwd=%r)\nprint(holder(c) or '' if c else '')" % env["PWD"])
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = subprocess.run([interpreter(), "-c", code], env=env, capture_output=True, text=True)
     pid = out.stdout.strip()
     if pid.isdigit() and int(pid) > 0:
         import signal
