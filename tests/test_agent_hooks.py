@@ -482,3 +482,120 @@ def test_checks_are_told_by_their_program_and_long_quotes_are_cut_within_budget(
     assert len(out) / 4 <= 120 and "_(source: s.json, session 3)_ [files: a.go]" in out
     assert "- b.go: edited for: y" in out and "plan plan" in out
     assert fit("## Memory relevant to: x\n\n### Files\n- " + "z" * 4000 + "\n", 30) == ""
+
+
+# ---- the process: the server it asks, its deadline, its paths ----------------------------------
+def test_a_hook_starts_the_server_when_none_runs_and_the_next_hook_is_answered(proj, isolated_env,
+                                                                               monkeypatch):
+    """No server: SessionStart still exits 0 within its installed timeout (``fire`` kills it
+    past that) and starts one, detached; the next hook's context comes from it."""
+    from graphmem.cli.search_client import ask, client_config, holder
+
+    monkeypatch.setenv("GRAPHMEM_SEARCH_SERVER", "auto")
+    install(proj)
+    cfg = client_config(cwd=str(proj))
+    assert holder(cfg) is None and not cfg.socket.exists()
+    fire(proj, "SessionStart", {"session_id": "c-1", "source": "startup"}, "startup")
+    try:
+        deadline = time.monotonic() + 120
+        while not (ask(cfg, {"op": "ping"}) or {}).get("pid"):
+            assert time.monotonic() < deadline, cfg.log.read_text() if cfg.log.exists() else "-"
+            time.sleep(0.2)
+        pid = ask(cfg, {"op": "ping"})["pid"]
+        assert os.getsid(pid) == pid  # its own session: the agent's hook process group can end
+        told = context(fire(proj, "UserPromptSubmit",
+                            {"session_id": "c-1", "prompt": "Where is `total` implemented?"}))
+        assert "`total` is defined in src/cart.py" in told  # answered by the server it started
+        assert ask(cfg, {"op": "ping"})["served"] >= 1
+    finally:
+        pid = (ask(cfg, {"op": "ping"}) or {}).get("pid")
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+
+
+def test_a_server_that_never_answers_costs_the_hook_its_deadline_not_the_agent(proj, isolated_env,
+                                                                                monkeypatch):
+    """A socket that accepts and never replies (a wedged server holding its lock): the prompt
+    hook gives up at its own deadline, under the installed timeout, exits 0 with one log line,
+    and the prompt is still captured."""
+    import fcntl
+    import socket
+
+    from graphmem.cli import hook_command
+    from graphmem.cli.search_client import client_config
+
+    monkeypatch.setenv("GRAPHMEM_SEARCH_SERVER", "auto")
+    install(proj)
+    cfg = client_config(cwd=str(proj))
+    lock = os.open(cfg.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.write(lock, f"{os.getpid()}\n".encode())
+    wedged = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        wedged.bind(str(cfg.socket))
+        wedged.listen(8)
+        t0 = time.monotonic()
+        outs = fire(proj, "UserPromptSubmit", {"session_id": "w-1", "prompt": "refund rounding"})
+        took = time.monotonic() - t0
+        timeout = handlers(proj, "UserPromptSubmit")[0]["timeout"]
+        assert hook_command.DEADLINES["prompt"] <= took < timeout
+        assert outs[0].stdout == "" and outs[0].stderr.count("\n") == 1
+        assert "gave up at its deadline" in outs[0].stderr
+        spool = (proj / ".graphmem" / "spool" / "w-1.jsonl").read_text()
+        assert json.loads(spool)["prompt"] == "refund rounding"
+    finally:
+        wedged.close()
+        os.close(lock)
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("{p}/src/pay.py", "src/pay.py"),
+    ("{p}/src/../src/pay.py", "src/pay.py"),
+    ("{p}", "."),
+    ("{p}-other/src/pay.py", "{p}-other/src/pay.py"),  # a sibling sharing the name's start
+    ("/etc/hosts", "/etc/hosts"),
+    ("src/pay.py", "src/pay.py"),  # relative: as given
+    ("{link}/src/pay.py", "src/pay.py"),  # through a link to the project
+])
+def test_a_captured_path_is_made_relative_only_inside_the_project(proj, path, expected):
+    from graphmem.cli.hook_command import relative
+
+    link = proj.parent / "link-to-shop"
+    link.symlink_to(proj)
+    root = os.path.realpath(proj)
+    fill = {"p": root, "link": str(link)}
+    assert relative(path.format(**fill), root) == expected.format(**fill)
+    assert relative(f"{root}/src/pay.py", "/") == f"{root}/src/pay.py".lstrip("/")
+
+
+def test_after_an_upgrade_the_hook_replaces_the_outdated_server_without_an_error(proj, warm):
+    """A server whose graphmem files changed on disk (an upgrade) answers ``wrong_server`` and
+    exits: the hook starts one with the new code in its place, quietly (no error line)."""
+    import graphmem.errors
+    from graphmem.cli.search_client import ask
+
+    install(proj)
+    old = ask(warm, {"op": "ping"})["pid"]
+    module = graphmem.errors.__file__
+    st = os.stat(module)
+    new = None
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        outs = fire(proj, "SessionStart", {"session_id": "u-1", "source": "startup"}, "startup")
+        assert outs and outs[0].stderr == ""
+        deadline = time.monotonic() + 120
+        while new in (None, old):
+            assert time.monotonic() < deadline, "no new server"
+            time.sleep(0.2)
+            new = (ask(warm, {"op": "ping"}) or {}).get("pid")
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))  # the new one is outdated now
+        if new and new != old:
+            os.kill(new, signal.SIGTERM)
+            for _ in range(200):  # gone before the session's leftover check
+                try:
+                    if Path(f"/proc/{new}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+                except OSError:
+                    break
+                time.sleep(0.05)

@@ -20,7 +20,7 @@ import pytest
 
 from graphmem import AsyncMemory, Memory, Settings
 from graphmem.errors import ValidationError
-from graphmem.redact import _PATTERNS, redact_text, substitute
+from graphmem.redact import patterns, redact_text, substitute
 
 KILL_SCRIPT = r"""
 import json, os, signal, sys
@@ -142,7 +142,7 @@ def test_record_turns_checks_every_turn_before_writing(spec_dir: Path):
 
 def _plain_redact(text: str) -> str:
     """Every pattern applied without the substring gate (what redact_text did before)."""
-    for kind, pattern in _PATTERNS:
+    for kind, pattern in patterns():
         text = substitute(kind, pattern, text)
     return text
 

@@ -81,6 +81,9 @@ def test_the_enumerations_are_the_names_the_models_know():
     assert set(get_args(settings_module.LocalReranker)) == {"default", *local.RERANKERS}
     assert set(get_args(settings_module.LateInteraction)) == set(local_colbert.CHOICES)
     assert set(get_args(settings_module.LateSearch)) == set(LATE_SEARCH)
+    from graphmem.config_sources import SEARCH_SERVER_MODES  # what the cheap client accepts
+
+    assert get_args(settings_module.SearchServerMode) == SEARCH_SERVER_MODES
 
 
 def test_the_readme_table_is_the_one_the_settings_generate():
@@ -179,3 +182,30 @@ def test_the_search_client_reads_the_tree_the_settings_read(tmp_path, monkeypatc
     with pytest.raises(ConfigError, match="search_server: must be a table"):
         Settings.load(env={"GRAPHMEM_SEARCH_SERVER": "off"})
     assert client_config(env={"GRAPHMEM_SEARCH_SERVER": "off"}, cwd=str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("home, xdg", [
+    ("/home/ann", None), ("/home/ann/", None), ("/", None), ("/home/ann", ""),
+    ("/home/ann", "/data/xdg"), ("/home/ann", "/data/xdg/"), ("/home/ann", "/data/x dg "),
+    ("/home/ann", "relative/xdg"), ("/home/ann", "  "), ("relative-home", None), (None, None),
+])
+def test_the_default_home_is_the_folder_platformdirs_names(home, xdg, monkeypatch):
+    """``default_home`` answers the plain Linux cases without importing platformdirs: the same
+    folder as platformdirs, in those and in every other case (where it asks platformdirs)."""
+    from platformdirs import user_data_dir
+
+    from graphmem.config_sources import default_home
+
+    for name, value in (("HOME", home), ("XDG_DATA_HOME", xdg)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    try:
+        expected = user_data_dir("graphmem", appauthor=False)
+    except RuntimeError as exc:  # platformdirs refuses a home it cannot resolve: so must we
+        with pytest.raises(RuntimeError):
+            default_home()
+        assert "home" in str(exc)
+        return
+    assert default_home() == expected

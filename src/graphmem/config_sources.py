@@ -4,47 +4,53 @@
 Sources, lowest to highest priority: ``graphmem.toml`` (``GRAPHMEM_CONFIG`` or ``./graphmem.toml``),
 a ``.env`` file the caller names (``GRAPHMEM_ENV_FILE`` or ``env_file=``), then the process
 environment, each variable put in its place in the settings tree (``ENV_NAMES``). No ``.env`` is
-picked up unless named. This module must stay cheap to import: it runs before every CLI search.
+picked up unless named. This module must stay cheap to import: it runs before every CLI search
+and in every hook that asks the search server, so it imports neither ``typing`` nor ``pathlib``.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Any, Literal, Mapping, NamedTuple, get_args
 
 from .errors import ConfigError
 
-SearchServerMode = Literal["auto", "off"]  # settings.SearchServerSettings.mode
-SEARCH_SERVER_MODES: tuple[str, ...] = get_args(SearchServerMode)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Mapping
+
+SEARCH_SERVER_MODES: tuple[str, ...] = ("auto", "off")  # settings.SearchServerMode's values
 DEFAULT_IDLE = 900.0  # seconds without a request before the warm search server exits
 
 
-class Sources(NamedTuple):
+class Sources:
     """What the settings sources hold, before any value is checked."""
 
-    toml: dict[str, Any]  # the config file's tables ({} without one)
-    env: dict[str, str]  # the named .env file's values, overlaid by the process environment
-    # "config" / "env_file" -> [real path, sha256 of its bytes]: what a search server's key hashes
-    files: dict[str, list[str]]
+    __slots__ = ("toml", "env", "files")
+
+    def __init__(self, toml: dict[str, Any], env: dict[str, str], files: dict[str, list[str]]):
+        self.toml = toml  # the config file's tables ({} without one)
+        self.env = env  # the named .env file's values, overlaid by the process environment
+        # "config" / "env_file" -> [real path, sha256 of its bytes]: what a server's key hashes
+        self.files = files
 
 
 def read_sources(env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
                  config_file: str | Path | None = None, cwd: str | Path | None = None) -> Sources:
     """Read the TOML file and the named ``.env``; ConfigError when one cannot be read."""
     environ = dict(os.environ if env is None else env)
-    base = Path(cwd) if cwd is not None else Path.cwd()
+    base = os.fspath(cwd) if cwd is not None else os.getcwd()
     files: dict[str, list[str]] = {}
     data: dict[str, Any] = {}
     cfg = config_file or environ.get("GRAPHMEM_CONFIG")
-    if cfg is None and (base / "graphmem.toml").is_file():
+    if cfg is None and os.path.isfile(os.path.join(base, "graphmem.toml")):
         cfg = "graphmem.toml"
     if cfg:
         import tomllib
 
-        path = os.path.realpath(base / cfg)
+        path = os.path.realpath(os.path.join(base, cfg))
         try:
-            raw = Path(path).read_bytes()
+            raw = _read_bytes(path)
             data = tomllib.loads(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {cfg}: {exc}") from None
@@ -52,13 +58,13 @@ def read_sources(env: Mapping[str, str] | None = None, env_file: str | Path | No
     merged: dict[str, str] = {}
     dotenv = env_file or environ.get("GRAPHMEM_ENV_FILE")
     if dotenv:
-        path = os.path.realpath(base / dotenv)
-        if not Path(path).is_file():
+        path = os.path.realpath(os.path.join(base, dotenv))
+        if not os.path.isfile(path):
             raise ConfigError(f"env file {dotenv} does not exist")
         try:
             from dotenv import dotenv_values
 
-            raw = Path(path).read_bytes()
+            raw = _read_bytes(path)
             merged.update({k: v for k, v in dotenv_values(path).items() if v is not None})
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read env file {dotenv}: {exc}") from None
@@ -151,9 +157,28 @@ def put(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 def default_home() -> str:
     """Per-user data folder for the index, the embedded FalkorDB and the project registry."""
+    fast = _xdg_data_home()
+    if fast is not None:
+        return os.path.join(fast, "graphmem")
     from platformdirs import user_data_dir
 
     return user_data_dir("graphmem", appauthor=False)
+
+
+def _xdg_data_home() -> str | None:
+    """``platformdirs``' user data folder on Linux in the plain cases (an absolute ``HOME``, and
+    ``XDG_DATA_HOME`` unset, empty or absolute), where every platformdirs 4 agrees; else None.
+    Importing platformdirs costs a hook ~8 ms (it imports shutil, tempfile, lzma ...)."""
+    import sys
+
+    env = os.environ
+    if not sys.platform.startswith("linux") or "ANDROID_DATA" in env or hasattr(
+            sys, "getandroidapilevel") or not env.get("HOME", "").startswith("/"):
+        return None
+    xdg = env.get("XDG_DATA_HOME", "")
+    if xdg.startswith("/"):
+        return xdg
+    return os.path.expanduser("~/.local/share") if xdg == "" else None
 
 
 def default_model_cache() -> str:
@@ -161,6 +186,11 @@ def default_model_cache() -> str:
     from platformdirs import user_cache_dir
 
     return user_cache_dir("graphmem", appauthor=False)
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
 
 
 def _digest(raw: bytes) -> str:

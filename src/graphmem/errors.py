@@ -18,7 +18,9 @@ them into tool errors. Foreign exceptions are translated once, at the boundary t
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class GraphmemError(Exception):

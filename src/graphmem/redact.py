@@ -17,7 +17,9 @@ Go repository, not a package. Neither fits a redaction run on every write, so th
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 # The body of a PEM/PGP block cut short (no END line): whole lines of base64 or "Name: value"
 # headers, or long base64 runs on the header's own line (a key pasted without its newlines).
@@ -35,69 +37,71 @@ _QUERY_NAME = (r"(?:password|passwd|pwd|pass|passphrase|token|access_token|refre
                r"x-amz-signature|x-amz-credential|x-amz-security-token)")
 
 # Ordered: the more specific patterns first, so an Anthropic key is not reported as an OpenAI one.
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("private_key", re.compile(  # up to its END line, unless another block begins first
+# (kind, regex source), compiled on first use (``_rx``): compiling all of them costs a process
+# ~8 ms, most of a hook's own work, and the trigger gate below lets few of them run on a text.
+_PATTERNS: list[tuple[str, str]] = [
+    ("private_key", (  # up to its END line, unless another block begins first
         rf"{_KEY_HEAD}-----(?:(?:(?!-----BEGIN )[\s\S])*?{_KEY_TAIL}|{_ARMOR_BODY})")),
-    ("private_key", re.compile(rf"{_KEY_HEAD}-{{0,4}}(?!-){_ARMOR_BODY}")),  # a cut header
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b")),
-    ("aws_secret_key", re.compile(
+    ("private_key", rf"{_KEY_HEAD}-{{0,4}}(?!-){_ARMOR_BODY}"),  # a cut header
+    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+    ("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"),
+    ("aws_secret_key", (
         r"(?i)(?:aws_?secret(?:_?access)?(?:_?key)?|secret_?access_?key)"
         r"[\"']?\s*[=:]?\s*[\"']?(?P<s>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})")),
-    ("slack_token", re.compile(r"\b(?:(?:xoxe\.)?xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}")),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
-    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("stripe_webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{20,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("google_oauth_secret", re.compile(r"\bGOCSPX-[A-Za-z0-9_\-]{20,}")),
-    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}\b")),
+    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})"),
+    ("slack_token", r"\b(?:(?:xoxe\.)?xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}"),
+    ("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("stripe_webhook_secret", r"\bwhsec_[A-Za-z0-9+/=]{20,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("google_oauth_secret", r"\bGOCSPX-[A-Za-z0-9_\-]{20,}"),
+    ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    ("npm_token", r"\bnpm_[A-Za-z0-9]{30,}\b"),
     # Vendors' documented token formats (issue 35): prefixes that only these tokens carry.
-    ("gitlab_token", re.compile(r"\b(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas"
+    ("gitlab_token", (r"\b(?:(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas"
                                 r"|glffct)-[A-Za-z0-9_\-]{20,}|GR1348941[A-Za-z0-9_\-]{20,})")),
-    ("grafana_token", re.compile(r"\b(?:glsa_[A-Za-z0-9]{20,}(?:_[A-Fa-f0-9]{1,8})?|glc_[A-Za-z0-9+/]{32,}={0,2})")),
-    ("pypi_token", re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}")),
-    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}")),
-    ("vault_token", re.compile(r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}")),
-    ("twilio_key", re.compile(r"\bSK[0-9a-fA-F]{32}\b")),
-    ("databricks_token", re.compile(r"\bdapi[a-f0-9]{32}(?:-\d+)?\b")),
-    ("shopify_token", re.compile(r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b")),
-    ("atlassian_token", re.compile(r"\bATATT3[A-Za-z0-9_\-=]{50,}")),
-    ("newrelic_key", re.compile(r"\b(?:NR(?:AK|II|AA|JS)-[A-Za-z0-9]{20,}|[a-f0-9]{36}NRAL)\b")),
-    ("okta_token", re.compile(r"\bSSWS[ \t]+(?P<s>[A-Za-z0-9_\-]{20,})")),
-    ("digitalocean_token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b")),
-    ("postman_key", re.compile(r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b")),
-    ("doppler_token", re.compile(r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b")),
-    ("mailchimp_key", re.compile(r"\b[0-9a-f]{32}-us[0-9]{1,2}\b")),
-    ("telegram_bot_token", re.compile(r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b")),
-    ("age_secret_key", re.compile(r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b")),
-    ("putty_private_key", re.compile(  # the private lines of a .ppk file and their MAC
+    ("grafana_token", r"\b(?:glsa_[A-Za-z0-9]{20,}(?:_[A-Fa-f0-9]{1,8})?|glc_[A-Za-z0-9+/]{32,}={0,2})"),
+    ("pypi_token", r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"),
+    ("sendgrid_key", r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
+    ("vault_token", r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}"),
+    ("twilio_key", r"\bSK[0-9a-fA-F]{32}\b"),
+    ("databricks_token", r"\bdapi[a-f0-9]{32}(?:-\d+)?\b"),
+    ("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
+    ("atlassian_token", r"\bATATT3[A-Za-z0-9_\-=]{50,}"),
+    ("newrelic_key", r"\b(?:NR(?:AK|II|AA|JS)-[A-Za-z0-9]{20,}|[a-f0-9]{36}NRAL)\b"),
+    ("okta_token", r"\bSSWS[ \t]+(?P<s>[A-Za-z0-9_\-]{20,})"),
+    ("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    ("postman_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    ("doppler_token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b"),
+    ("mailchimp_key", r"\b[0-9a-f]{32}-us[0-9]{1,2}\b"),
+    ("telegram_bot_token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b"),
+    ("age_secret_key", r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b"),
+    ("putty_private_key", (  # the private lines of a .ppk file and their MAC
         rf"Private-Lines:[ \t]*\d+(?:(?:{_NL}|[ \t])+[A-Za-z0-9+/=]{{8,}})+"
         rf"(?:(?:{_NL}|[ \t])+Private-MAC:[ \t]*[0-9a-fA-F]+)?")),
-    ("azure_storage_key", re.compile(
+    ("azure_storage_key", (
         r"\b(?:AccountKey|SharedAccessKey)=(?P<s>[A-Za-z0-9+/]{20,}={0,2})")),
-    ("npm_auth", re.compile(r"(?<![A-Za-z0-9])_auth[ \t]*=[ \t]*(?P<s>[^\s'\"]{6,})")),
+    ("npm_auth", r"(?<![A-Za-z0-9])_auth[ \t]*=[ \t]*(?P<s>[^\s'\"]{6,})"),
     # Credentials in the shapes of config files and command lines (values that read as
     # placeholders, ``<password>``, ``${PASS}``, stay).
-    ("docker_auth", re.compile(
+    ("docker_auth", (
         r"\\?\"(?:auth|identitytoken|registrytoken)\\?\"[ \t]*:[ \t]*\\?\"(?P<s>[A-Za-z0-9+/]{8,}={0,2})")),
-    ("basic_auth", re.compile(
+    ("basic_auth", (
         r"(?i)authorization[\"']?[ \t]*[:=][ \t]*[\"']?basic[ \t]+(?P<s>[A-Za-z0-9+/]{8,}={0,2})")),
-    ("curl_password", re.compile(
+    ("curl_password", (
         r"\bcurl\b[^\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:'\"]*:(?P<s>(?!\$)[^\s'\"]+)")),
-    ("netrc_password", re.compile(  # machine h login u password p (one line, or one per line)
+    ("netrc_password", (  # machine h login u password p (one line, or one per line)
         r"\b(?:machine|login)(?:\s|\\[nrt])+[^\s\\]+(?:\s|\\[nrt])+password(?:\s|\\[nrt])+"
         r"(?P<s>[^\s\\]+)")),
-    ("mysql_password", re.compile(  # -pSECRET (joined: ``-p`` alone asks for it)
+    ("mysql_password", (  # -pSECRET (joined: ``-p`` alone asks for it)
         r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb)\b[^\n|;&]*?[ \t]-p"
         r"(?P<s>[^\s'\"\-][^\s'\"]*)")),
-    ("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9_\-\.=~+/]{16,})")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*")),
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:(?P<s>[^\s@/]+)@")),
-    ("query_secret", re.compile(rf"(?i)[?&;]{_QUERY_NAME}=(?P<s>[^&#\s\"'<>$\{{}}\[\]]{{6,}})")),
-    ("env_secret", re.compile(  # NAME=value, name: value, NAME = "value", "name": "value"
+    ("bearer_token", r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9_\-\.=~+/]{16,})"),
+    ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"),
+    ("url_password", r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:(?P<s>[^\s@/]+)@"),
+    ("query_secret", rf"(?i)[?&;]{_QUERY_NAME}=(?P<s>[^&#\s\"'<>$\{{}}\[\]]{{6,}})"),
+    ("env_secret", (  # NAME=value, name: value, NAME = "value", "name": "value"
         rf"(?i){_SECRET_WORD}[\"']?[ \t]*[=:][ \t]*(?:(?P<q>[\"'`])(?P<s>[^\"'`\s]{{6,}})(?P=q)"
         r"|(?P<b>[^\s\"'`;,()\[\]{}<>$#]{6,})(?=[\s\"'`;,)\]}#]|$))")),
 ]
@@ -134,8 +138,6 @@ _CASELESS = {"aws_secret_key", "bearer_token", "query_secret", "env_secret", "ba
 # Kinds whose value may be a placeholder or a variable rather than a secret (see ``substitute``).
 _GENERIC = {"env_secret", "query_secret", "curl_password", "netrc_password", "mysql_password",
             "npm_auth"}
-# The caseless patterns without (?i), for lower-cased text (see ``substitute``).
-_LOWER = {p: re.compile(p.pattern.removeprefix("(?i)")) for k, p in _PATTERNS if k in _CASELESS}
 # trigger -> the kinds it lets run, split by whether it is looked up in the text or lower-cased.
 _BY_TRIGGER: dict[bool, dict[str, set[str]]] = {True: {}, False: {}}
 for _kind, _ts in _TRIGGERS.items():
@@ -151,6 +153,22 @@ _CODE_VALUE = re.compile(
 _LETTERS = re.compile(r"[A-Za-z]{6,}")
 _ENV_NAME = re.compile(r"[A-Z0-9_]+=")  # the name's secret word and "=", nothing between
 _NAME_ONLY = re.compile(rf"(?i)[\w.\-]*{_SECRET_WORD}")  # a mapping key naming a secret
+
+
+_COMPILED: dict[str, re.Pattern[str]] = {}
+
+
+def _rx(source: str) -> re.Pattern[str]:
+    """``source`` compiled, once per process."""
+    pattern = _COMPILED.get(source)
+    if pattern is None:
+        pattern = _COMPILED[source] = re.compile(source)
+    return pattern
+
+
+def patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """Every (kind, compiled pattern), in the order they run."""
+    return [(kind, _rx(source)) for kind, source in _PATTERNS]
 
 
 def _env_password(text: str, name_at: int, value_at: int, value: str) -> bool:
@@ -181,10 +199,10 @@ def redact_text(text: str) -> str:
         return text
     # A replacement only removes text (its tag ends in "]", which no pattern continues across),
     # so a kind absent from the original cannot match after an earlier kind was replaced.
-    for kind, pattern in _PATTERNS:
+    for kind, source in _PATTERNS:
         if kind not in kinds:
             continue
-        new = substitute(kind, pattern, text, low if kind in _CASELESS else None)
+        new = substitute(kind, _rx(source), text, low if kind in _CASELESS else None)
         if new is not text:
             text, low = new, new.lower()
     return text
@@ -193,11 +211,12 @@ def redact_text(text: str) -> str:
 def substitute(kind: str, pattern: re.Pattern, text: str, low: str | None = None) -> str:
     """``text`` with one kind's matches replaced, keeping the parts around the secret.
 
-    ``low`` is ``text.lower()``: a caseless pattern then runs case-sensitively on it (several
-    times faster than ``(?i)``), and the spans it finds are replaced in ``text``.
+    ``low`` is ``text.lower()``: a caseless pattern then runs case-sensitively on it, without
+    its ``(?i)`` (several times faster), and the spans it finds are replaced in ``text``.
     """
     tag = f"[REDACTED:{kind}]"
-    fast = _LOWER.get(pattern) if low is not None and len(low) == len(text) else None
+    fast = (_rx(pattern.pattern.removeprefix("(?i)")) if kind in _CASELESS and low is not None
+            and len(low) == len(text) else None)
     generic = kind in _GENERIC
     group = "s" if "s" in pattern.groupindex else 0
     out, last = [], 0

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args, get_origin
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from .config_sources import (DEFAULT_IDLE, ENV_NAMES, SearchServerMode, default_home,
-                             default_model_cache, put, raw_settings, read_sources)
+from .config_sources import (DEFAULT_IDLE, ENV_NAMES, default_home, default_model_cache, put,
+                             raw_settings, read_sources)
 from .errors import ConfigError, field_name, first_problem
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ LocalReranker = Literal["default", "ms-marco-MiniLM-L-12-v2"]
 LateInteraction = Literal["default", "answerai-colbert-small-v1", "off"]
 LateSearch = Literal["auto", "rerank", "all"]
 ReviewMode = Literal["apply", "hold"]
+SearchServerMode = Literal["auto", "off"]  # also config_sources.SEARCH_SERVER_MODES (the client's)
 
 
 def _shown(default: str | None = None, values: str | None = None) -> JsonDict:

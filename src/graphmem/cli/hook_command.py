@@ -4,7 +4,9 @@ It reads the event's JSON on stdin, does one cheap thing (``hooks/agents.py`` sa
 printing the agent's JSON only when there is something to tell. It never blocks the agent: an
 internal failure, a missing server or a passed deadline prints one ``graphmem hook: ...`` line
 on stderr and exits 0 with nothing on stdout. ``GRAPHMEM_HOOKS=off`` turns every hook into a
-no-op. Standard library only, plus graphmem's stdlib modules (redaction, the search client).
+no-op. Standard library only, plus graphmem's stdlib modules (redaction, the search client),
+and not even ``pathlib`` or ``typing`` on the way to a capture: the process is started once per
+event, so every import is paid again (``bench/hook_latency.py`` measures it).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
-from typing import Any
 
 from graphmem.hooks import spool
 from graphmem.hooks.agents import Agent, get_agent
+
+TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_STDIN = 8 << 20  # bytes of event JSON read at most
 # Seconds a hook may take before it gives up quietly (under the timeouts it installs with).
@@ -89,19 +93,22 @@ def _read_payload() -> dict[str, Any]:
     return data
 
 
-def project_of(payload: dict[str, Any]) -> Path:
+def project_of(payload: dict[str, Any]) -> str:
     """The project root: ``CLAUDE_PROJECT_DIR`` (the agent's project root), else the event's
     ``cwd`` up to its work tree."""
     given = os.environ.get("CLAUDE_PROJECT_DIR")
     start = given or payload.get("cwd") or os.getcwd()
     if not isinstance(start, str) or not os.path.isabs(start) or not os.path.isdir(start):
         raise ValueError(f"cwd: must be an existing absolute folder, got {str(start)[:80]!r}")
-    real = Path(os.path.realpath(start))
+    real = os.path.realpath(start)
     if given:
         return real
+    from pathlib import Path
+
     from graphmem.identity import enclosing
 
-    return enclosing(real) or real
+    found = enclosing(Path(real))
+    return str(found) if found else real
 
 
 # ---- actions ----------------------------------------------------------------------------------
@@ -121,7 +128,7 @@ def _capture(agent: Agent, event: str, payload: dict[str, Any]) -> str:
     return ""
 
 
-def _input_of(value: Any, project: Path) -> Any:
+def _input_of(value: Any, project: str) -> Any:
     """The tool input kept: paths made relative to the project, edited text left out."""
     if not isinstance(value, dict):
         return value
@@ -134,13 +141,15 @@ def _input_of(value: Any, project: Path) -> Any:
     return out
 
 
-def relative(path: str, project: Path) -> str:
+def relative(path: str, project: str) -> str:
     """``path`` relative to the project when inside it (POSIX), else as given."""
-    try:
-        return Path(os.path.realpath(path) if os.path.isabs(path) else path
-                    ).relative_to(project).as_posix()
-    except ValueError:
+    if not os.path.isabs(path):
         return path
+    full, root = os.path.realpath(path), project.rstrip("/") or "/"
+    if full == root:
+        return "."
+    prefix = root if root.endswith("/") else root + "/"
+    return full[len(prefix):] if full.startswith(prefix) else path
 
 
 def _prompt(agent: Agent, event: str, payload: dict[str, Any]) -> str:
@@ -167,9 +176,11 @@ def _file(agent: Agent, event: str, payload: dict[str, Any]) -> str:
     rel = relative(path, project)
     if os.path.isabs(rel):
         return ""  # outside the project
-    told = spool.spool_dir(project) / f"{spool.session_name(f['session'])}.told"
+    told = os.path.join(spool.spool_dir(project), f"{spool.session_name(f['session'])}.told")
     try:
-        if rel in told.read_text().splitlines():
+        with open(told, encoding="utf-8") as fh:
+            seen = fh.read().splitlines()
+        if rel in seen:
             return ""  # said once this session already
     except FileNotFoundError:
         pass
@@ -210,27 +221,38 @@ ACTIONS = {"capture": _capture, "prompt": _prompt, "brief": _brief, "file": _fil
 
 
 # ---- asking the warm search server -----------------------------------------------------------
-def _ask(action: str, project: Path, fields: dict[str, Any]) -> str:
+def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
     """The text for ``action`` from the warm server (started when none runs; waited for up to
-    ``WAIT_FOR_SERVER``), or computed here when the server is off."""
+    ``WAIT_FOR_SERVER``), or computed here when the server is off. A server whose graphmem
+    changed on disk (an upgrade) answers ``wrong_server`` and exits: one is started in its place,
+    as when none runs."""
     from graphmem.cli.search_client import ask, client_config, spawn
 
-    req = {"op": "hook", "action": action, "project_dir": str(project), **fields}
-    cfg = client_config(cwd=str(project))
+    req = {"op": "hook", "action": action, "project_dir": project, **fields}
+    cfg = client_config(cwd=project)
     if cfg is None or cfg.mode == "off":
         _arm(IN_PROCESS_DEADLINE)  # no server by choice: the models load here, slowly
         return _in_process(req)
-    got = ask(cfg, req, timeout=DEADLINES[action])
+
+    def current() -> dict[str, Any] | None:
+        got = ask(cfg, req, timeout=DEADLINES[action])
+        return None if got is not None and got.get("wrong_server") else got
+
+    got = current()
     if got is None:
-        spawn(cfg)
+        started = spawn(cfg)  # None while the outdated server still holds the lock
         until = time.monotonic() + WAIT_FOR_SERVER.get(action, 0.0)
         while got is None and time.monotonic() < until:
             time.sleep(0.1)
-            got = ask(cfg, req, timeout=DEADLINES[action])
+            got = current()
+            if got is None and started is None:
+                started = spawn(cfg)
+        if got is None and started is None:
+            spawn(cfg)  # warm for the next event
     if got is None:
         return ""  # no server yet: quiet this time, warm for the next event
-    if got.get("wrong_server") or got.get("internal_error"):
-        raise RuntimeError(got.get("internal_error") or "the search server has other settings")
+    if got.get("internal_error"):
+        raise RuntimeError(got["internal_error"])
     if "error" in got:
         raise RuntimeError(got["error"])
     return got.get("context") or ""

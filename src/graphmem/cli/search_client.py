@@ -13,7 +13,8 @@ key, in ``$TMPDIR``: ``.sock`` (0600), ``.lock`` (flock held
 by the live server, with its pid), ``.log`` (its stderr), ``.err`` (why it failed to start; no
 new server is started for ``SPAWN_BACKOFF`` seconds after that).
 
-This module must stay cheap to import: it runs before every CLI search.
+This module must stay cheap to import: it runs before every CLI search and in every hook that asks
+the server, so its own paths are strings (``pathlib`` is imported only for callers of ``ServerConfig.socket`` etc.).
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ import json
 import os
 import socket
 import sys
-from pathlib import Path
-from typing import Any
 
 from graphmem.config_sources import DEFAULT_IDLE, default_home, raw_settings, read_sources
 from graphmem.config_sources import SEARCH_SERVER_MODES as MODES
 from graphmem.errors import ConfigError
+
+TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 # Environment variables that can change what a search returns (the settings' names and the
 # vendors'); the server's own controls cannot, so they do not split servers.
@@ -47,8 +51,32 @@ class ServerConfig:
         if len(os.path.join(base, name)) > 90:  # Unix socket paths are limited to ~107 bytes
             base = "/tmp"
         self.base = os.path.join(base, name)
-        self.socket, self.lock, self.log, self.err = (
-            Path(self.base + ext) for ext in (".sock", ".lock", ".log", ".err"))
+
+    @property
+    def socket(self) -> Path:
+        """The Unix socket the server listens on."""
+        return _path(self.base + ".sock")
+
+    @property
+    def lock(self) -> Path:
+        """The lock file the live server holds (its pid inside)."""
+        return _path(self.base + ".lock")
+
+    @property
+    def log(self) -> Path:
+        """The server's stderr."""
+        return _path(self.base + ".log")
+
+    @property
+    def err(self) -> Path:
+        """Why the last server failed to start."""
+        return _path(self.base + ".err")
+
+
+def _path(name: str) -> Path:
+    from pathlib import Path
+
+    return Path(name)
 
 
 def client_config(env: dict[str, str] | None = None, cwd: str | None = None) -> ServerConfig | None:
@@ -116,14 +144,14 @@ def code_stamp() -> str:
 
 def ask(cfg: ServerConfig, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any] | None:
     """The server's answer, or None when no server of ours listens (stale socket, none, dying)."""
-    path = cfg.socket
+    path = cfg.base + ".sock"
     request = dict(request, key=cfg.key)
     try:
         if os.stat(path).st_uid != os.getuid():  # never talk to another user's socket
             return None
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
-            s.connect(str(path))
+            s.connect(path)
             s.sendall(json.dumps(request).encode("utf-8") + b"\n")
             data = b""
             while not data.endswith(b"\n"):
@@ -142,7 +170,7 @@ def holder(cfg: ServerConfig) -> int | None:
     import fcntl
 
     try:
-        fd = os.open(cfg.lock, os.O_RDWR | os.O_NOFOLLOW)
+        fd = os.open(cfg.base + ".lock", os.O_RDWR | os.O_NOFOLLOW)
     except OSError:
         return None  # no lock file: no server (a server creates it)
     try:
@@ -161,7 +189,7 @@ def holder(cfg: ServerConfig) -> int | None:
         os.close(fd)
 
 
-def _ours(path: Path) -> bool:
+def _ours(path: str) -> bool:
     """Absent, or a file of ours that is not a link: ``$TMPDIR`` is shared with other users, who
     could leave a file under our name to read the server's log or to hold its lock."""
     try:
@@ -180,12 +208,12 @@ def spawn(cfg: ServerConfig) -> int | None:
     finds the lock taken and exits at once (see ``search_server.serve``).
     """
     if cfg.mode != "auto" or holder(cfg) is not None or not all(
-            _ours(p) for p in (cfg.socket, cfg.lock, cfg.log, cfg.err)):
+            _ours(cfg.base + ext) for ext in (".sock", ".lock", ".log", ".err")):
         return None
     try:
         import time
 
-        if time.time() - os.stat(cfg.err).st_mtime < SPAWN_BACKOFF:
+        if time.time() - os.stat(cfg.base + ".err").st_mtime < SPAWN_BACKOFF:
             return None
     except OSError:
         pass
@@ -193,7 +221,7 @@ def spawn(cfg: ServerConfig) -> int | None:
     # tool that waits for the CLI's output to close is not kept waiting by the server.
     argv = [sys.executable, "-P", "-m", "graphmem.cli", "search-server", "--auto"]
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 1, str(cfg.log),
+               (os.POSIX_SPAWN_OPEN, 1, cfg.base + ".log",
                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
     try:

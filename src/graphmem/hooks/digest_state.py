@@ -1,57 +1,66 @@
 """Where a session's digest stands (``<session>.state.json`` beside its spool), and the
-detached worker that advances it. Standard library only: the Stop hook imports it."""
+detached worker that advances it. Standard library only (no ``pathlib``): the Stop hook imports it."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from pathlib import Path
-from typing import Any
 
 from graphmem.hooks import spool
 
+TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
+if TYPE_CHECKING:
+    from os import PathLike
+    from typing import Any
 
-def state_path(project: str | Path, session_id: str) -> Path:
+    Project = str | PathLike[str]
+
+
+def state_path(project: Project, session_id: str) -> str:
     """The digest state of one session."""
-    return spool.spool_dir(project) / f"{spool.session_name(session_id)}.state.json"
+    return os.path.join(spool.spool_dir(project), f"{spool.session_name(session_id)}.state.json")
 
 
-def load_state(project: str | Path, session_id: str) -> dict[str, Any]:
+def load_state(project: Project, session_id: str) -> dict[str, Any]:
     """The session's digest state (``offset`` in its spool, what was learned so far)."""
     try:
-        data = json.loads(state_path(project, session_id).read_text())
+        with open(state_path(project, session_id), encoding="utf-8") as fh:
+            data = json.loads(fh.read())
     except (FileNotFoundError, ValueError):
         return {"offset": 0}
     return data if isinstance(data, dict) else {"offset": 0}
 
 
-def save_state(project: str | Path, session_id: str, state: dict[str, Any]) -> None:
+def save_state(project: Project, session_id: str, state: dict[str, Any]) -> None:
     """Replace the state file atomically (a unique temp name, then rename)."""
     path = state_path(project, session_id)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, ensure_ascii=False))
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(state, ensure_ascii=False))
     os.replace(tmp, path)
 
 
-def pending(project: str | Path, session_id: str) -> bool:
+def pending(project: Project, session_id: str) -> bool:
     """Whether the session's spool holds lines no digest has read yet."""
     try:
-        size = spool.spool_path(project, session_id).stat().st_size
+        size = os.stat(spool.spool_path(project, session_id)).st_size
     except FileNotFoundError:
         return False
     return size > int(load_state(project, session_id).get("offset", 0))
 
 
-def pending_sessions(project: str | Path) -> list[str]:
+def pending_sessions(project: Project) -> list[str]:
     """The sessions of the project whose spool holds unread lines."""
-    return [p.stem for p in sorted(spool.spool_dir(project).glob("*.jsonl"))
-            if pending(project, p.stem)]
+    names = sorted(n[:-len(".jsonl")] for n in os.listdir(spool.spool_dir(project))
+                   if n.endswith(".jsonl") and not n.startswith("."))
+    return [n for n in names if pending(project, n)]
 
 
-def worker_lock(project: str | Path) -> int:
+def worker_lock(project: Project) -> int:
     """An open descriptor on the project's digest lock (``digest.lock`` beside the spools)."""
-    return os.open(spool.spool_dir(project) / "digest.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    return os.open(os.path.join(spool.spool_dir(project), "digest.lock"), os.O_RDWR | os.O_CREAT, 0o600)
 
 
 def try_lock(fd: int) -> bool:
@@ -65,7 +74,7 @@ def try_lock(fd: int) -> bool:
     return True
 
 
-def worker_running(project: str | Path) -> bool:
+def worker_running(project: Project) -> bool:
     """Whether a digest worker holds the project's lock (it will read every spool again
     before it exits, so lines appended now are not left behind)."""
     fd = worker_lock(project)
@@ -77,13 +86,13 @@ def worker_running(project: str | Path) -> bool:
         os.close(fd)
 
 
-def start_worker(project: str | Path) -> int:
+def start_worker(project: Project) -> int:
     """Start ``python -m graphmem.hooks.digest PROJECT`` detached (own session, no
     terminal, output to ``digest.log``), so the hook returns at once; the worker's pid."""
-    log = spool.spool_dir(project) / "digest.log"
+    log = os.path.join(spool.spool_dir(project), "digest.log")
     argv = [sys.executable, "-P", "-m", "graphmem.hooks.digest", str(project)]
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 1, str(log),
+               (os.POSIX_SPAWN_OPEN, 1, log,
                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
     return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)

@@ -3,7 +3,8 @@
 ``<project>/.graphmem/spool/<session>.jsonl`` (the folder ignores itself in git). Each event is
 one ``os.write`` of one line to a file opened with ``O_APPEND``, so parallel hooks of a session
 (and its subagents) interleave whole lines and lose none. ``<private>...</private>`` spans are
-cut before redaction; nothing else is kept of them. Standard library only: hooks import it.
+cut before redaction; nothing else is kept of them. Standard library only, and no ``pathlib``
+or ``typing`` (a hook process pays for each import): paths are strings.
 """
 
 from __future__ import annotations
@@ -12,26 +13,30 @@ import json
 import os
 import re
 import time
-from pathlib import Path
-from typing import Any
 
 from graphmem.redact import redact
 
-SPOOL = Path(".graphmem") / "spool"
+TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
+if TYPE_CHECKING:
+    from os import PathLike
+    from typing import Any
+
+SPOOL = os.path.join(".graphmem", "spool")
 MAX_FIELD = 2000  # characters kept of one captured string (a command, an error, a prompt)
 MAX_LINE = 64_000  # bytes of one spool line; a bigger event keeps its first fields only
 _PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S | re.I)
 _SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
-def spool_dir(project: str | Path) -> Path:
+def spool_dir(project: str | PathLike[str]) -> str:
     """The project's spool folder (created, with a ``.gitignore`` that ignores it all)."""
-    folder = Path(project) / SPOOL
-    if not folder.is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        ignore = folder / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")
+    folder = os.path.join(project, SPOOL)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, exist_ok=True)
+        ignore = os.path.join(folder, ".gitignore")
+        if not os.path.exists(ignore):
+            with open(ignore, "w") as fh:
+                fh.write("*\n")
     return folder
 
 
@@ -43,9 +48,9 @@ def session_name(session_id: Any) -> str:
     return session_id
 
 
-def spool_path(project: str | Path, session_id: str) -> Path:
+def spool_path(project: str | PathLike[str], session_id: str) -> str:
     """The spool file of one session."""
-    return spool_dir(project) / f"{session_name(session_id)}.jsonl"
+    return os.path.join(spool_dir(project), f"{session_name(session_id)}.jsonl")
 
 
 def scrub(value: Any, limit: int = MAX_FIELD) -> Any:
@@ -62,7 +67,7 @@ def scrub(value: Any, limit: int = MAX_FIELD) -> Any:
     return scrub(str(value), limit)
 
 
-def append(project: str | Path, session_id: str, record: dict) -> None:
+def append(project: str | PathLike[str], session_id: str, record: dict) -> None:
     """Append one scrubbed record as one whole line (one write on an ``O_APPEND`` file)."""
     rec = scrub({"t": round(time.time(), 3), **record})
     line = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
@@ -77,7 +82,7 @@ def append(project: str | Path, session_id: str, record: dict) -> None:
         os.close(fd)
 
 
-def read_from(path: Path, offset: int) -> tuple[list[dict], int]:
+def read_from(path: str | PathLike[str], offset: int) -> tuple[list[dict], int]:
     """The whole lines of ``path`` after byte ``offset`` (a torn last line is left for later),
     and the offset after the last whole line read."""
     try:
