@@ -86,6 +86,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_GRAPH_TIMEOUT": ("graph", "timeout"),
     "GRAPHMEM_SEARCH_DEADLINE": ("graph", "search_deadline"),
     "GRAPHMEM_INDEX_BUSY_TIMEOUT": ("index", "busy_timeout"),
+    "GRAPHMEM_INDEX_WRITE_BEHIND": ("index", "write_behind"),
     "GRAPHMEM_GRAPH_CONNECT_TIMEOUT": ("graph", "connect_timeout"),
     "GRAPHITI_LLM_PROVIDER": ("providers", "llm"),
     "GRAPHMEM_LLM_PROVIDER": ("providers", "llm"),

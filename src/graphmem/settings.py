@@ -253,6 +253,12 @@ class IndexSettings(_Section):
     busy_timeout: float = Field(30.0, gt=0, description=(
         "seconds an index write waits for another process's write lock; past it the write says "
         "`index: failed` and is replayed from its journal entry"))
+    # None: on for ``graphmem.compat`` (its functions return nothing to report), off for Memory.
+    write_behind: bool | None = Field(None, description=(
+        "a spec write returns once its file and its index-journal entry are on disk; the index "
+        "and the graph follow in the background (reads in the process wait for them; a crash "
+        "leaves the entry, replayed from the files)"), json_schema_extra=_shown(
+            "on for `graphmem.compat`, off for `Memory`", "true, false"))
 
 
 class TeamSettings(_Section):

@@ -33,8 +33,12 @@ class _Borrowed:
 
 
 def settings() -> Settings:
-    """The settings as the environment gives them now."""
-    return Settings.load()
+    """The settings as the environment gives them now; unless set, the index follows each write
+    in the background (``index.write_behind``: the reference's functions report nothing)."""
+    current = Settings.load()
+    if current.index.write_behind is None:
+        current.index.write_behind = True
+    return current
 
 
 def memory(spec_dir: Path, project_dir: Path | None = None) -> _Borrowed:

@@ -36,6 +36,12 @@ class DerivedSync:
     _adopted: bool = field(default=False, init=False)
 
     @property
+    def deferred(self) -> bool:
+        """Whether a spec write returns once its file is durable, the index and the graph
+        following in the background (``write_behind.py``; ``index.write_behind``)."""
+        return self.settings.index.write_behind is True
+
+    @property
     def backends(self) -> "DerivedStores":
         """The derived stores (opened on first use)."""
         return self.derived.get()
@@ -83,6 +89,22 @@ class DerivedSync:
         finally:
             if entry is not None:
                 entry.release()
+
+    def defer(self, entry: Any, job: Callable[[Any], Awaitable[Any]], report: SaveReport,
+              items: int | None = None) -> SaveReport:
+        """Run ``job(entry)`` (the rest of a write) after the write returns (``write_behind``);
+        ``entry`` (the write's journal entry) is kept locked until it ends -> the report:
+        index and graph ``queued``."""
+        from graphmem.facade import write_behind
+
+        held = entry.hand_over() if entry is not None else None
+        graph = self.settings.graph.mode != "off"  # its connections belong to this loop
+        write_behind.defer(lambda: job(held), held, on_loop=graph)
+        report.index = "queued"
+        report.graph = "queued" if graph else "off"
+        if items is not None:
+            report.items = items
+        return report
 
     async def propagate(self, items: list[MemoryItem], report: SaveReport,
                         entry: Any = None) -> SaveReport:
@@ -149,6 +171,7 @@ class DerivedSync:
         """Replay this spec's graph outbox now (see ``AsyncMemory.sync``)."""
         from ..errors import GraphmemError
 
+        await self.settle()  # this process's queued writes reach the graph or the outbox first
         outbox = self.outbox()
         if self.settings.graph.mode == "off":
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
@@ -169,6 +192,7 @@ class DerivedSync:
         """Items in this spec's files but not in the graph, and graph items no file holds."""
         from ..files.walk import spec_items
 
+        await self.settle()  # this process's queued writes first
         items = {i.id for i in spec_items(self.scope.project, self.scope.files.spec_dir)}
         queued = self.outbox().size()
         if self.settings.graph.mode == "off":

@@ -96,12 +96,24 @@ class SpecNotes:
         with self.sync.journal() as entry:
             old = files.read_session_insights(session_num)
             path, saved = files.save_session_insights(session_num, data)
-            items = files.insight_items(only_session=session_num)  # counted over all sessions
-            old_items = files.session_items(old, path) if old is not None else []
-            shared = {i.id for i in old_items} - {i.id for i in items}
-            if shared:  # what the old version shared with other sessions: counted again without it
-                items += [i for i in files.insight_items() if i.id in shared]
-            report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
+            if self.sync.deferred:  # the rest once the caller has its answer (write_behind.py)
+                return self.sync.defer(entry, lambda held: self._derive_session(
+                    session_num, data, old, path, held), SaveReport(path=str(path)))
+            return await self._derive_session(session_num, data, old, path, entry)
+
+    async def _derive_session(self, session_num: int, data: dict, old: dict | None, path: Path,
+                              entry: Any) -> SaveReport:
+        """A saved session's derived steps: its items (counted over all sessions) to the index
+        and the graph, the old version's own items dropped, the validity flags it raises."""
+        files = self.files
+        items = files.insight_items(only_session=session_num)  # counted over all sessions
+        old_items = files.session_items(old, path) if old is not None else []
+        shared = {i.id for i in old_items} - {i.id for i in items}
+        if shared:  # what the old version shared with other sessions: counted again without it
+            items += [i for i in files.insight_items() if i.id in shared]
+        report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
+        if entry is not None:
+            entry.release()  # as before: the flags below run with the entry let go
         if old is not None:  # saved again: what only the old version held is no longer memory
             await self.sync.forget_replaced(old_items, items)
         await self.validity.flag_value_updates(session_num, items)
@@ -126,8 +138,11 @@ class SpecNotes:
         files = self.rules.clean(files)
         with self.sync.journal() as entry:
             path = self.files.update_codebase_map(files)
-            return await self.sync.propagate(self.files.map_items(files),
-                                              SaveReport(path=str(path)), entry)
+            report = SaveReport(path=str(path))
+            if self.sync.deferred:
+                return self.sync.defer(entry, lambda held: self.sync.propagate(
+                    self.files.map_items(files), report.model_copy(), held), report)
+            return await self.sync.propagate(self.files.map_items(files), report, entry)
 
     async def load_codebase_map(self) -> dict[str, str]:
         """File path -> purpose."""
@@ -147,8 +162,20 @@ class SpecNotes:
             report = SaveReport(path=str(files.bullet_file(kind)),
                                 files="written" if added else "unchanged")
             items = files.bullet_items(kind, [clean]) if added else []
+            if self.sync.deferred and items:
+                return self.sync.defer(entry, lambda held: self._derive_bullet(
+                    kind, clean, items, report.model_copy(), held, flag_updates), report,
+                    items=len(items))
             report = await self.sync.propagate(items, report, entry)
         if items and flag_updates:
+            await self.validity.flag_updates(kind, clean, items[0].id)
+        return report
+
+    async def _derive_bullet(self, kind: str, clean: str, items: list[MemoryItem],
+                             report: SaveReport, entry: Any, flag_updates: bool) -> SaveReport:
+        """A new gotcha's or pattern's derived steps (deferred): the index, the graph, the flag."""
+        report = await self.sync.propagate(items, report, entry)
+        if flag_updates:
             await self.validity.flag_updates(kind, clean, items[0].id)
         return report
 
@@ -162,7 +189,11 @@ class SpecNotes:
         clean = self.rules.clean(said)
         with self.sync.journal() as entry:
             report = SaveReport(path=str(self.files.bullet_file(kind)), files="unchanged")
-            return await self.sync.propagate(self.files.bullet_items(kind, [clean]), report, entry)
+            items = self.files.bullet_items(kind, [clean])
+            if self.sync.deferred:
+                return self.sync.defer(entry, lambda held: self.sync.propagate(
+                    items, report.model_copy(), held), report, items=len(items))
+            return await self.sync.propagate(items, report, entry)
 
     async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is

@@ -67,6 +67,14 @@ class Entry:
         if fd is not None:
             os.close(fd)
 
+    def hand_over(self) -> "Entry":
+        """The same entry and its lock for another holder (a write's background job); this
+        object lets go of it without releasing the lock."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise ValueError("journal entry already released")
+        return Entry(self.path, fd, self.data)
+
     def __enter__(self) -> "Entry":
         return self
 

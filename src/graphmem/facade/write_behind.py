@@ -1,0 +1,195 @@
+"""Write-behind: the derived steps of an acknowledged spec write, run after the write returns.
+
+A deferred write (``DerivedSync.deferred``: ``graphmem.compat``, or ``index.write_behind``)
+returns once its file is durable and its index-journal entry is made (``index/journal.py``).
+What follows (the items counted over every session, anchors, the local index, the graph or its
+outbox, the validity flags) runs here, one job after another in the order the writes came: on a
+background thread with its own event loop and a lower CPU priority (as the episode writer's)
+while the graph is off, else on the event loop that wrote (the graph's connections belong to
+it). Every read that depends on them settles first (``EpisodeLog.settle``), so a process always
+reads its own writes. A process that dies with jobs queued loses no write: each job's journal
+entry stays on disk (its lock goes with the process), and the next open, search or write of any
+process replays it from the files (``repair.replay``). What a replay does not redo is a
+validity flag the lost job would have logged ("possibly superseded"); the notes are all there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextvars
+import logging
+import os
+import threading
+import weakref
+from collections import deque
+from typing import Any, Awaitable, Callable
+
+log = logging.getLogger("graphmem.facade.write_behind")
+
+Job = Callable[[], Awaitable[Any]]
+_inside = contextvars.ContextVar("graphmem_write_behind_job", default=False)
+
+
+class _ThreadWorker:
+    """The jobs of this process while the graph is off: one daemon thread, its own loop."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._cv = threading.Condition()
+        self.jobs: deque[tuple[Job, Any]] = deque()
+        self._thread: threading.Thread | None = None
+
+    def put(self, job: Job, entry: Any) -> None:
+        with self._cv:
+            self.jobs.append((job, entry))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="graphmem-write-behind",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def _run(self) -> None:
+        from graphmem.index.session_index.writer import _background_priority, _Inline
+
+        _background_priority()
+        _inside.set(True)  # the tasks below copy this thread's context
+        loop = asyncio.new_event_loop()
+        loop.set_default_executor(_Inline())  # runs at interpreter exit too, after the pools stop
+        while True:
+            with self._cv:
+                while not self.jobs:
+                    self._cv.wait()
+                job, entry = self.jobs[0]
+            try:
+                loop.run_until_complete(job())
+            except Exception as exc:  # the file is durable; the entry replays the rest
+                _failed(exc)
+            finally:
+                with self._cv:
+                    self.jobs.popleft()
+                _ended(entry)
+
+
+def _failed(exc: BaseException) -> None:
+    log.warning("derived stores not updated after a write (%s); it is replayed from the files by "
+                "the next graphmem process or search", exc)
+
+
+class _LoopWorker:
+    """The jobs of one event loop, run one after another by one task (the graph is on)."""
+
+    def __init__(self) -> None:
+        self.jobs: deque[tuple[Job, Any]] = deque()
+        self.task: asyncio.Task | None = None
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def put(self, job: Job, entry: Any) -> None:
+        self.jobs.append((job, entry))
+        self.idle.clear()
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run(),
+                                                               name="graphmem-write-behind")
+
+    async def _run(self) -> None:
+        _inside.set(True)  # this task's context: a settle from inside a job never waits for it
+        try:
+            await asyncio.sleep(START_DELAY)  # the write's caller has its answer before any job runs
+            while self.jobs:
+                job, entry = self.jobs[0]
+                try:
+                    await job()
+                except Exception as exc:  # the file is durable; the entry replays the rest
+                    _failed(exc)
+                finally:
+                    self.jobs.popleft()
+                    _ended(entry)
+        finally:  # cancelled (the loop is closing): what is left stays in the journal
+            while self.jobs:
+                _ended(self.jobs.popleft()[1])
+            self.idle.set()
+
+
+def _ended(entry: Any) -> None:
+    if entry is not None:
+        entry.release()  # finished by the job when the index took the write; else kept
+    _PENDING.done()
+
+
+class _Pending:
+    """Jobs queued in this process and not run yet, on every loop (a settle from another loop
+    waits for these on a thread)."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self.count = 0
+
+    def add(self) -> None:
+        with self._cv:
+            self.count += 1
+
+    def done(self) -> None:
+        with self._cv:
+            self.count -= 1
+            self._cv.notify_all()
+
+    def wait(self, timeout: float | None) -> bool:
+        with self._cv:
+            return self._cv.wait_for(lambda: self.count <= 0, timeout)
+
+
+_PENDING = _Pending()
+_workers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWorker]" = \
+    weakref.WeakKeyDictionary()
+_threads: dict[int, _ThreadWorker] = {}
+_guard = threading.Lock()
+START_DELAY = 0.002  # seconds: past the callbacks that hand a caller on another thread its answer
+EXIT_WAIT = 60.0  # seconds the interpreter's exit (and a settle) waits for queued jobs
+
+
+def defer(job: Job, entry: Any = None, *, on_loop: bool = False) -> None:
+    """Queue ``job`` (the rest of a write, after its file): on the background thread, or with
+    ``on_loop`` on the running loop; ``entry`` (the write's journal entry) is released once the
+    job ends: finished by the job when the index has the write, else kept for the replay."""
+    _PENDING.add()
+    if on_loop:
+        loop = asyncio.get_running_loop()
+        worker = _workers.get(loop)
+        if worker is None:
+            worker = _workers[loop] = _LoopWorker()
+        worker.put(job, entry)
+        return
+    pid = os.getpid()
+    with _guard:  # a forked child gets its own thread
+        thread = _threads.get(pid)
+        if thread is None:
+            thread = _threads[pid] = _ThreadWorker()
+    thread.put(job, entry)
+
+
+def pending() -> int:
+    """Jobs queued in this process and not run yet."""
+    return _PENDING.count
+
+
+async def settle() -> None:
+    """Wait until every job queued so far in this process has run (none from inside a job)."""
+    if _PENDING.count <= 0 or _inside.get():
+        return
+    worker = _workers.get(asyncio.get_running_loop())
+    if worker is not None and not worker.idle.is_set():
+        await worker.idle.wait()
+    if _PENDING.count > 0:  # the background thread's jobs (or another loop's)
+        try:
+            done = await asyncio.to_thread(_PENDING.wait, EXIT_WAIT)
+        except RuntimeError:  # interpreter exit: no thread pool left; the jobs run on their own
+            done = _PENDING.wait(EXIT_WAIT)
+        if not done:
+            log.warning("reading before every queued index write of this process landed")
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    if _PENDING.count > 0 and not _PENDING.wait(EXIT_WAIT):
+        log.warning("exiting with index writes still queued; their journal entries replay them")
