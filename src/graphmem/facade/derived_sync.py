@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from functools import partial
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
@@ -79,7 +80,14 @@ class DerivedSync:
         """A durable index-journal entry around one spec write: made before the files change,
         dropped once the index has the write; left for replay when it does not (see
         ``index/journal.py``)."""
-        entry = self.backends.begin_index_write(str(self.scope.root), str(self.scope.spec_dir))
+        begin = partial(self.backends.begin_index_write, str(self.scope.root),
+                        str(self.scope.spec_dir))
+        if self.deferred:  # one entry for a burst of this process's writes to the spec
+            from graphmem.facade import write_behind
+
+            entry = write_behind.shared_entry(str(self.scope.root), str(self.scope.spec_dir), begin)
+        else:
+            entry = begin()
         try:
             yield entry
         except Exception:

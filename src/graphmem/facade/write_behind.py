@@ -189,7 +189,131 @@ async def settle() -> None:
             log.warning("reading before every queued index write of this process landed")
 
 
+# ---- one journal entry for a burst of writes to one spec ---------------------------------------
+LINGER = 2.0  # seconds an entry whose writes are all indexed waits for the next write to share it
+
+
+class _Shared:
+    """One durable journal entry held by this process for one spec, shared by the deferred
+    writes that come while it is held (a burst of writes makes one entry, not one each):
+    deleted once every write it covers is indexed and no write came for ``LINGER`` seconds;
+    kept on disk for the replay when one of them was not indexed, or when the process dies."""
+
+    def __init__(self, key: tuple[str, str], entry: Any):
+        self.key, self.entry = key, entry
+        self.jobs = 0
+        self.dirty = False
+        self.timer: threading.Timer | None = None
+
+    def end(self, indexed: bool) -> None:
+        with _guard:
+            self.jobs -= 1
+            self.dirty |= not indexed
+            if self.jobs > 0:
+                return
+            if self.dirty:
+                _drop(self)
+                self.entry.release()  # a write not indexed: the next process replays the spec
+                return
+            self.timer = threading.Timer(LINGER, self.close_if_idle)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def close_if_idle(self) -> None:
+        with _guard:
+            if self.jobs:
+                return  # a write took it meanwhile
+            _drop(self)
+            self.entry.finish()
+
+
+class _Share:
+    """One write's part of a ``_Shared`` entry, with a journal ``Entry``'s calls: ``finish``
+    when the index has the write, ``release`` when the write's steps end."""
+
+    def __init__(self, shared: _Shared, indexed: bool = False):
+        self.shared = shared
+        self.indexed = indexed
+        self.ended = False
+
+    @property
+    def project(self) -> str:
+        return self.shared.entry.project
+
+    @property
+    def spec(self) -> str | None:
+        return self.shared.entry.spec
+
+    def finish(self) -> None:
+        self.indexed = True
+        self.release()
+
+    def release(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.shared.end(self.indexed)
+
+    def hand_over(self) -> "_Share":
+        """This write's part for the background job; this object lets go without ending it."""
+        if self.ended:
+            raise ValueError("journal entry already released")
+        self.ended = True
+        return _Share(self.shared, self.indexed)
+
+
+_entries: dict[tuple[str, str], _Shared] = {}
+
+
+def _drop(shared: _Shared) -> None:
+    if _entries.get(shared.key) is shared:
+        del _entries[shared.key]
+    if shared.timer is not None:
+        shared.timer.cancel()
+
+
+def shared_entry(project: str, spec: str, begin: Callable[[], Any]) -> Any:
+    """The journal entry a deferred write of ``spec`` holds: this process's entry for it when
+    one is held, else ``begin()``'s (None when the journal cannot be written)."""
+    key = (project, spec)
+    with _guard:
+        shared = _entries.get(key)
+        if shared is not None:
+            shared.jobs += 1
+            if shared.timer is not None:
+                shared.timer.cancel()
+                shared.timer = None
+            return _Share(shared)
+    entry = begin()  # outside the lock: it writes and syncs a file
+    if entry is None:
+        return None
+    with _guard:
+        shared = _Shared(key, entry)
+        shared.jobs = 1
+        _entries.setdefault(key, shared)  # another thread's entry for the spec may be there now
+        return _Share(shared)
+
+
+def _finish_lingering() -> None:
+    with _guard:
+        idle = [s for s in _entries.values() if not s.jobs]
+        for shared in idle:
+            _drop(shared)
+    for shared in idle:
+        shared.entry.finish()
+
+
+def _forget_in_child() -> None:
+    """A forked child holds none of its parent's entries (their locks stay the parent's)."""
+    for shared in list(_entries.values()):
+        shared.entry.release()
+    _entries.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 @atexit.register
 def _flush_at_exit() -> None:
     if _PENDING.count > 0 and not _PENDING.wait(EXIT_WAIT):
         log.warning("exiting with index writes still queued; their journal entries replay them")
+    _finish_lingering()
