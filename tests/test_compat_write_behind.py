@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -162,3 +163,34 @@ def test_a_failing_background_index_keeps_the_entry_for_the_next_process(spec_di
             "written behind a locked index", kinds=["gotcha"], limit=3)]
     assert _journal(isolated_env) == []
     assert json.loads(json.dumps(compat.load_gotchas(spec_dir)))[-1] == "written behind a locked index"
+
+
+@pytest.mark.parametrize("fsync, synced", [(None, True), ("false", False)])
+def test_files_fsync_is_on_unless_turned_off(spec_dir, isolated_env, monkeypatch, fsync, synced):
+    """A compat write syncs its file, its folder and its journal entry before it returns; with
+    ``GRAPHMEM_FILES_FSYNC=false`` (opt-in) it syncs nothing and writes the same files."""
+    if fsync is not None:
+        monkeypatch.setenv("GRAPHMEM_FILES_FSYNC", fsync)
+    calls: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def spy(real):
+        def call(fd):
+            calls.append(threading.current_thread().name)
+            return real(fd)
+        return call
+
+    compat.append_gotcha(spec_dir, "warm-up")  # the loop, the index and the journal exist
+    from graphmem.facade import write_behind
+
+    while write_behind.pending():
+        time.sleep(0.02)
+    monkeypatch.setattr(os, "fsync", spy(real_fsync))
+    monkeypatch.setattr(os, "fdatasync", spy(real_fdatasync))
+    compat.save_session_insights(spec_dir, 7, {"what_worked": ["synced or not"]})
+    compat.append_gotcha(spec_dir, "a gotcha synced or not")
+    in_write = [c for c in calls if c != "graphmem-write-behind"]  # before each call returned
+    assert bool(in_write) is synced, calls
+    assert json.loads((spec_dir / "memory" / "session_insights" / "session_007.json").read_text())[
+        "what_worked"] == ["synced or not"]
+    assert compat.load_gotchas(spec_dir)[-1] == "a gotcha synced or not"

@@ -77,6 +77,7 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_REDACT": ("redact",),
     "GRAPHMEM_MAX_ITEM_BYTES": ("max_item_bytes",),
     "GRAPHMEM_EPISODES_FSYNC": ("episodes", "fsync"),
+    "GRAPHMEM_FILES_FSYNC": ("files", "fsync"),
     "GRAPHMEM_FALKORDB_URL": ("graph", "falkordb_url"),
     "GRAPHITI_FALKORDB_HOST": ("graph", "falkordb_host"),
     "GRAPHITI_FALKORDB_PORT": ("graph", "falkordb_port"),

@@ -88,9 +88,11 @@ class Journal:
     def __init__(self, home: Path):
         self.dir = Path(home) / JOURNAL_DIR
 
-    def begin(self, project: str, spec: str | None = None, name: str | None = None) -> Entry | None:
+    def begin(self, project: str, spec: str | None = None, name: str | None = None,
+              sync: bool = True) -> Entry | None:
         """A durable, locked entry for work about to happen (raises ``StorageError``). With a
-        ``name``, None when an entry of that name is already waiting."""
+        ``name``, None when an entry of that name is already waiting. ``sync=False``
+        (``files.fsync``): not synced, as the spec write it stands for."""
         data = {"project": project, "spec": spec, "at": datetime.now(timezone.utc).isoformat()}
         unique = name is None
         try:
@@ -103,7 +105,8 @@ class Journal:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held through the rename: replayers never see it free
             write_all(fd, json.dumps(data, ensure_ascii=False).encode("utf-8"))  # whole or raises
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
             if unique:
                 os.replace(tmp, self.dir / name)
             else:
@@ -114,7 +117,8 @@ class Journal:
                     tmp.unlink()
                     return None
                 tmp.unlink()
-            _fsync_dir(self.dir)
+            if sync:
+                _fsync_dir(self.dir)
         except OSError as exc:
             os.close(fd)
             tmp.unlink(missing_ok=True)
