@@ -98,21 +98,38 @@ class DerivedSync:
             if entry is not None:
                 entry.release()
 
-    def defer(self, entry: Any, job: Callable[[Any], Awaitable[Any]], report: SaveReport,
-              items: int | None = None) -> SaveReport:
-        """Run ``job(entry)`` (the rest of a write) after the write returns (``write_behind``);
-        ``entry`` (the write's journal entry) is kept locked until it ends -> the report:
-        index and graph ``queued``."""
+    def defer(self, entry: Any, items: Callable[[], list[MemoryItem]], report: SaveReport,
+              after: Callable[[list[MemoryItem]], Awaitable[Any]] | None = None) -> SaveReport:
+        """Index the write's ``items()`` and run ``after(items)`` once the write has returned
+        (``write_behind``); ``entry`` (the write's journal entry) is kept locked until then ->
+        the report: index and graph ``queued``."""
         from graphmem.facade import write_behind
 
         held = entry.hand_over() if entry is not None else None
         graph = self.settings.graph.mode != "off"  # its connections belong to this loop
-        write_behind.defer(lambda: job(held), held, on_loop=graph)
+        write_behind.defer(Deferred(self, held, items, after), on_loop=graph)
         report.index = "queued"
         report.graph = "queued" if graph else "off"
-        if items is not None:
-            report.items = items
         return report
+
+    async def index_many(self, jobs: list["Deferred"]) -> None:
+        """Deferred writes of this spec, in order: their items in one index write (one
+        transaction, one embedding pass; an id written twice keeps its latest version), then
+        each one's ``after``."""
+        done: list[tuple[Deferred, list[MemoryItem]]] = []
+        for job in jobs:
+            try:
+                done.append((job, job.items()))
+            except Exception as exc:  # its file is durable: its entry replays it from the files
+                log.warning("a write's items not indexed yet (%s); replayed from the files", exc)
+        latest = {i.id: i for _, items in done for i in items}
+        await self.propagate(list(latest.values()), SaveReport(), _Entries([j.entry for j, _ in done]))
+        for job, items in done:
+            if job.after is not None:
+                try:
+                    await job.after(items)
+                except Exception as exc:  # flags and drops after a durable write never fail it
+                    log.warning("after a write: %s", exc)
 
     async def propagate(self, items: list[MemoryItem], report: SaveReport,
                         entry: Any = None) -> SaveReport:
@@ -218,3 +235,33 @@ class DerivedSync:
             own = await graph.item_ids(key, spec, owner=mine)  # keep, not extra
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
                 "missing": sorted(items - in_graph), "extra": sorted(own - items)}
+
+
+@dataclass(eq=False)
+class Deferred:
+    """One deferred write's derived steps (``write_behind.Job``): its items, computed behind
+    the write, and what follows their indexing (flags, replaced items dropped)."""
+
+    key: DerivedSync  # consecutive writes of one Memory run as one batch
+    entry: Any
+    items: Callable[[], list[MemoryItem]]
+    after: Callable[[list[MemoryItem]], Awaitable[Any]] | None = None
+
+    async def run_many(self, jobs: list["Deferred"]) -> None:
+        """Run ``jobs`` (this one first, all of one key) as one batch."""
+        await self.key.index_many(jobs)
+
+
+class _Entries:
+    """The journal entries of a batch of writes, finished or kept together."""
+
+    def __init__(self, entries: list[Any]):
+        self.entries = [e for e in entries if e is not None]
+
+    def finish(self) -> None:
+        for e in self.entries:
+            e.finish()
+
+    def release(self) -> None:
+        for e in self.entries:
+            e.release()

@@ -97,23 +97,34 @@ class SpecNotes:
             old = files.read_session_insights(session_num)
             path, saved = files.save_session_insights(session_num, data)
             if self.sync.deferred:  # the rest once the caller has its answer (write_behind.py)
-                return self.sync.defer(entry, lambda held: self._derive_session(
-                    session_num, data, old, path, held), SaveReport(path=str(path)))
-            return await self._derive_session(session_num, data, old, path, entry)
+                olds: list[MemoryItem] = []
 
-    async def _derive_session(self, session_num: int, data: dict, old: dict | None, path: Path,
-                              entry: Any) -> SaveReport:
-        """A saved session's derived steps: its items (counted over all sessions) to the index
-        and the graph, the old version's own items dropped, the validity flags it raises."""
+                def behind() -> list[MemoryItem]:
+                    got, olds[:] = self._session_items(session_num, old, path)
+                    return got
+                return self.sync.defer(entry, behind, SaveReport(path=str(path)), lambda got: (
+                    self._after_session(session_num, data, old, olds, got)))
+            items, old_items = self._session_items(session_num, old, path)
+            report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
+        await self._after_session(session_num, data, old, old_items, items)
+        return report
+
+    def _session_items(self, session_num: int, old: dict | None,
+                       path: Path) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        """A saved session's items (counted over all sessions, with the items its old version
+        shared with others counted again) and its old version's items."""
         files = self.files
         items = files.insight_items(only_session=session_num)  # counted over all sessions
         old_items = files.session_items(old, path) if old is not None else []
         shared = {i.id for i in old_items} - {i.id for i in items}
         if shared:  # what the old version shared with other sessions: counted again without it
             items += [i for i in files.insight_items() if i.id in shared]
-        report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
-        if entry is not None:
-            entry.release()  # as before: the flags below run with the entry let go
+        return items, old_items
+
+    async def _after_session(self, session_num: int, data: dict, old: dict | None,
+                             old_items: list[MemoryItem], items: list[MemoryItem]) -> None:
+        """After a saved session's items are indexed: the old version's own items dropped, the
+        validity flags it raises."""
         if old is not None:  # saved again: what only the old version held is no longer memory
             await self.sync.forget_replaced(old_items, items)
         await self.validity.flag_value_updates(session_num, items)
@@ -121,7 +132,6 @@ class SpecNotes:
         done = data.get("subtasks_completed")
         if isinstance(done, list) and all(isinstance(x, str) for x in done):
             await self.validity.flag_reverts(session_num, done, items)
-        return report
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -140,8 +150,7 @@ class SpecNotes:
             path = self.files.update_codebase_map(files)
             report = SaveReport(path=str(path))
             if self.sync.deferred:
-                return self.sync.defer(entry, lambda held: self.sync.propagate(
-                    self.files.map_items(files), report.model_copy(), held), report)
+                return self.sync.defer(entry, lambda: self.files.map_items(files), report)
             return await self.sync.propagate(self.files.map_items(files), report, entry)
 
     async def load_codebase_map(self) -> dict[str, str]:
@@ -163,19 +172,12 @@ class SpecNotes:
                                 files="written" if added else "unchanged")
             items = files.bullet_items(kind, [clean]) if added else []
             if self.sync.deferred and items:
-                return self.sync.defer(entry, lambda held: self._derive_bullet(
-                    kind, clean, items, report.model_copy(), held, flag_updates), report,
-                    items=len(items))
+                report.items = len(items)
+                after = (lambda got: self.validity.flag_updates(kind, clean, got[0].id)) \
+                    if flag_updates else None
+                return self.sync.defer(entry, lambda: items, report, after)
             report = await self.sync.propagate(items, report, entry)
         if items and flag_updates:
-            await self.validity.flag_updates(kind, clean, items[0].id)
-        return report
-
-    async def _derive_bullet(self, kind: str, clean: str, items: list[MemoryItem],
-                             report: SaveReport, entry: Any, flag_updates: bool) -> SaveReport:
-        """A new gotcha's or pattern's derived steps (deferred): the index, the graph, the flag."""
-        report = await self.sync.propagate(items, report, entry)
-        if flag_updates:
             await self.validity.flag_updates(kind, clean, items[0].id)
         return report
 
@@ -191,8 +193,8 @@ class SpecNotes:
             report = SaveReport(path=str(self.files.bullet_file(kind)), files="unchanged")
             items = self.files.bullet_items(kind, [clean])
             if self.sync.deferred:
-                return self.sync.defer(entry, lambda held: self.sync.propagate(
-                    items, report.model_copy(), held), report, items=len(items))
+                report.items = len(items)
+                return self.sync.defer(entry, lambda: items, report)
             return await self.sync.propagate(items, report, entry)
 
     async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:

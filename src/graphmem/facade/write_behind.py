@@ -18,17 +18,43 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextvars
+import itertools
 import logging
 import os
 import threading
 import weakref
 from collections import deque
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Protocol
 
 log = logging.getLogger("graphmem.facade.write_behind")
 
-Job = Callable[[], Awaitable[Any]]
+class Job(Protocol):
+    """One deferred write's derived steps; consecutive jobs of one ``key`` run as one batch
+    (``run_many``: one index transaction and one embedding pass for all their items)."""
+
+    key: Any
+    entry: Any
+
+    async def run_many(self, jobs: list[Any]) -> None: ...
+
+
+BATCH = 64  # jobs per batch at most
 _inside = contextvars.ContextVar("graphmem_write_behind_job", default=False)
+
+
+async def _run_batch(jobs: list[Job]) -> None:
+    """Run ``jobs`` in order, consecutive jobs of one key together."""
+    start = 0
+    while start < len(jobs):
+        end = start + 1
+        while end < len(jobs) and jobs[end].key is jobs[start].key:
+            end += 1
+        try:
+            await jobs[start].run_many(jobs[start:end])
+        except Exception as exc:  # the files are durable; the entries replay the rest
+            log.warning("derived stores not updated after %d write(s) (%s); they are replayed "
+                        "from the files by the next graphmem process or search", end - start, exc)
+        start = end
 
 
 class _ThreadWorker:
@@ -37,12 +63,12 @@ class _ThreadWorker:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self._cv = threading.Condition()
-        self.jobs: deque[tuple[Job, Any]] = deque()
+        self.jobs: deque[Job] = deque()
         self._thread: threading.Thread | None = None
 
-    def put(self, job: Job, entry: Any) -> None:
+    def put(self, job: Job) -> None:
         with self._cv:
-            self.jobs.append((job, entry))
+            self.jobs.append(job)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="graphmem-write-behind",
                                                 daemon=True)
@@ -60,33 +86,28 @@ class _ThreadWorker:
             with self._cv:
                 while not self.jobs:
                     self._cv.wait()
-                job, entry = self.jobs[0]
+                batch = list(itertools.islice(self.jobs, BATCH))
             try:
-                loop.run_until_complete(job())
-            except Exception as exc:  # the file is durable; the entry replays the rest
-                _failed(exc)
+                loop.run_until_complete(_run_batch(batch))
             finally:
                 with self._cv:
-                    self.jobs.popleft()
-                _ended(entry)
-
-
-def _failed(exc: BaseException) -> None:
-    log.warning("derived stores not updated after a write (%s); it is replayed from the files by "
-                "the next graphmem process or search", exc)
+                    for _ in batch:
+                        self.jobs.popleft()
+                for job in batch:
+                    _ended(job.entry)
 
 
 class _LoopWorker:
-    """The jobs of one event loop, run one after another by one task (the graph is on)."""
+    """The jobs of one event loop, run in batches by one task (the graph is on)."""
 
     def __init__(self) -> None:
-        self.jobs: deque[tuple[Job, Any]] = deque()
+        self.jobs: deque[Job] = deque()
         self.task: asyncio.Task | None = None
         self.idle = asyncio.Event()
         self.idle.set()
 
-    def put(self, job: Job, entry: Any) -> None:
-        self.jobs.append((job, entry))
+    def put(self, job: Job) -> None:
+        self.jobs.append(job)
         self.idle.clear()
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run(),
@@ -97,17 +118,16 @@ class _LoopWorker:
         try:
             await asyncio.sleep(START_DELAY)  # the write's caller has its answer before any job runs
             while self.jobs:
-                job, entry = self.jobs[0]
+                batch = list(itertools.islice(self.jobs, BATCH))
                 try:
-                    await job()
-                except Exception as exc:  # the file is durable; the entry replays the rest
-                    _failed(exc)
+                    await _run_batch(batch)
                 finally:
-                    self.jobs.popleft()
-                    _ended(entry)
+                    for job in batch:
+                        self.jobs.popleft()
+                        _ended(job.entry)
         finally:  # cancelled (the loop is closing): what is left stays in the journal
             while self.jobs:
-                _ended(self.jobs.popleft()[1])
+                _ended(self.jobs.popleft().entry)
             self.idle.set()
 
 
@@ -148,24 +168,24 @@ START_DELAY = 0.002  # seconds: past the callbacks that hand a caller on another
 EXIT_WAIT = 60.0  # seconds the interpreter's exit (and a settle) waits for queued jobs
 
 
-def defer(job: Job, entry: Any = None, *, on_loop: bool = False) -> None:
+def defer(job: Job, *, on_loop: bool = False) -> None:
     """Queue ``job`` (the rest of a write, after its file): on the background thread, or with
-    ``on_loop`` on the running loop; ``entry`` (the write's journal entry) is released once the
-    job ends: finished by the job when the index has the write, else kept for the replay."""
+    ``on_loop`` on the running loop; its ``entry`` (the write's journal entry) is released once
+    it ends: finished when the index has the write, else kept for the replay."""
     _PENDING.add()
     if on_loop:
         loop = asyncio.get_running_loop()
         worker = _workers.get(loop)
         if worker is None:
             worker = _workers[loop] = _LoopWorker()
-        worker.put(job, entry)
+        worker.put(job)
         return
     pid = os.getpid()
     with _guard:  # a forked child gets its own thread
         thread = _threads.get(pid)
         if thread is None:
             thread = _threads[pid] = _ThreadWorker()
-    thread.put(job, entry)
+    thread.put(job)
 
 
 def pending() -> int:
