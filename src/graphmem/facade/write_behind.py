@@ -142,6 +142,10 @@ class _Pending:
     waits for these on a thread)."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Nothing pending (a new process)."""
         self._cv = threading.Condition()
         self.count = 0
 
@@ -323,10 +327,14 @@ def _finish_lingering() -> None:
 
 
 def _forget_in_child() -> None:
-    """A forked child holds none of its parent's entries (their locks stay the parent's)."""
+    """A forked child holds none of its parent's entries (their locks stay the parent's) and
+    waits for none of its parent's jobs (they run in the parent)."""
+    global _guard
+    _guard = threading.Lock()  # another thread may have held it at the fork
     for shared in list(_entries.values()):
         shared.entry.release()
     _entries.clear()
+    _PENDING.reset()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
