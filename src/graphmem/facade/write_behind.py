@@ -3,14 +3,15 @@
 A deferred write (``DerivedSync.deferred``: ``graphmem.compat``, or ``index.write_behind``)
 returns once its file is durable and its index-journal entry is made (``index/journal.py``).
 What follows (the items counted over every session, anchors, the local index, the graph or its
-outbox, the validity flags) runs here, one job after another in the order the writes came: on a
-background thread with its own event loop and a lower CPU priority (as the episode writer's)
-while the graph is off, else on the event loop that wrote (the graph's connections belong to
-it). Every read that depends on them settles first (``EpisodeLog.settle``), so a process always
-reads its own writes. A process that dies with jobs queued loses no write: each job's journal
-entry stays on disk (its lock goes with the process), and the next open, search or write of any
-process replays it from the files (``repair.replay``). What a replay does not redo is a
-validity flag the lost job would have logged ("possibly superseded"); the notes are all there.
+outbox, the validity flags) runs here, in batches in the order the writes came: on a background
+thread with its own event loop while the graph is off, else on the event loop that wrote (the
+graph's connections belong to it). Every read that depends on them settles first
+(``EpisodeLog.settle``), so a process always reads its own writes. A process that dies with
+jobs queued loses no write: each job's journal entry stays on disk (its lock goes with the
+process), and the next open, search or write of any process replays it from the files
+(``repair.replay``). What a replay does not redo is a validity flag the lost job would have
+logged ("possibly superseded"); the notes are all there. The process's exit waits for the queue
+(``EXIT_WAIT``), as it waited for the index inside each write before.
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ class _ThreadWorker:
             self._cv.notify_all()
 
     def _run(self) -> None:
-        from graphmem.index.session_index.writer import _background_priority, _Inline
+        from graphmem.index.episode_index.writer import _Inline
 
-        _background_priority()
+        # Not niced (unlike the episode writer): a busy machine would starve it, and the
+        # process's exit waits for it (``_flush_at_exit``).
         _inside.set(True)  # the tasks below copy this thread's context
         loop = asyncio.new_event_loop()
         loop.set_default_executor(_Inline())  # runs at interpreter exit too, after the pools stop
