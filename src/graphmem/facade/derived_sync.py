@@ -82,7 +82,8 @@ class DerivedSync(UsesDerived):
         if self.deferred:  # one entry for a burst of this process's writes to the spec
             from graphmem.facade import write_behind
 
-            entry = write_behind.shared_entry(str(self.scope.root), str(self.scope.spec_dir), begin)
+            entry = write_behind.shared_entry(str(self.settings.home), str(self.scope.root),
+                                              str(self.scope.spec_dir), begin)
         else:
             entry = begin()
         try:

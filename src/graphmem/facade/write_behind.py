@@ -225,7 +225,7 @@ class _Shared:
     deleted once every write it covers is indexed and no write came for ``LINGER`` seconds;
     kept on disk for the replay when one of them was not indexed, or when the process dies."""
 
-    def __init__(self, key: tuple[str, str], entry: Any):
+    def __init__(self, key: tuple[str, str, str], entry: Any):
         self.key, self.entry = key, entry
         self.jobs = 0
         self.dirty = False
@@ -287,7 +287,7 @@ class _Share:
         return _Share(self.shared, self.indexed)
 
 
-_entries: dict[tuple[str, str], _Shared] = {}
+_entries: dict[tuple[str, str, str], _Shared] = {}
 
 
 def _drop(shared: _Shared) -> None:
@@ -297,10 +297,11 @@ def _drop(shared: _Shared) -> None:
         shared.timer.cancel()
 
 
-def shared_entry(project: str, spec: str, begin: Callable[[], Any]) -> Any:
-    """The journal entry a deferred write of ``spec`` holds: this process's entry for it when
-    one is held, else ``begin()``'s (None when the journal cannot be written)."""
-    key = (project, spec)
+def shared_entry(home: str, project: str, spec: str, begin: Callable[[], Any]) -> Any:
+    """The journal entry (in ``home``'s journal) a deferred write of ``spec`` holds: this
+    process's entry for it when one is held, else ``begin()``'s (None when the journal cannot
+    be written)."""
+    key = (home, project, spec)
     with _guard:
         shared = _entries.get(key)
         if shared is not None:
