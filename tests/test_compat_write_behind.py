@@ -194,3 +194,24 @@ def test_files_fsync_is_on_unless_turned_off(spec_dir, isolated_env, monkeypatch
     assert json.loads((spec_dir / "memory" / "session_insights" / "session_007.json").read_text())[
         "what_worked"] == ["synced or not"]
     assert compat.load_gotchas(spec_dir)[-1] == "a gotcha synced or not"
+
+
+def test_compat_settings_follow_the_environment_and_config_file_between_calls(
+        isolated_env, monkeypatch, tmp_path):
+    """compat loads the settings again only when what they are read from changed (a load costs
+    about a millisecond a call): each change is seen by the next call."""
+    from graphmem.compat import _store
+
+    monkeypatch.chdir(tmp_path)
+    assert _store.settings().index.write_behind is True  # compat's default
+    assert _store.settings() is _store.settings()  # nothing changed: not loaded again
+    monkeypatch.setenv("GRAPHMEM_INDEX_WRITE_BEHIND", "false")
+    assert _store.settings().index.write_behind is False
+    monkeypatch.delenv("GRAPHMEM_INDEX_WRITE_BEHIND")
+    (tmp_path / "graphmem.toml").write_text("[index]\nwrite_behind = false\n")
+    assert _store.settings().index.write_behind is False
+    (tmp_path / "graphmem.toml").write_text("[index]\nwrite_behind = true\nbusy_timeout = 7\n")
+    assert _store.settings().index.busy_timeout == 7
+    (tmp_path / "graphmem.toml").write_text("[index]\nwrite_behind = [\n")
+    with pytest.raises(Exception, match="graphmem.toml"):
+        _store.settings()
