@@ -22,6 +22,8 @@ from graphmem.errors import ValidationError
 from graphmem.index import db
 from graphmem.settings import Settings
 
+from conftest import run_cli
+
 LIGHT = {"GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama", "GRAPHMEM_LOCAL_LATE_INTERACTION": "off"}
 
 CHILD = """
@@ -45,6 +47,12 @@ def light(monkeypatch):
 
 def _journal(home: Path) -> list[str]:
     return sorted(p.name for p in (home / "index-journal").glob("*.json"))
+
+
+def _journal_row(spec: Path) -> dict:
+    doc = run_cli("doctor", "--spec-dir", str(spec), "--json")
+    rows = {r["name"]: r for r in json.loads(doc.stdout)["sections"]["index"]}
+    return rows["journal"]
 
 
 def _journal_emptied(home: Path) -> list[str]:
@@ -71,14 +79,19 @@ def test_writes_acknowledged_while_the_index_is_locked_survive_sigkill(spec_dir,
         # write in the write path would wait GRAPHMEM_INDEX_BUSY_TIMEOUT, 30 s, for each of five)
         ready, _, _ = select.select([proc.stdout], [], [], 60)
         line = proc.stdout.readline() if ready else ""
+        running = _journal_row(spec_dir) if line.strip() == "acked" else {}
         os.kill(proc.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=30)
         assert line.strip() == "acked", err[-2000:]
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+    # while the writer lived, doctor saw its entry as work in progress, not as a lost write
+    assert running["status"] == "ok" and "being indexed" in running["detail"], running
     # the burst of five writes shared one entry; it outlived its process (none was indexed)
     assert len(_journal(isolated_env)) == 1
+    dead = _journal_row(spec_dir)
+    assert dead["status"] == "warn" and "not in the index yet" in dead["detail"], dead
     memory = spec_dir / "memory"
     assert len(list((memory / "session_insights").glob("session_*.json"))) == 3
     with Memory(spec_dir) as m:  # the search replays the journal from the files first

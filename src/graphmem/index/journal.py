@@ -150,6 +150,22 @@ class Journal:
                     pass
         return sorted(e.name for e in found if e.name.endswith(".json") and not e.name.startswith("."))
 
+    def held(self) -> int:
+        """How many waiting entries a live process holds (its write is being indexed now)."""
+        count = 0
+        for name in self.names():
+            try:
+                fd = os.open(self.dir / name, os.O_RDONLY | _FLAGS)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                count += 1
+            finally:
+                os.close(fd)
+        return count
+
     def claim(self) -> Iterator[Entry]:
         """Entries no live process holds, each locked by us until finished or released."""
         for name in self.names():
