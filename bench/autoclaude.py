@@ -14,6 +14,7 @@ Target (issue 18): every operation interactive (summary was 0.2 s on the real 3,
 folder, where it counted nothing).
 
     .venv/bin/python bench/autoclaude.py [--sessions 3347] [--runs 5]
+    .venv/bin/python bench/autoclaude.py --compat-only [--compat-writes 200] [--pause 0.3]
 """
 
 from __future__ import annotations
@@ -71,8 +72,11 @@ t_import = time.perf_counter() - t
 t = time.perf_counter()
 compat.save_session_insights(sys.argv[1], int(sys.argv[2]), {
     "what_failed": ["Failed to complete subtask: qa-fix-3"], "subtask_id": "qa-fix-3", "success": False})
-print(t_import * 1000, (time.perf_counter() - t) * 1000)
+print(t_import * 1000, (time.perf_counter() - t) * 1000, flush=True)
 """
+
+# (label, GRAPHMEM_FILES_FSYNC): graphmem's default (durable when a call returns), then the opt-in
+MODES = (("durable", None), ("files.fsync=false", "false"))
 
 
 def percentile(xs: list[float], p: float) -> float:
@@ -81,39 +85,70 @@ def percentile(xs: list[float], p: float) -> float:
     return xs[max(0, min(len(xs) - 1, round(p * len(xs)) - 1))]
 
 
-def compat_costs(root: Path, big_spec: Path, writes: int) -> tuple[list[list], dict]:
-    """What Auto-Claude pays per call through ``graphmem.compat`` (issue 33): a session save
-    and a gotcha append (p50/p95 over ``writes`` calls, index on), and the first save of a fresh
-    process, on a new spec and on the big one (imports apart)."""
+def compat_costs(root: Path, big_spec: Path, writes: int, pause: float) -> tuple[list[list], dict]:
+    """What Auto-Claude pays per call through ``graphmem.compat`` (issue 33): each write function
+    (p50/p95 over ``writes`` rounds, index on: it follows in the background, ``write_behind``),
+    a search right after the last write of a round (it waits for the index to catch up), and the
+    first save of a fresh process on a new spec and on the big one (imports apart); in graphmem's
+    durable default and with the opt-in ``GRAPHMEM_FILES_FSYNC=false``. ``pause``: seconds
+    between rounds (an agent works between its saves; 0: back to back)."""
     from graphmem import compat
+    from graphmem.compat import _store
 
-    spec = root / "proj" / "specs" / "008-compat"
-    spec.mkdir(parents=True)
-    compat.save_session_insights(spec, 1, {"what_worked": ["warm"]})
-    saves, gotchas = [], []
-    for i in range(2, writes + 2):
-        t = time.perf_counter()
-        compat.save_session_insights(spec, i, {"what_worked": [f"approach {i} worked"],
-                                               "discoveries": {"files_understood": {
-                                                   f"src/m{i}.py": "module"}}})
-        saves.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        compat.append_gotcha(spec, f"gotcha {i}: close the pool before fork")
-        gotchas.append((time.perf_counter() - t) * 1000)
-    rows = [["compat save_session_insights", round(median(saves), 2), round(percentile(saves, .95), 2)],
-            ["compat append_gotcha", round(median(gotchas), 2), round(percentile(gotchas, .95), 2)]]
-    out = {"save": {"p50_ms": median(saves), "p95_ms": percentile(saves, .95)},
-           "gotcha": {"p50_ms": median(gotchas), "p95_ms": percentile(gotchas, .95)}}
-    for name, target, num in (("new spec", root / "proj" / "specs" / "009-first", 1),
-                              ("big spec", big_spec, 100_000)):
-        target.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([sys.executable, "-c", FIRST_SAVE, str(target), str(num)],
-                           capture_output=True, text=True, env=dict(os.environ))
-        if r.returncode != 0:
-            raise SystemExit(r.stderr)
-        imp, first = (float(x) for x in r.stdout.split())
-        rows.append([f"compat first save in a process ({name})", round(first, 1), f"import {imp:.0f}"])
-        out[f"first save {name}"] = {"first_ms": first, "import_ms": imp}
+    rows: list[list] = []
+    out: dict = {}
+    for label, fsync in MODES:
+        if fsync is None:
+            os.environ.pop("GRAPHMEM_FILES_FSYNC", None)
+        else:
+            os.environ["GRAPHMEM_FILES_FSYNC"] = fsync
+        spec = root / "proj" / "specs" / f"008-compat-{label.split('=')[0]}"
+        spec.mkdir(parents=True)
+        compat.save_session_insights(spec, 1, {"what_worked": ["warm"]})
+        with _store.memory(spec) as m:
+            m.search("warm")  # the model loaded outside the timings
+        times: dict[str, list[float]] = {k: [] for k in (
+            "save_session_insights", "update_codebase_map", "append_gotcha", "append_pattern",
+            "search right after the writes")}
+        calls = {
+            "save_session_insights": lambda i, spec=spec: compat.save_session_insights(spec, i, {
+                "what_worked": [f"approach {i} worked"],
+                "discoveries": {"files_understood": {f"src/m{i}.py": "module"}}}),
+            "update_codebase_map": lambda i, spec=spec: compat.update_codebase_map(
+                spec, {f"src/pkg{i}/mod.py": f"module {i} of the package"}),
+            "append_gotcha": lambda i, spec=spec: compat.append_gotcha(
+                spec, f"gotcha {i}: close the pool before fork"),
+            "append_pattern": lambda i, spec=spec: compat.append_pattern(
+                spec, f"pattern {i}: one service per module"),
+        }
+        for i in range(2, writes + 2):
+            for name, call in calls.items():
+                t = time.perf_counter()
+                call(i)
+                times[name].append((time.perf_counter() - t) * 1000)
+            if i % 10 == 0:  # every tenth round: what a read right after pays
+                with _store.memory(spec) as m:
+                    t = time.perf_counter()
+                    m.search("close the pool before fork", limit=5)
+                    times["search right after the writes"].append((time.perf_counter() - t) * 1000)
+            if pause:
+                time.sleep(pause)
+        for name, xs in times.items():
+            rows.append([f"{label}: compat {name}" if "search" not in name else f"{label}: {name}",
+                         round(median(xs), 2), round(percentile(xs, .95), 2)])
+            out[f"{label} {name}"] = {"p50_ms": median(xs), "p95_ms": percentile(xs, .95), "n": len(xs)}
+        for name, target, num in (("new spec", root / "proj" / "specs" / f"009-first-{label[:4]}", 1),
+                                  ("3,000-session spec", big_spec, 100_000 + len(out))):
+            target.mkdir(parents=True, exist_ok=True)
+            r = subprocess.run([sys.executable, "-c", FIRST_SAVE, str(target), str(num)],
+                               capture_output=True, text=True, env=dict(os.environ))
+            if r.returncode != 0:
+                raise SystemExit(r.stderr)
+            imp, first = (float(x) for x in r.stdout.split())
+            rows.append([f"{label}: first save in a process ({name})", round(first, 1),
+                         f"import {imp:.0f}"])
+            out[f"{label} first save {name}"] = {"first_ms": first, "import_ms": imp}
+    os.environ.pop("GRAPHMEM_FILES_FSYNC", None)
     return rows, out
 
 
@@ -123,6 +158,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--compat-writes", type=int, default=200)
     ap.add_argument("--compat-only", action="store_true", help="only the compat costs")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds between compat write rounds (an agent works between saves)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -136,10 +173,13 @@ def main() -> None:
         write_spec(spec, total=args.sessions)
         gen_s = time.perf_counter() - t
         if args.compat_only:
-            rows, out = compat_costs(root, spec, args.compat_writes)
-            table(f"compat costs ({args.sessions} sessions in the big spec; ms; load "
-                  f"{os.getloadavg()[0]:.1f})", ["operation", "p50 / first", "p95"], rows)
-            write_json("autoclaude_compat", {"sessions": args.sessions, "results": out})
+            load0 = os.getloadavg()[0]
+            rows, out = compat_costs(root, spec, args.compat_writes, args.pause)
+            load = f"{load0:.1f}-{os.getloadavg()[0]:.1f}"
+            table(f"compat costs ({args.sessions} sessions in the big spec; pause {args.pause} s; ms; "
+                  f"load {load})", ["operation", "p50 / first", "p95"], rows)
+            write_json("autoclaude_compat", {"sessions": args.sessions, "pause": args.pause,
+                                             "load": load, "results": out})
             return
         warm = root / "proj" / "specs" / "000-warm"
         warm.mkdir(parents=True)

@@ -429,7 +429,7 @@ class Hit(BaseModel):
         return new
 
 
-IndexOutcome = Literal["indexed", "off", "failed"]  # what the local index did with a write
+IndexOutcome = Literal["indexed", "off", "failed", "queued"]  # what the index did ("queued": write_behind)
 GraphOutcome = Literal["written", "queued", "off"]  # what the graph did with it
 
 

@@ -256,12 +256,30 @@ class EpisodeSettings(_Section):
     fsync: bool = Field(True, description="fsync every recorded turn/step batch")
 
 
+class FileSettings(_Section):
+    """The spec's memory files (session insights, codebase map, gotchas, patterns)."""
+
+    # False: written whole (atomic replace, whole-line appends) but not synced, nor the index
+    # journal's entry: survives a crash of the process, not a power cut (Auto-Claude's own
+    # json.dump syncs nothing). Off by default: graphmem's writes are durable when they return.
+    fsync: bool = Field(True, description=(
+        "fsync each spec memory write and its index-journal entry before it returns; `false`: "
+        "survives a crash of the process, not a power cut (about 0.2 ms a write instead of one "
+        "or two disk syncs)"))
+
+
 class IndexSettings(_Section):
     """The local index (``GRAPHMEM_HOME/index.sqlite3``)."""
 
     busy_timeout: float = Field(30.0, gt=0, description=(
         "seconds an index write waits for another process's write lock; past it the write says "
         "`index: failed` and is replayed from its journal entry"))
+    # None: on for ``graphmem.compat`` (its functions return nothing to report), off for Memory.
+    write_behind: bool | None = Field(None, description=(
+        "a spec write returns once its file and its index-journal entry are on disk; the index "
+        "and the graph follow in the background (reads in the process wait for them; a crash "
+        "leaves the entry, replayed from the files)"), json_schema_extra=_shown(
+            "on for `graphmem.compat`, off for `Memory`", "true, false"))
 
 
 class TeamSettings(_Section):
@@ -320,6 +338,7 @@ class Settings(_Section):
     graph: GraphSettings = Field(default_factory=GraphSettings)
     providers: ProviderSettings = Field(default_factory=ProviderSettings)
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
+    files: FileSettings = Field(default_factory=FileSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
     team: TeamSettings = Field(default_factory=TeamSettings)

@@ -164,11 +164,15 @@ def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     for copy in db.corrupt_copies(home):
         rows.append(row("damaged copy", "warn", f"{copy} was moved aside and the index rebuilt from "
                         "the files; delete it once you no longer need it"))
-    pending = len(Journal(home).names())
-    rows.append(row("journal", "ok" if pending == 0 else "warn",
+    journal = Journal(home)
+    pending = len(journal.names())
+    held = journal.held() if pending else 0  # a running process is indexing them now
+    rows.append(row("journal", "ok" if pending == held else "warn",
                     "no index write waiting" if pending == 0 else
-                    f"{pending} write(s) not in the index yet; the next graphmem command replays "
-                    f"them from the files, or {fix}"))
+                    f"{held} write(s) being indexed by a running graphmem process"
+                    if pending == held else
+                    f"{pending - held} write(s) not in the index yet; the next graphmem command "
+                    f"replays them from the files, or {fix}"))
     if damage is not None or not db.db_path(home).exists():
         return
     from graphmem.index.local_index import LocalIndex

@@ -8,6 +8,7 @@ settings part is a digest of every value, secrets included: two API keys, two Me
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from ..facade.memory import Memory
 from ..settings import Settings
 
 _CACHE: dict[tuple[str, str, str], Memory] = {}
+_LOADED: dict[tuple, tuple[Settings, str]] = {}  # what the sources held -> (settings, fingerprint)
 _CACHE_LOCK = threading.Lock()
 
 
@@ -33,15 +35,55 @@ class _Borrowed:
 
 
 def settings() -> Settings:
-    """The settings as the environment gives them now."""
-    return Settings.load()
+    """The settings as the environment gives them now (shared: never changed by a caller);
+    unless set, the index follows each write in the background (``index.write_behind``: the
+    reference's functions report nothing). Loaded again only when the environment, the working
+    folder or a config file named by it changed (a load costs about a millisecond)."""
+    key = _sources_key()
+    with _CACHE_LOCK:
+        got = _LOADED.get(key)
+    if got is not None:
+        return got[0]
+    current = Settings.load()
+    if current.index.write_behind is None:
+        current.index.write_behind = True
+    with _CACHE_LOCK:
+        if len(_LOADED) >= 16:
+            _LOADED.clear()
+        _LOADED[key] = (current, current.fingerprint())
+    return current
+
+
+def _sources_key() -> tuple:
+    """What ``Settings.load`` reads: the environment, the working folder, the stat of the TOML
+    file and of the named ``.env`` (``config_sources.read_sources``)."""
+    env = os.environ
+    cwd = os.getcwd()
+    stats: list[tuple] = []
+    for name in (env.get("GRAPHMEM_CONFIG") or "graphmem.toml", env.get("GRAPHMEM_ENV_FILE")):
+        if name:
+            try:
+                st = os.stat(os.path.join(cwd, name))
+                stats.append((name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+            except OSError:
+                stats.append((name, None))
+    return tuple(sorted(env.items())), cwd, tuple(stats)
+
+
+def _fingerprint(current: Settings) -> str:
+    """``current.fingerprint()``, remembered for the settings ``settings`` shares."""
+    with _CACHE_LOCK:
+        for loaded, fingerprint in _LOADED.values():
+            if loaded is current:
+                return fingerprint
+    return current.fingerprint()
 
 
 def memory(spec_dir: Path, project_dir: Path | None = None) -> _Borrowed:
     """The process's ``Memory`` of ``spec_dir`` under the current settings (not closed on exit
     of the ``with``; all are closed at interpreter exit)."""
     current = settings()
-    key = (str(Path(spec_dir).resolve()), str(project_dir or ""), current.fingerprint())
+    key = (str(Path(spec_dir).resolve()), str(project_dir or ""), _fingerprint(current))
     with _CACHE_LOCK:
         mem = _CACHE.get(key)
         if mem is None:

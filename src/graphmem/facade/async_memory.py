@@ -94,11 +94,11 @@ class AsyncMemory:
         if project_only:
             project = resolve_project(None, project_dir, project_id=settings.project_id,
                                       known_roots=_known_roots(settings))
-            self._scope = Scope(project)
+            self._scope = Scope(project, sync=settings.files.fsync)
         else:
             assert spec_dir is not None  # not project_only: refused above when None
             project = resolve_project(spec_dir, project_dir, project_id=settings.project_id)
-            self._scope = Scope(project, Path(spec_dir).resolve())
+            self._scope = Scope(project, Path(spec_dir).resolve(), settings.files.fsync)
         self._derived = DerivedRef(settings, derived, on_open=self._register_root)
         rules = WriteRules(settings)
         args = (settings, self._scope, self._derived)

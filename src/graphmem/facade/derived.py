@@ -181,7 +181,7 @@ class DerivedStores:
         from graphmem.index.journal import Journal
 
         try:
-            return Journal(self.settings.home).begin(project, spec)
+            return Journal(self.settings.home).begin(project, spec, sync=self.settings.files.fsync)
         except StorageError as exc:
             log.warning("%s", exc)
             return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from functools import partial
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
@@ -38,6 +39,11 @@ class DerivedSync(UsesDerived):
     settle: Callable[[], Awaitable[None]]
     _adopted: bool = field(default=False, init=False)
 
+    @property
+    def deferred(self) -> bool:
+        """Whether a spec write returns once its file is durable, the index and the graph
+        following in the background (``write_behind.py``; ``index.write_behind``)."""
+        return self.settings.index.write_behind is True
 
     @property
     def project(self) -> "Project":
@@ -72,7 +78,15 @@ class DerivedSync(UsesDerived):
         """A durable index-journal entry around one spec write: made before the files change,
         dropped once the index has the write; left for replay when it does not (see
         ``index/journal.py``)."""
-        entry = self.derived.begin_index_write(str(self.scope.root), str(self.scope.spec_dir))
+        begin = partial(self.derived.begin_index_write, str(self.scope.root),
+                        str(self.scope.spec_dir))
+        if self.deferred:  # one entry for a burst of this process's writes to the spec
+            from graphmem.facade import write_behind
+
+            entry = write_behind.shared_entry(str(self.settings.home), str(self.scope.root),
+                                              str(self.scope.spec_dir), begin)
+        else:
+            entry = begin()
         try:
             yield entry
         except Exception:
@@ -82,6 +96,39 @@ class DerivedSync(UsesDerived):
         finally:
             if entry is not None:
                 entry.release()
+
+    def defer(self, entry: Any, items: Callable[[], list[MemoryItem]], report: SaveReport,
+              after: Callable[[list[MemoryItem]], Awaitable[Any]] | None = None) -> SaveReport:
+        """Index the write's ``items()`` and run ``after(items)`` once the write has returned
+        (``write_behind``); ``entry`` (the write's journal entry) is kept locked until then ->
+        the report: index and graph ``queued``."""
+        from graphmem.facade import write_behind
+
+        held = entry.hand_over() if entry is not None else None
+        graph = self.settings.graph.mode != "off"  # its connections belong to this loop
+        write_behind.defer(Deferred(self, held, items, after), on_loop=graph)
+        report.index = "queued"
+        report.graph = "queued" if graph else "off"
+        return report
+
+    async def index_many(self, jobs: list["Deferred"]) -> None:
+        """Deferred writes of this spec, in order: their items in one index write (one
+        transaction, one embedding pass; an id written twice keeps its latest version), then
+        each one's ``after``."""
+        done: list[tuple[Deferred, list[MemoryItem]]] = []
+        for job in jobs:
+            try:
+                done.append((job, job.items()))
+            except Exception as exc:  # its file is durable: its entry replays it from the files
+                log.warning("a write's items not indexed yet (%s); replayed from the files", exc)
+        latest = {i.id: i for _, items in done for i in items}
+        await self.propagate(list(latest.values()), SaveReport(), _Entries([j.entry for j, _ in done]))
+        for job, items in done:
+            if job.after is not None:
+                try:
+                    await job.after(items)
+                except Exception as exc:  # flags and drops after a durable write never fail it
+                    log.warning("after a write: %s", exc)
 
     async def propagate(self, items: list[MemoryItem], report: SaveReport,
                         entry: Any = None) -> SaveReport:
@@ -148,6 +195,7 @@ class DerivedSync(UsesDerived):
         """Replay this spec's graph outbox now (see ``AsyncMemory.sync``)."""
         from ..errors import GraphmemError
 
+        await self.settle()  # this process's queued writes reach the graph or the outbox first
         outbox = self.outbox()
         if not graph_in_use(self.settings):
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
@@ -168,6 +216,7 @@ class DerivedSync(UsesDerived):
         """Items in this spec's files but not in the graph, and graph items no file holds."""
         from ..files.walk import spec_items
 
+        await self.settle()  # this process's queued writes first
         items = {i.id for i in spec_items(self.scope.project, self.scope.files.spec_dir)}
         queued = self.outbox().size()
         if not graph_in_use(self.settings):
@@ -185,3 +234,33 @@ class DerivedSync(UsesDerived):
             own = await graph.item_ids(key, spec, owner=mine)  # keep, not extra
         return {"graph": "on", "files": len(items), "in_graph": len(in_graph), "queued": queued,
                 "missing": sorted(items - in_graph), "extra": sorted(own - items)}
+
+
+@dataclass(eq=False)
+class Deferred:
+    """One deferred write's derived steps (``write_behind.Job``): its items, computed behind
+    the write, and what follows their indexing (flags, replaced items dropped)."""
+
+    key: DerivedSync  # consecutive writes of one Memory run as one batch
+    entry: Any
+    items: Callable[[], list[MemoryItem]]
+    after: Callable[[list[MemoryItem]], Awaitable[Any]] | None = None
+
+    async def run_many(self, jobs: list["Deferred"]) -> None:
+        """Run ``jobs`` (this one first, all of one key) as one batch."""
+        await self.key.index_many(jobs)
+
+
+class _Entries:
+    """The journal entries of a batch of writes, finished or kept together."""
+
+    def __init__(self, entries: list[Any]):
+        self.entries = [e for e in entries if e is not None]
+
+    def finish(self) -> None:
+        for e in self.entries:
+            e.finish()
+
+    def release(self) -> None:
+        for e in self.entries:
+            e.release()

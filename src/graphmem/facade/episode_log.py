@@ -244,8 +244,12 @@ class EpisodeLog(UsesDerived):
         return self._state
 
     async def settle(self) -> None:
-        """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
+        """Before a read of the indexes: catch up on the files once, then wait for queued rows
+        (and for the derived steps of this process's deferred spec writes, ``write_behind``)."""
+        from graphmem.facade import write_behind
         from graphmem.index.episode_index import writer as episode_writer
+
+        await write_behind.settle()
 
         if not self._caught_up:
             self._caught_up = True

@@ -99,13 +99,36 @@ class SpecNotes(UsesDerived):
         with self.sync.journal() as entry:
             old = files.read_session_insights(session_num)
             path, saved = files.save_session_insights(session_num, data)
-            items = files.insight_items(only_session=session_num)  # counted over all sessions
+            if self.sync.deferred and before is None:  # the rest once the caller has its answer
+                olds: list[MemoryItem] = []  # (write_behind.py; a held write is never deferred)
+
+                def behind() -> list[MemoryItem]:
+                    got, olds[:] = self._session_items(session_num, old, path)
+                    return got
+                return self.sync.defer(entry, behind, SaveReport(path=str(path)), lambda got: (
+                    self._after_session(session_num, data, old, olds, got)))
+            items, old_items = self._session_items(session_num, old, path)
             self.held(before, items, f"session {session_num}")
-            old_items = files.session_items(old, path) if old is not None else []
-            shared = {i.id for i in old_items} - {i.id for i in items}
-            if shared:  # what the old version shared with other sessions: counted again without it
-                items += [i for i in files.insight_items() if i.id in shared]
             report = await self.sync.propagate(items, SaveReport(path=str(path)), entry)
+        await self._after_session(session_num, data, old, old_items, items)
+        return report
+
+    def _session_items(self, session_num: int, old: dict | None,
+                       path: Path) -> tuple[list[MemoryItem], list[MemoryItem]]:
+        """A saved session's items (counted over all sessions, with the items its old version
+        shared with others counted again) and its old version's items."""
+        files = self.files
+        items = files.insight_items(only_session=session_num)  # counted over all sessions
+        old_items = files.session_items(old, path) if old is not None else []
+        shared = {i.id for i in old_items} - {i.id for i in items}
+        if shared:  # what the old version shared with other sessions: counted again without it
+            items += [i for i in files.insight_items() if i.id in shared]
+        return items, old_items
+
+    async def _after_session(self, session_num: int, data: dict, old: dict | None,
+                             old_items: list[MemoryItem], items: list[MemoryItem]) -> None:
+        """After a saved session's items are indexed: the old version's own items dropped, the
+        validity flags it raises."""
         if old is not None:  # saved again: what only the old version held is no longer memory
             await self.sync.forget_replaced(old_items, items)
         await self.validity.flag_value_updates(session_num, items)
@@ -113,7 +136,6 @@ class SpecNotes(UsesDerived):
         done = data.get("subtasks_completed")
         if isinstance(done, list) and all(isinstance(x, str) for x in done):
             await self.validity.flag_reverts(session_num, done, items)
-        return report
 
     async def load_all_insights(self) -> list[dict]:
         """Every session's insights, oldest first."""
@@ -133,9 +155,12 @@ class SpecNotes(UsesDerived):
         before = self._ids() if hold else None
         with self.sync.journal() as entry:
             path = self.files.update_codebase_map(files)
+            report = SaveReport(path=str(path))
+            if self.sync.deferred and before is None:
+                return self.sync.defer(entry, lambda: self.files.map_items(files), report)
             items = self.files.map_items(files)
             self.held(before, items, "the codebase map")
-            return await self.sync.propagate(items, SaveReport(path=str(path)), entry)
+            return await self.sync.propagate(items, report, entry)
 
     def _ids(self) -> set[str]:
         """The ids of every memory in the spec's files (what a held write adds is the rest)."""
@@ -166,6 +191,11 @@ class SpecNotes(UsesDerived):
             report = SaveReport(path=str(files.bullet_file(kind)),
                                 files="written" if added else "unchanged")
             items = files.bullet_items(kind, [clean]) if added else []
+            if self.sync.deferred and items:
+                report.items = len(items)
+                after = (lambda got: self.validity.flag_updates(kind, clean, got[0].id)) \
+                    if flag_updates else None
+                return self.sync.defer(entry, lambda: items, report, after)
             report = await self.sync.propagate(items, report, entry)
         if items and flag_updates:
             await self.validity.flag_updates(kind, clean, items[0].id)
@@ -181,7 +211,11 @@ class SpecNotes(UsesDerived):
         clean = self.rules.clean(said)
         with self.sync.journal() as entry:
             report = SaveReport(path=str(self.files.bullet_file(kind)), files="unchanged")
-            return await self.sync.propagate(self.files.bullet_items(kind, [clean]), report, entry)
+            items = self.files.bullet_items(kind, [clean])
+            if self.sync.deferred:
+                report.items = len(items)
+                return self.sync.defer(entry, lambda: items, report)
+            return await self.sync.propagate(items, report, entry)
 
     async def supersede(self, id: str, new_text: str, *, reason: str = "", at: Any = None) -> dict:
         """Replace a gotcha or pattern with ``new_text``: the new one is written, the old one is

@@ -31,6 +31,7 @@ class Scope:
 
     project: "Project"
     given_spec: Path | None = None
+    sync: bool = True  # fsync the spec's file writes (``files.fsync``)
 
     @property
     def root(self) -> Path:
@@ -66,4 +67,4 @@ class Scope:
         """The spec's file store (the truth)."""
         from graphmem.files.spec_store import SpecStore
 
-        return SpecStore(self.spec_dir, self.project)
+        return SpecStore(self.spec_dir, self.project, self.sync)

@@ -27,12 +27,13 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, sync: bool = True) -> None:
     """Write ``data`` to a uniquely named temp file beside ``path``, fsync it, then replace ``path``.
 
     A reader sees either the old file or the new one, never a torn one; a crash leaves at most a
     stray ``.<name>.*.tmp`` file, which readers ignore and ``graphmem doctor --fix`` removes once it
-    is an hour old.
+    is an hour old. ``sync=False`` (``files.fsync``): nothing synced, so only a crash of the
+    process is survived, not a power cut.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -40,7 +41,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -48,17 +50,19 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, sync: bool = True) -> None:
     """Atomically write UTF-8 text."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), sync)
 
 
-def atomic_write_json(path: Path, data: Any, *, sort_keys: bool = False) -> None:
+def atomic_write_json(path: Path, data: Any, *, sort_keys: bool = False, sync: bool = True) -> None:
     """Atomically write JSON with the reference's formatting (indent 2)."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False))
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=sort_keys, ensure_ascii=False),
+                      sync)
 
 
 def write_all(fd: int, data: bytes) -> None:

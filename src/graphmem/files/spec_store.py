@@ -95,9 +95,10 @@ _BULLETS_LOCK = threading.Lock()
 class SpecStore:
     """Reads and writes one spec's memory folder. Inputs are validated and redacted upstream."""
 
-    def __init__(self, spec_dir: Path, project: "Project | Path | None" = None):
+    def __init__(self, spec_dir: Path, project: "Project | Path | None" = None, sync: bool = True):
         from ..identity import Project, resolve_project
 
+        self.sync = sync  # fsync each write (``files.fsync``)
         self.spec_dir = Path(spec_dir).resolve()
         # The project names the items (its key) and anchors their paths (its root).
         self.project = project if isinstance(project, Project) else resolve_project(spec_dir, project)
@@ -179,7 +180,7 @@ class SpecStore:
         path = self.session_file(session_num)
         with self.lock():
             real_dir(self.insights_dir, create=True)
-            atomic_write_json(path, data)
+            atomic_write_json(path, data, sync=self.sync)
         return path, data
 
     def sessions(self) -> list[tuple[Path, _SessionFile]]:
@@ -266,7 +267,7 @@ class SpecStore:
             meta["last_updated"] = datetime.now(timezone.utc).isoformat()
             meta["total_files"] = len(agent_formats.map_files(cmap))
             cmap["_metadata"] = meta
-            atomic_write_json(self.map_file, cmap, sort_keys=True)
+            atomic_write_json(self.map_file, cmap, sort_keys=True, sync=self.sync)
         return self.map_file
 
     def load_codebase_map(self, sessions: list | None = None) -> dict[str, str]:
@@ -357,9 +358,9 @@ class SpecStore:
                 return False
             st = file_stat(path)
             if st is None or st.st_size == 0:
-                atomic_write_text(path, HEADERS[kind][1] + f"- {text}\n")
+                atomic_write_text(path, HEADERS[kind][1] + f"- {text}\n", self.sync)
             else:
-                append_line(path, f"- {text}")
+                append_line(path, f"- {text}", sync=self.sync)
             self._refresh_bullets(kind)
         return True
 
@@ -381,9 +382,9 @@ class SpecStore:
             lines = "".join(f"- {t}\n" for t in new)
             st = file_stat(path)
             if st is None or st.st_size == 0:
-                atomic_write_text(path, HEADERS[kind][1] + lines)
+                atomic_write_text(path, HEADERS[kind][1] + lines, self.sync)
             else:
-                append_line(path, lines)
+                append_line(path, lines, sync=self.sync)
             self._refresh_bullets(kind)
         return new
 

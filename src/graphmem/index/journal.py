@@ -67,6 +67,14 @@ class Entry:
         if fd is not None:
             os.close(fd)
 
+    def hand_over(self) -> "Entry":
+        """The same entry and its lock for another holder (a write's background job); this
+        object lets go of it without releasing the lock."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise ValueError("journal entry already released")
+        return Entry(self.path, fd, self.data)
+
     def __enter__(self) -> "Entry":
         return self
 
@@ -80,9 +88,11 @@ class Journal:
     def __init__(self, home: Path):
         self.dir = Path(home) / JOURNAL_DIR
 
-    def begin(self, project: str, spec: str | None = None, name: str | None = None) -> Entry | None:
+    def begin(self, project: str, spec: str | None = None, name: str | None = None,
+              sync: bool = True) -> Entry | None:
         """A durable, locked entry for work about to happen (raises ``StorageError``). With a
-        ``name``, None when an entry of that name is already waiting."""
+        ``name``, None when an entry of that name is already waiting. ``sync=False``
+        (``files.fsync``): not synced, as the spec write it stands for."""
         data = {"project": project, "spec": spec, "at": datetime.now(timezone.utc).isoformat()}
         unique = name is None
         try:
@@ -95,7 +105,8 @@ class Journal:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # held through the rename: replayers never see it free
             write_all(fd, json.dumps(data, ensure_ascii=False).encode("utf-8"))  # whole or raises
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
             if unique:
                 os.replace(tmp, self.dir / name)
             else:
@@ -106,7 +117,8 @@ class Journal:
                     tmp.unlink()
                     return None
                 tmp.unlink()
-            _fsync_dir(self.dir)
+            if sync:
+                _fsync_dir(self.dir)
         except OSError as exc:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -137,6 +149,22 @@ class Journal:
                 except OSError:
                     pass
         return sorted(e.name for e in found if e.name.endswith(".json") and not e.name.startswith("."))
+
+    def held(self) -> int:
+        """How many waiting entries a live process holds (its write is being indexed now)."""
+        count = 0
+        for name in self.names():
+            try:
+                fd = os.open(self.dir / name, os.O_RDONLY | _FLAGS)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                count += 1
+            finally:
+                os.close(fd)
+        return count
 
     def claim(self) -> Iterator[Entry]:
         """Entries no live process holds, each locked by us until finished or released."""
