@@ -9,7 +9,14 @@ last Stop. Every hook runs as Claude Code runs it (bench/_hook_harness.py: setti
 No API call besides the hooks. After each task's point, a probe session opens with the task as its
 first prompt (SessionStart, UserPromptSubmit, SessionEnd) and what the hooks injected is scored:
 FileRecall (the task's files named), tokens, gone paths shown unmarked (StaleLeakText's rule),
-and for locate tasks ("Where is X implemented?") the current path and an old path first.
+and for locate tasks ("Where is X implemented?") the current path and an old path first. "First"
+is read in the answer to the question: the prompt's context and the briefing's lines that name
+the symbol (the briefing is composed before any prompt; its other lines say nothing about where
+X is, and the file X left often still exists); a move note ("a.go is now b.go") is a marked
+mention. ``stalefirst_all`` keeps the stricter reading (an old path anywhere in briefing and
+context before the current one). Tokens are reported per probe (briefing + first prompt: a
+one-prompt session) and, over the replayed sessions, everything the hooks injected (briefing,
+prompts' context, file notes) per prompt: the briefing is injected once a session.
 Also per event: hook wait p50/p95 as processes, failures. Systems: ``graphmem`` (``graphmem hooks
 install claude-code``) and ``naive`` (bench/_naive_capture_hook.py: every prompt and tool use
 captured, BM25's top items injected on each prompt at the same budget).
@@ -20,7 +27,12 @@ the project's own .claude/settings.json is left out of the tree (the data holds 
 the installed hooks own it); probe prompts stay in the hooks' memory, as a user's would; before each
 session and probe the bench waits for the work the hooks detached (``--settle``), as the time
 between real sessions would. The naive hook reproduces issue 32's reference figures for FileRecall
-(.133 here, .144 there) and tokens (781, 792), not its "where is X" current path (.14, .28).
+(.133 here, .144 there) and tokens (781, 792), not its "where is X" current path (.14, .28): on
+the full replay's injections 4 of 29 locate probes name the current path; counting the current
+file's name alone gives 7/29 (.24), the current or the old path 7/29, the file's name or the old
+path 9/29 (.31); captures replayed in-process (no "prompt:" prefix, Read steps with the
+file's symbols, failures left out, steps twice, probes left out, a probe one session later, a
+plain tokenizer) gave .00-.14, none .28.
 
     .venv/bin/python bench/agent_hooks.py [--hooks naive,graphmem] [--quick | --sessions N --tasks K]
 """

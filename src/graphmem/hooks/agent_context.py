@@ -52,7 +52,8 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
     work = "".join(_work_line(task, files) for task, files in recent[:RECENT_SESSIONS])
     work = fit("### Recent work (files under their current names)\n" + work,
                min(RECENT_BUDGET, budget)) if work else ""
-    query = recent[0][0] if recent else "gotchas pitfalls conventions patterns of this project"
+    query = next((t for t, _ in recent if t != NO_PROMPT),
+                 "gotchas pitfalls conventions patterns of this project")
     hits = await mem.search(query, scope="project", kinds=["gotcha", "pattern"], limit=12)
     hits = [h.replaced(score=1.0) for h in hits]  # a briefing: no floor among them
     left = budget - estimate_tokens(TITLE + work) - 2
@@ -66,7 +67,8 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
 
 
 TITLE = "## graphmem: this project's memory\n"
-RECENT_SESSIONS = 3  # the last sessions that edited files, newest first
+RECENT_SESSIONS = 3  # the last sessions that left an insight (files edited, checks failed)
+NO_PROMPT = "(no prompt recorded)"
 RECENT_FILES = 4  # files named per session
 RECENT_BUDGET = 110  # tokens of the briefing's recent work, at most
 BRIEF_LINE_CHARS = 240  # a briefing's gotcha is cut to this many characters (its marks kept)
@@ -267,7 +269,7 @@ def _recent_work(root: Path, snap: Any) -> list[tuple[str, list[str]]]:
         now = [p for p in (_now(p, snap)[0] for p in edited if isinstance(p, str)) if p]
         if not task and not now:
             continue
-        key = _current_text(task, snap) if task else "(no prompt recorded)"
+        key = _current_text(task, snap) if task else NO_PROMPT
         had = out.setdefault(key, [])
         had.extend(p for p in now if p not in had)
     return list(out.items())
