@@ -328,7 +328,8 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
         sample = random.Random(32).sample(prompts, min(args.findable, len(prompts)))
         result["findable"] = findable(root, env, sample, args.search_cmd.split())
     if args.keep:
-        shutil.copytree(base, Path(args.keep) / system, dirs_exist_ok=True, symlinks=True)
+        shutil.copytree(base, Path(args.keep) / system, dirs_exist_ok=True, symlinks=True,
+                        ignore=lambda d, names: [n for n in names if n.endswith(".sock")])
     return result
 
 
