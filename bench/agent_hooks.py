@@ -9,7 +9,14 @@ last Stop. Every hook runs as Claude Code runs it (bench/_hook_harness.py: setti
 No API call besides the hooks. After each task's point, a probe session opens with the task as its
 first prompt (SessionStart, UserPromptSubmit, SessionEnd) and what the hooks injected is scored:
 FileRecall (the task's files named), tokens, gone paths shown unmarked (StaleLeakText's rule),
-and for locate tasks ("Where is X implemented?") the current path and an old path first.
+and for locate tasks ("Where is X implemented?") the current path and an old path first. "First"
+is read in the answer to the question: the prompt's context and the briefing's lines that name
+the symbol (the briefing is composed before any prompt; its other lines say nothing about where
+X is, and the file X left often still exists); a move note ("a.go is now b.go") is a marked
+mention. ``stalefirst_all`` keeps the stricter reading (an old path anywhere in briefing and
+context before the current one). Tokens are reported per probe (briefing + first prompt: a
+one-prompt session) and, over the replayed sessions, everything the hooks injected (briefing,
+prompts' context, file notes) per prompt: the briefing is injected once a session.
 Also per event: hook wait p50/p95 as processes, failures. Systems: ``graphmem`` (``graphmem hooks
 install claude-code``) and ``naive`` (bench/_naive_capture_hook.py: every prompt and tool use
 captured, BM25's top items injected on each prompt at the same budget).
@@ -20,7 +27,12 @@ the project's own .claude/settings.json is left out of the tree (the data holds 
 the installed hooks own it); probe prompts stay in the hooks' memory, as a user's would; before each
 session and probe the bench waits for the work the hooks detached (``--settle``), as the time
 between real sessions would. The naive hook reproduces issue 32's reference figures for FileRecall
-(.133 here, .144 there) and tokens (781, 792), not its "where is X" current path (.14, .28).
+(.133 here, .144 there) and tokens (781, 792), not its "where is X" current path (.14, .28): on
+the full replay's injections 4 of 29 locate probes name the current path; counting the current
+file's name alone gives 7/29 (.24), the current or the old path 7/29, the file's name or the old
+path 9/29 (.31); captures replayed in-process (no "prompt:" prefix, Read steps with the
+file's symbols, failures left out, steps twice, probes left out, a probe one session later, a
+plain tokenizer) gave .00-.14, none .28.
 
     .venv/bin/python bench/agent_hooks.py [--hooks naive,graphmem] [--quick | --sessions N --tasks K]
 """
@@ -31,6 +43,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -113,9 +126,11 @@ def turn_steps(s: dict) -> list[tuple[str | None, list[dict]]]:
     return [(t, steps[k * len(steps) // n:(k + 1) * len(steps) // n]) for k, t in enumerate(turns)]
 
 
-def replay_session(runner: HookRunner, repo, s: dict, transcripts: Path, prompt_tokens: list) -> None:
+def replay_session(runner: HookRunner, repo, s: dict, transcripts: Path, prompt_tokens: list,
+                   spent: dict) -> None:
     """One recorded session as Claude Code's hook events; its tree changes committed before its
-    last Stop."""
+    last Stop. ``spent`` adds up what every hook injected (tokens by event) and the prompts, and
+    the prompts whose context names none of the files the session then touched (``nofile``)."""
     plan = turn_steps(s)
     if not plan:
         repo.apply(s)
@@ -123,9 +138,16 @@ def replay_session(runner: HookRunner, repo, s: dict, transcripts: Path, prompt_
         return
     cs = ClaudeSession(runner, s["id"], transcripts)
     cs.start("startup")
+    touched = set((s.get("tree_changes") or {})) | {
+        (st.get("detail") or {}).get("path") for st in s.get("steps") or []} - {None}
     for k, (prompt, steps) in enumerate(plan):
         if prompt is not None:
-            prompt_tokens.append(len(cs.prompt(prompt).text) / 4)
+            told = cs.prompt(prompt).text
+            prompt_tokens.append(len(told) / 4)
+            spent["prompts"] = spent.get("prompts", 0) + 1
+            if told.strip():
+                spent["told"] = spent.get("told", 0) + 1
+                spent["nofile"] = spent.get("nofile", 0) + (not any(f in told for f in touched))
         for st in steps:
             cs.tool(st)
         if k == len(plan) - 1:
@@ -134,6 +156,9 @@ def replay_session(runner: HookRunner, repo, s: dict, transcripts: Path, prompt_
             repo.commit(s["id"], s["time"])
         cs.stop()
     cs.end("other")
+    for r in cs.results:
+        if r.text:
+            spent[r.event] = spent.get(r.event, 0.0) + len(r.text) / 4
 
 
 def probe(runner: HookRunner, task: dict, transcripts: Path) -> dict:
@@ -154,15 +179,40 @@ def score(task: dict, injected: dict, repo) -> dict:
                  "tokens_prompt": len(injected["prompt"]) / 4, "empty": float(not ctx.strip())}
     if task.get("files"):
         out["filerecall"] = sum(1 for f in task["files"] if f in ctx) / len(task["files"])
+        out["nofile"] = float(bool(injected["prompt"].strip())
+                              and not any(f in injected["prompt"] for f in task["files"]))
     out["path_mentions"], out["gone_unmarked"] = gone_mentions(ctx, repo)
     cur = task.get("current_answer")
     if task["type"] == "locate" and cur:
         out["currenthit"] = float(cur in ctx)
         pos = ctx.find(cur)
         olds = [ctx.find(a) for a in task.get("stale_answers") or [] if a in ctx]
-        out["stalefirst"] = float(bool(olds) and (pos < 0 or min(olds) < pos))
+        out["stalefirst_all"] = float(bool(olds) and (pos < 0 or min(olds) < pos))
+        out["stalefirst"] = old_first(task, injected["start"], injected["prompt"])
         out.update({k: v for k, v in current_above(task, ctx, [], []).items() if k.endswith("ctx")})
     return out
+
+
+SYMBOL = re.compile(r"`([^`]+)`")
+
+
+def old_first(task: dict, start: str, prompt: str) -> float:
+    """1 when the injection tells the agent an old path of the asked symbol before its current
+    one. Read are the prompt's context (composed for the question) and the briefing's lines that
+    name the symbol (composed before the question, the briefing answers nothing else about it:
+    an unrelated memory naming the old file, which often still exists, is no answer); an old
+    path inside a move note ("a.go is now b.go", "moved from a.go") is a marked mention."""
+    cur, olds = task.get("current_answer"), task.get("stale_answers") or []
+    m = SYMBOL.search(task.get("text") or "")
+    names = {m.group(1), m.group(1).rsplit(".", 1)[-1]} if m else set()
+    about = [x for x in start.splitlines()
+             if any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", x) for n in names)]
+    text = "\n".join(about + [prompt])
+    for old in olds:
+        text = text.replace(f"{old} is now", "").replace(f"moved from {old}", "")
+    first_cur = text.find(cur) if cur else -1
+    first_old = min((text.find(o) for o in olds if o in text), default=-1)
+    return float(first_old >= 0 and (first_cur < 0 or first_old < first_cur))
 
 
 def average(rows: list[dict]) -> dict:
@@ -178,6 +228,18 @@ def average(rows: list[dict]) -> dict:
     for k in ("filerecall", "currenthit"):
         out[f"{k}_n"] = sum(1 for r in rows if k in r)
     return out
+
+
+def amortised(spent: dict) -> dict:
+    """What the hooks injected over the replayed sessions, per prompt: every event's tokens (the
+    briefing once a session, the prompts' context, the notes on files) over the prompts; and the
+    prompts given context that names none of the files their session touched."""
+    prompts = max(1, spent.get("prompts", 0))
+    events = {k: v for k, v in spent.items() if k not in ("prompts", "told", "nofile")}
+    return {"per_prompt": sum(events.values()) / prompts,
+            "by_event": {k: v / prompts for k, v in sorted(events.items())},
+            "prompts": spent.get("prompts", 0), "told": spent.get("told", 0),
+            "told_nofile": spent.get("nofile", 0)}
 
 
 def findable(project: Path, env: dict, prompts: list[str], template: list[str]) -> dict:
@@ -225,7 +287,7 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
     runner = HookRunner(root, env=env, max_timeout=args.max_timeout)
     notes = runner.validate()
     transcripts = base / "claude" / "projects"
-    rows, prompt_tokens, prompts, settled = [], [], [], 0.0
+    rows, prompt_tokens, prompts, settled, spent = [], [], [], 0.0, {}
     dump = open(args.injections + f".{system}.jsonl", "w") if args.injections else None
     t_start = time.perf_counter()
     sessions = data["sessions"]
@@ -235,7 +297,7 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
             repo.commit(s["id"], s["time"])
         else:
             settled += runner.settle(args.settle)
-            replay_session(runner, repo, s, transcripts, prompt_tokens)
+            replay_session(runner, repo, s, transcripts, prompt_tokens, spent)
             prompts.extend(t["content"] for t in s.get("turns") or [] if t.get("role") == "user")
         for task in by_after.get(i, []):
             settled += runner.settle(args.settle)
@@ -258,6 +320,7 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
               "failures_n": len(runner.failures),
               "replay_prompt_tokens": {"mean": sum(prompt_tokens) / max(1, len(prompt_tokens)),
                                        "p95": pct(prompt_tokens, 95), "n": len(prompt_tokens)},
+              "replay_injected": amortised(spent),
               "overall": average(rows), "by_type": {}, "tasks": rows}
     for typ in sorted({r["type"] for r in rows}):
         result["by_type"][typ] = average([r for r in rows if r["type"] == typ])
@@ -265,19 +328,23 @@ def run_system(system: str, data: dict, tasks: list[dict], first: int, args, tmp
         sample = random.Random(32).sample(prompts, min(args.findable, len(prompts)))
         result["findable"] = findable(root, env, sample, args.search_cmd.split())
     if args.keep:
-        shutil.copytree(base, Path(args.keep) / system, dirs_exist_ok=True, symlinks=True)
+        shutil.copytree(base, Path(args.keep) / system, dirs_exist_ok=True, symlinks=True,
+                        ignore=lambda d, names: [n for n in names if n.endswith(".sock")])
     return result
 
 
 def report(results: dict) -> None:
     """The quality table (systems side by side) and the per-event latency table."""
-    cols = ["filerecall", "tokens", "tokens_prompt", "tokens_start", "empty", "currenthit",
-            "stalefirst", "gone_unmarked_share"]
+    cols = ["filerecall", "tokens", "tokens_prompt", "tokens_start", "empty", "nofile",
+            "currenthit", "stalefirst", "stalefirst_all", "gone_unmarked_share"]
     rows = []
     for system, res in results.items():
         for typ, m in [("overall", res["overall"]), *res["by_type"].items()]:
             rows.append([system, typ, m["n"], *(m.get(c, float("nan")) for c in cols)])
     table("probe sessions: what the hooks injected for each task's first prompt (tokens = chars/4; "
+          "nofile: the prompt's context names none of the task's files; stalefirst: an old path "
+          "of the asked symbol before its current one, in the prompt's context and the briefing's "
+          "lines naming the symbol; stalefirst_all: anywhere in briefing + context; "
           "gone_unmarked_share pooled over path mentions)", ["hooks", "type", "n", *cols], rows)
     lat = []
     for system, res in results.items():
@@ -295,12 +362,17 @@ def report(results: dict) -> None:
           ["hooks", "event", "fired", "handlers", "wait p50", "wait p95", "target", "async n",
            "async p95", "blocked", "denied", "failures"], lat)
     for system, res in results.items():
-        rp, f = res["replay_prompt_tokens"], res.get("findable")
+        rp, f, inj = res["replay_prompt_tokens"], res.get("findable"), res.get("replay_injected")
         print(f"{system}: replay {res['replay_s']:.0f} s over {res['sessions_replayed']} sessions "
               f"(waiting for background work {res['settle_s']:.0f} s of it); "
               f"tokens per replayed prompt mean {rp['mean']:.0f} (p95 {rp['p95']:.0f}, "
               f"{rp['n']} prompts); failures {res['failures_n']}"
               + (f"; findable by search {f['found']}/{f['sampled']}" if f else ""))
+        if inj:
+            parts = ", ".join(f"{k} {v:.0f}" for k, v in inj["by_event"].items())
+            print(f"  injected per replayed prompt, all events: {inj['per_prompt']:.0f} tokens "
+                  f"({parts}); {inj['told']}/{inj['prompts']} prompts given context, "
+                  f"{inj['told_nofile']} of them naming none of their session's files")
         for n in res["notes"]:
             print(f"  note: {n}")
 

@@ -274,6 +274,40 @@ def test_a_session_leaves_memories_the_next_session_is_given(proj, warm):
     assert "`refund` moved from src/pay.py (deleted) to src/payments.py" in changed
 
 
+def test_the_briefing_names_recent_work_under_current_names_and_nothing_gone(proj):
+    """A session's task and edited files, after the code moved on: the renamed file under its
+    new name (in the task's text too), the deleted one left out, a task digested in two parts
+    said once, and its lesson kept; all within the briefing's budget."""
+    import asyncio
+
+    from graphmem import AsyncMemory, Memory
+    from graphmem.hooks.agent_context import BRIEF_BUDGET, brief
+
+    task = "Make refund() in src/pay.py round half-even"
+    with Memory(None, proj) as m:
+        for n, files in ((1, ["src/pay.py", "src/cart.py"]), (2, ["src/pay.py"])):
+            m.save_session_insights(n, {"subtasks_completed": [task], "discoveries": {
+                "files_understood": {f: f"edited for: {task}" for f in files},
+                "gotchas_encountered": ["`pytest tests/test_pay.py` failed (Exit code 1); it "
+                                        "passed as `pytest tests/test_pay.py -p no:randomly`"]}})
+    git(proj, "add", "-A")
+    commit(proj, "memory")
+    git(proj, "mv", "src/pay.py", "src/payments.py")
+    git(proj, "rm", "-q", "src/cart.py")
+    commit(proj, "rename pay, drop cart")
+
+    async def told() -> str:
+        async with AsyncMemory(None, proj) as mem:
+            return await brief(mem)
+
+    text = asyncio.run(told())
+    assert "Make refund() in src/payments.py round half-even \u2014 edited src/payments.py" in text
+    marked = text.replace("src/pay.py is now src/payments.py", "")  # a move note may say it
+    assert "src/pay.py" not in marked and "src/cart.py" not in text  # nothing old, nothing gone
+    assert text.count("round half-even") == 1 and "pytest tests/test_pay.py -p no:randomly" in text
+    assert len(text) / 4 <= BRIEF_BUDGET
+
+
 def test_off_switch_garbage_and_failures_never_break_the_agent(proj):
     install(proj)
     payload = {"session_id": "s-x", "prompt": "hello there"}

@@ -135,3 +135,20 @@ def test_settle_waits_for_the_workers_a_hook_detached(tmp_path):
     assert res.wait_ms < 900 and len(runner.background()) == 1
     waited = runner.settle(10)
     assert 0.3 < waited < 5 and runner.background() == []
+
+
+def test_old_path_first_reads_the_answer_to_the_question_not_an_unrelated_briefing_line():
+    from agent_hooks import old_first
+
+    task = {"type": "locate", "text": "Where is `Hooks.start` implemented?",
+            "current_answer": "cli/hooks.go", "stale_answers": ["cli/handlers.go"]}
+    unrelated = "## briefing\n- `make lint` failed; it passed again [files: cli/handlers.go]\n"
+    answer = "- `start` is defined in cli/hooks.go (lines 3-9)\n"
+    assert old_first(task, unrelated, answer) == 0.0  # the briefing says nothing about `start`
+    about_it = "- `Hooks.start` lives in cli/handlers.go\n"
+    assert old_first(task, about_it, answer) == 1.0  # it does here, and comes first
+    assert old_first(task, "", "- start() in cli/handlers.go; see cli/hooks.go\n") == 1.0
+    assert old_first(task, "", "- cli/handlers.go is now cli/hooks.go: `start`\n") == 0.0
+    assert old_first(task, "", "- `start` moved from cli/handlers.go to cli/hooks.go\n") == 0.0
+    assert old_first(task, "- `restart` is in cli/handlers.go\n", "") == 0.0  # another name
+    assert old_first(task, "", "") == 0.0

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from graphmem.facade.async_memory import AsyncMemory
 
 PROMPT_BUDGET = 800  # tokens injected for a prompt at most (estimated, ``context.py``)
-BRIEF_BUDGET = 160  # tokens of a session's briefing (with a prompt's 800: ~800 on average)
+BRIEF_BUDGET = 240  # tokens of a session's briefing, once a session (see README: budgets)
 FILE_BUDGET = 250  # tokens of what is known about one file
 FILE_ITEMS = 3  # current memories shown about one file
 # A prompt gets context only when one of its best memories shares FLOOR_TERMS of its words
@@ -41,22 +41,96 @@ async def answer(mem: "AsyncMemory", req: dict[str, Any]) -> str:
 
 
 async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
-    """The project's gotchas and patterns (current ones, marked when their code changed) and
-    what its last sessions worked on; nothing whose code is gone."""
-    from graphmem.rules.context import build_context
+    """What the project's last sessions worked on (their tasks and the files they edited, under
+    the files' current names) and its gotchas and patterns (current ones, marked when their code
+    changed); nothing whose code is gone. Composed before any prompt: it is what is worth
+    knowing at the start of any task."""
+    from graphmem.rules.context import build_context, estimate_tokens
 
-    recent = _recent_tasks(mem.project_dir)
-    query = recent[0] if recent else "gotchas pitfalls conventions patterns of this project"
+    snap = _snapshot(mem.project_dir)
+    recent = _recent_work(mem.project_dir, snap)
+    work = "".join(_work_line(task, files) for task, files in recent[:RECENT_SESSIONS])
+    work = fit("### Recent work (files under their current names)\n" + work,
+               min(RECENT_BUDGET, budget)) if work else ""
+    query = next((t for t, _ in recent if t != NO_PROMPT),
+                 "gotchas pitfalls conventions patterns of this project")
     hits = await mem.search(query, scope="project", kinds=["gotcha", "pattern"], limit=12)
     hits = [h.replaced(score=1.0) for h in hits]  # a briefing: no floor among them
-    body = build_context(query, hits, max(budget - 60, 60), mem.project_dir) if hits else ""
+    left = budget - estimate_tokens(TITLE + work) - 2
+    body = build_context(query, hits, 4 * budget, mem.project_dir) if hits and left > 20 else ""
     body = body.split("\n", 1)[1] if body else ""  # our own title instead
-    lines = [f"- {t if len(t) <= 100 else t[:99] + chr(0x2026)}\n" for t in recent[:3]]
-    if lines:
-        body += "\n### Recent sessions worked on\n" + "".join(lines)
-    if not body.strip():
-        return ""
-    return "## graphmem: this project's memory\n" + body
+    body = _INSIGHT_SOURCE.sub(lambda m: f"session {int(m.group(1))}", body)
+    body = re.sub(r"\n### Code the task names[^\n]*\n(?:- [^\n]*\n)*", "", body)  # no task yet
+    lessons = fit(body, left, line_chars=BRIEF_LINE_CHARS) if body.strip() else ""
+    text = work + lessons
+    return TITLE + text.lstrip("\n") if text.strip() else ""
+
+
+TITLE = "## graphmem: this project's memory\n"
+RECENT_SESSIONS = 3  # the last sessions that left an insight (files edited, checks failed)
+NO_PROMPT = "(no prompt recorded)"
+RECENT_FILES = 4  # files named per session
+RECENT_BUDGET = 110  # tokens of the briefing's recent work, at most
+BRIEF_LINE_CHARS = 240  # a briefing's gotcha is cut to this many characters (its marks kept)
+_INSIGHT_SOURCE = re.compile(r"(?<=_\()source: \.graphmem/memory/session_insights/session_(\d+)\.json")
+
+
+def _work_line(task: str, files: list[str]) -> str:
+    """One session's bullet: its task cut to 90 characters, then the files it edited."""
+    task = task if len(task) <= 90 else task[:89].rstrip() + "\u2026"
+    more = f" and {len(files) - RECENT_FILES} more" if len(files) > RECENT_FILES else ""
+    named = f" \u2014 edited {', '.join(files[:RECENT_FILES])}{more}" if files else ""
+    return f"- {task}{named}\n"
+
+
+def _snapshot(root: Path) -> Any:
+    """The project's tree now (None when it cannot be read: the briefing goes on without it)."""
+    from graphmem.code.tree import snapshot
+
+    try:
+        return snapshot(root, max_age=0)
+    except Exception:
+        return None
+
+
+def _now(path: str, snap: Any) -> tuple[str | None, bool]:
+    """Where ``path`` is now, and whether the project ever had it: itself while in the tree, its
+    new name when git saw it renamed (a chain followed), None when it is gone, or was never a
+    file of the project's history (or the tree could not be read)."""
+    if snap is None:
+        return None, False
+    if path in snap.files:
+        return path, True
+    from graphmem.code.history import history
+
+    hist = history(snap.root, snap.head) if snap.git and snap.head else None
+    if hist is None or path not in hist.touched:
+        return None, False
+    now, at = path, -1
+    while True:  # each step moves forward in time: the walk ends
+        later = [(place, new) for place, new in hist.renamed.get(now, ()) if place > at]
+        if not later:
+            break
+        at, now = min(later)
+    return (now if now in snap.files else None), True
+
+
+PATH_IN_TEXT = re.compile(r"(?<![\w./@+~-])[\w@+~-][\w.@+~-]*(?:/[\w.@+~-]+)+\.\w+")
+
+
+def _current_text(text: str, snap: Any) -> str:
+    """``text`` with the project's paths in it that were renamed since under their current
+    names, and a mark naming those that are gone."""
+    if snap is None:
+        return text
+    gone = []
+    for tok in dict.fromkeys(PATH_IN_TEXT.findall(text)):
+        now, known = _now(tok, snap)
+        if now and now != tok:
+            text = re.sub(rf"(?<![\w./@+~-]){re.escape(tok)}(?![\w/@+~-])", now, text)
+        elif known and not now:
+            gone.append(tok)
+    return text + (f" [{', '.join(gone[:2])} gone now]" if gone else "")
 
 
 async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_BUDGET) -> str:
@@ -76,20 +150,20 @@ async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_B
 
 
 LINE_CHARS = 360  # a quoted line is cut to this many characters (its marks kept)
-_TAIL = re.compile(r" (?:_\(source: | \(user in session |\(\w+ in session |\[files: )")
+_TAIL = re.compile(r" (?:_\(source: |_\(session \d| \(user in session |\(\w+ in session |\[files: )")
 
 
-def fit(text: str, budget: int) -> str:
-    """``text`` with each long bullet cut (its source and marks kept), then its lines up to
-    ``budget`` tokens; a section title left with no bullet is dropped."""
+def fit(text: str, budget: int, line_chars: int = LINE_CHARS) -> str:
+    """``text`` with each long bullet cut to ``line_chars`` (its source and marks kept), then its
+    lines up to ``budget`` tokens; a section title left with no bullet is dropped."""
     from graphmem.rules.context import estimate_tokens
 
     lines = []
     for line in text.splitlines(keepends=True):
-        if line.startswith("- ") and len(line) > LINE_CHARS:
+        if line.startswith("- ") and len(line) > line_chars:
             m = _TAIL.search(line, 40)
             body, tail = (line[:m.start()], line[m.start():]) if m else (line.rstrip("\n"), "\n")
-            keep = max(80, LINE_CHARS - len(tail[:160]))
+            keep = max(80, line_chars - len(tail[:160]))
             line = body[:keep].rstrip() + "\u2026" + (tail if len(tail) <= 160 else
                                                       tail[:159].rstrip() + "\u2026\n")
         lines.append(line)
@@ -164,22 +238,38 @@ async def file_note(mem: "AsyncMemory", path: Any) -> str:
     return out if out.count("\n") > 1 else ""
 
 
-def _recent_tasks(root: Path) -> list[str]:
-    """The tasks of the project's latest hook sessions, newest first (``digest.py`` writes them)."""
+def _recent_work(root: Path, snap: Any) -> list[tuple[str, list[str]]]:
+    """The project's latest hook sessions that edited files, newest first (``digest.py`` writes
+    them): each task (paths in it renamed since under their current names, gone ones marked),
+    and the files it edited that are still in the tree, under their current names. One line per
+    task: a session digested in parts wrote it more than once."""
     import json
 
     folder = Path(root) / ".graphmem" / "memory" / "session_insights"
     try:
-        files = sorted(folder.glob("session_*.json"), reverse=True)[:10]
+        files = sorted(folder.glob("session_*.json"), reverse=True)[:12]
     except OSError:
         return []
-    tasks = []
+    out: dict[str, list[str]] = {}
     for f in files:
         try:
             data = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
-        done = data.get("subtasks_completed") if isinstance(data, dict) else None
-        if isinstance(done, list) and done and isinstance(done[0], str):
-            tasks.append(" ".join(done[0].split())[:160])
-    return tasks
+        if not isinstance(data, dict):
+            continue
+        done = data.get("subtasks_completed")
+        task = " ".join(done[0].split())[:160] if isinstance(done, list) and done and \
+            isinstance(done[0], str) else ""
+        found = (data.get("discoveries") or {}).get("files_understood") \
+            if isinstance(data.get("discoveries"), dict) else None
+        edited = list(found) if isinstance(found, dict) else []
+        if not edited and isinstance(data.get("changed_files"), list):
+            edited = [p for p in data["changed_files"] if isinstance(p, str)]
+        now = [p for p in (_now(p, snap)[0] for p in edited if isinstance(p, str)) if p]
+        if not task and not now:
+            continue
+        key = _current_text(task, snap) if task else NO_PROMPT
+        had = out.setdefault(key, [])
+        had.extend(p for p in now if p not in had)
+    return list(out.items())
