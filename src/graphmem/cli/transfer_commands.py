@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from graphmem.cli.app import _console, _emit, _memory, _spec_args, command, escape
+from graphmem.errors import ValidationError
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -66,10 +67,28 @@ def _agents_md_args(p: argparse.ArgumentParser) -> None:
                    help="write the section into FILE (AGENTS.md, CLAUDE.md, "
                         ".cursor/rules/graphmem.mdc) between its markers; default: print it")
     p.add_argument("--max-bytes", type=int, default=2048, help="size budget (default 2048)")
+    p.add_argument("--refresh", action="store_true",
+                   help="re-render the section in every agent file of the project that already "
+                        "carries graphmem's markers (what the git and agent hooks run; off with "
+                        "GRAPHMEM_AGENTS_MD_REFRESH=false); an unchanged file is not written")
     _spec_args(p)
 
 
 def _cmd_agents_md(args: argparse.Namespace) -> int:
+    if args.refresh:
+        if args.write is not None:
+            raise ValidationError("--refresh rewrites the marked files it finds; it takes no "
+                                  "--write FILE", field="--refresh")
+        with _memory(args) as m:
+            got = m.refresh_agents_md()
+        if args.json:
+            return _emit(args, got, lambda _r: None)
+        for key, word in (("refreshed", "Updated"), ("unchanged", "Unchanged")):
+            for rel in got[key]:
+                print(f"{word}: {rel}", file=sys.stderr)
+        for bad in got["failed"]:
+            print(f"Not updated: {bad['path']}: {bad['why']}", file=sys.stderr)
+        return 1 if got["failed"] else 0
     with _memory(args) as m:
         out = m.agents_md(args.write, max_bytes=args.max_bytes)
     if args.json:

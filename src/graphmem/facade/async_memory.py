@@ -234,6 +234,12 @@ class AsyncMemory:
         its markers, the rest untouched) when given."""
         return await self._transfer.agents_md(self.search, write, max_bytes)
 
+    async def refresh_agents_md(self) -> dict:
+        """Re-render the section in the project's agent files that already carry graphmem's
+        markers (what the git and agent hooks run) -> ``{"refreshed", "unchanged", "failed",
+        "off"}``; a file whose section did not change is not written."""
+        return await self._transfer.refresh_agents_md(self.search)
+
     # ---- search, context, code -----------------------------------------------------------
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                      limit: int = 10, rerank: bool = False, include_history: bool = False

@@ -164,6 +164,12 @@ class Memory:
         its markers, the rest untouched) when given."""
         return _sync.run(self._async.agents_md(write, max_bytes))
 
+    def refresh_agents_md(self) -> dict:
+        """Re-render the section in the project's agent files that already carry graphmem's
+        markers (what the git and agent hooks run) -> ``{"refreshed", "unchanged", "failed",
+        "off"}``; a file whose section did not change is not written."""
+        return _sync.run(self._async.refresh_agents_md())
+
     def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                limit: int = 10, rerank: bool = False, include_history: bool = False
                ) -> list[Hit]:

@@ -236,6 +236,33 @@ class Transfer:
         return {"section": body, "path": str(path), "changed": changed}
 
 
+    async def refresh_agents_md(self, search: Callable[..., Awaitable[list]],
+                                max_bytes: int | None = None) -> dict[str, Any]:
+        """Re-render the section in every agent file of the project that already carries the
+        markers (``agents_md.marked_files``); a file whose section is unchanged is not written.
+        Off (nothing read, nothing written) when ``agents_md.refresh`` is false."""
+        from ..rules import agents_md as am
+
+        conf = self.rules.settings.agents_md
+        out: dict[str, Any] = {"refreshed": [], "unchanged": [], "failed": [], "off": False}
+        if not conf.refresh:
+            out["off"] = True
+            return out
+        files = am.marked_files(self.scope.root)
+        if not files:
+            return out
+        section = await self.agents_md(search, None, max_bytes or conf.max_bytes)
+        for path in files:
+            rel = os.path.relpath(path, self.scope.root)
+            try:
+                changed = am.write_section(path, section["section"])
+            except (ValidationError, OSError) as exc:  # two begin markers, say: left as it is
+                out["failed"].append({"path": rel, "why": str(exc)})
+                continue
+            out["refreshed" if changed else "unchanged"].append(rel)
+        return out
+
+
 def _events(spec_dir: Path) -> list[dict]:
     """Every validity event of a spec, in log order (a line that is not one is left out, as the
     log's reader leaves it out)."""

@@ -219,9 +219,22 @@ def run(project: Path, log: Any = print) -> int:
                     return done
         finally:
             if mem is not None:
+                _refresh_agents_md(mem, log)
                 mem.close()
     finally:
         os.close(fd)
+
+
+def _refresh_agents_md(mem: Any, log: Any) -> None:
+    """The marked section of the project's agent files, re-rendered from what was just digested
+    (``Memory.refresh_agents_md``: only files that carry the markers; off by setting)."""
+    try:
+        got = mem.refresh_agents_md()
+    except Exception as exc:
+        log(f"{_now()} agents-md refresh: failed: {type(exc).__name__}: {exc}")
+        return
+    if got["refreshed"] or got["failed"]:
+        log(f"{_now()} agents-md refresh: {got}")
 
 
 def _now() -> str:
