@@ -5,6 +5,7 @@ real files, graphmem's own merge driver registered as ``graphmem hooks install``
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,8 @@ def test_sessions_of_two_branches_keep_their_own_files_in_a_stable_order(tmp_pat
     assert read(other) == got  # the same order on every machine
     with Memory(None, root) as mem:
         assert mem.files.next_session_number() == 4
+        summary = Path(mem.consolidate()["path"]).read_text()  # cites "session 1 (<writer>)"
+    assert len(set(re.findall(r"session 1 \(([0-9a-f]{6})\)", summary))) == 2, summary
     names = sorted(p.name for p in (root / ".graphmem" / "memory" / "session_insights").iterdir())
     assert len(names) == 6 and all(len(n) == len("session_001-0123ab.json") for n in names)
 
