@@ -35,12 +35,19 @@ def _import_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path,
                    help="files or folders: CLAUDE.md, AGENTS.md, GEMINI.md, .cursor/rules, an "
                         "auto-memory or .serena/memories folder, claude-mem or mem0 JSON, an export")
+    p.add_argument("--embed", choices=("now", "later"), default="now",
+                   help="later: index the notes by their words at once and embed them in a "
+                        "`graphmem reindex` started in the background (a large folder returns in "
+                        "seconds; search by meaning finds them once it is done)")
     _spec_args(p)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     with _memory(args) as m:
-        report = m.import_paths(args.paths)
+        report = m.import_paths(args.paths, embed=args.embed)
+        root = m.project_dir
+    if args.embed == "later" and any(n for k, n in report["added"].items() if k != "validity"):
+        report["reindex_pid"] = _reindex_detached(root)
 
     def show(r):
         c = _console()
@@ -49,6 +56,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         c.print(f"Took {escape(took)}; added {escape(added)} to {escape(r['spec_dir'])}")
         for src, n in r["by_source"].items():
             c.print(f"  {escape(src)}: {n}")
+        if r.get("reindex_pid"):
+            c.print(f"Embedding them in the background (`graphmem reindex`, pid {r['reindex_pid']})")
         if r["skipped"]:
             c.print(f"Skipped {len(r['skipped'])}:")
             for s in r["skipped"][:50]:
@@ -60,6 +69,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 command("import", "import other agents' memory files and exports (idempotent, redacted)")(
     _cmd_import)(_import_args)
+
+
+def _reindex_detached(root: Path) -> int:
+    """Start ``graphmem reindex`` for ``root`` in its own session (it outlives this command and
+    embeds what the import left without vectors); its pid."""
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-m", "graphmem.cli", "reindex", "--project-dir",
+                             str(root)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True).pid
 
 
 def _agents_md_args(p: argparse.ArgumentParser) -> None:

@@ -246,11 +246,12 @@ class AsyncMemory:
             atomic_write_text(Path(path), text)
         return text
 
-    async def import_paths(self, paths: Sequence[str | Path]) -> dict:
+    async def import_paths(self, paths: Sequence[str | Path], embed: str = "now") -> dict:
         """Import other agents' memory files and folders (CLAUDE.md, AGENTS.md, GEMINI.md,
         ``.cursor/rules``, Claude Code's auto-memory, ``.serena/memories``, claude-mem and mem0
-        JSON, graphmem's export) -> what it took, added and skipped (and why)."""
-        return await self._transfer.import_paths(list(paths))
+        JSON, graphmem's export) -> what it took, added and skipped (and why). ``embed="later"``:
+        indexed by their words at once, embedded by the next ``reindex``."""
+        return await self._transfer.import_paths(list(paths), embed)
 
     async def agents_md(self, write: str | Path | None = None, max_bytes: int = 2048) -> dict:
         """The project's current, verified memory as a marked section of AGENTS.md, CLAUDE.md
