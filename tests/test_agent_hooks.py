@@ -213,7 +213,7 @@ def test_a_session_leaves_memories_the_next_session_is_given(proj, warm):
              ("Bash", {"command": "pytest tests/test_pay.py -p no:randomly"}, None)])
     digested(proj, "s-one")
     mem = proj / ".graphmem" / "memory"
-    insight = json.loads((mem / "session_insights" / "session_001.json").read_text())
+    insight = json.loads(next((mem / "session_insights").glob("session_001-*.json")).read_text())
     assert insight["subtasks_completed"][0].startswith("Make refund() round half-even")
     assert list(insight["discoveries"]["files_understood"]) == ["src/pay.py"]
     assert insight["discoveries"]["gotchas_encountered"] == [
@@ -429,8 +429,8 @@ def test_gemini_cli_hooks_on_its_documented_payloads(proj, warm):
                                 "prompt_response": "Done.", "stop_hook_active": False})
     gemini(proj, "SessionEnd", {"reason": "exit"})
     digested(proj, "g-1")
-    insight = json.loads((proj / ".graphmem" / "memory" / "session_insights"
-                          / "session_001.json").read_text())
+    insight = json.loads(next((proj / ".graphmem" / "memory" / "session_insights")
+                              .glob("session_001-*.json")).read_text())
     assert insight["subtasks_completed"] == ["Make refund() round half-even"]
     assert list(insight["discoveries"]["files_understood"]) == ["src/pay.py"]
     assert insight["discoveries"]["gotchas_encountered"] == [

@@ -5,6 +5,7 @@ real files, graphmem's own merge driver registered as ``graphmem hooks install``
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,6 @@ from graphmem import Memory
 from graphmem.files.merge import merge3, register_driver, unconflict
 from graphmem.files.spec_store import SpecStore
 from graphmem.files.validity_log import validity_log
-from graphmem.hooks.digest import _next_number
 from test_code_freshness import commit, git
 
 SHARED = 20
@@ -56,7 +56,6 @@ def learn(root: Path, side: str, retire: list[str]) -> set[str]:
     """ADDED memories of several kinds learned on one branch, the shared ones retired -> the
     new items' ids. Sessions are numbered as the agent hooks number them."""
     before = {i.id for i in items(root)}
-    memory_dir = root / ".graphmem" / "memory"
     with Memory(None, root) as mem:
         for i in range(120):
             mem.append_gotcha(f"Branch {side} gotcha {word(i)}: watch the retry loop of worker {word(i)}")
@@ -64,7 +63,7 @@ def learn(root: Path, side: str, retire: list[str]) -> set[str]:
             mem.append_pattern(f"Branch {side} pattern {word(i)}: handlers of kind {word(i)} go through a queue")
         mem.update_codebase_map({f"src/{side}/mod{i}.py": f"module {i} of {side}" for i in range(30)})
         for i in range(10):
-            mem.save_session_insights(_next_number(memory_dir),
+            mem.save_session_insights(mem.files.next_session_number(),
                                       {"what_worked": [f"Branch {side} session lesson {word(i)}"]})
         for iid in retire:
             mem.retire(iid, f"no longer true on branch {side}")
@@ -93,6 +92,7 @@ def check(root: Path, shared: list[str], added: set[str], base_ids: set[str]) ->
     lines = [json.loads(x) for x in (memory / "validity.jsonl").read_text().splitlines()]
     assert len([x for x in lines if x["state"] == "retired"]) == 2 * SHARED  # both kept, once each
     sessions = sorted(p.name for p in (memory / "session_insights").glob("session_*.json"))
+    assert len(sessions) == 1 + 2 * 10, sessions  # the base's, and each branch's ten apart
     texts = {it.text for it in items(root) if it.kind == "insight"}
     for side in "ab":
         assert {f"Branch {side} session lesson {word(i)}" for i in range(10)} <= texts, sessions
@@ -115,6 +115,70 @@ def test_two_branches_of_memory_merge_with_plain_git(tmp_path, how):
         out = subprocess.run(["git", "-C", str(root), "rebase", "a"], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     check(root, shared, added, base_ids)
+
+
+def test_sessions_of_two_branches_keep_their_own_files_in_a_stable_order(tmp_path):
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    pass\n")
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.invalid")
+    git(root, "config", "user.name", "t")
+    commit(root, "start")
+    register_driver(root, sys.executable)
+    base = git(root, "symbolic-ref", "--short", "HEAD")
+    for side in "ab":
+        git(root, "checkout", "-q", "-b", side, base)
+        with Memory(None, root) as mem:
+            for n in (1, 2, 3):
+                assert mem.files.next_session_number() == n
+                mem.save_session_insights(n, {"what_worked": [f"{side} lesson {word(n)}"]})
+            mem.save_session_insights(3, {"what_worked": [f"{side} lesson {word(3)} again"]})
+        commit(root, f"sessions on {side}")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(root), str(other))
+    register_driver(other, sys.executable)
+    git(other, "checkout", "-q", "b")
+    git(root, "checkout", "-q", "a")
+    out = subprocess.run(["git", "-C", str(root), "merge", "--no-edit", "b"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = subprocess.run(["git", "-C", str(other), "merge", "--no-edit", "origin/a"],
+                         capture_output=True, text=True)  # the other way round, elsewhere
+    assert out.returncode == 0, out.stdout + out.stderr
+
+    def read(where: Path) -> list[tuple[int, list[str]]]:
+        sessions = SpecStore(where / ".graphmem", where).load_all_insights()
+        return [(s["session_number"], s["what_worked"]) for s in sessions]
+
+    got = read(root)
+    assert len(got) == 6 and [n for n, _ in got] == [1, 1, 2, 2, 3, 3]
+    assert sorted(w for _, ws in got for w in ws) == sorted(
+        [f"{s} lesson {word(n)}" for s in "ab" for n in (1, 2)] + [f"{s} lesson {word(3)} again"
+                                                                  for s in "ab"])
+    assert all(len(ws) == 1 for _, ws in got)  # none merged into another
+    assert read(other) == got  # the same order on every machine
+    with Memory(None, root) as mem:
+        assert mem.files.next_session_number() == 4
+        summary = Path(mem.consolidate()["path"]).read_text()  # cites "session 1 (<writer>)"
+    assert len(set(re.findall(r"session 1 \(([0-9a-f]{6})\)", summary))) == 2, summary
+    names = sorted(p.name for p in (root / ".graphmem" / "memory" / "session_insights").iterdir())
+    assert len(names) == 6 and all(len(n) == len("session_001-0123ab.json") for n in names)
+
+
+def test_a_spec_folder_keeps_the_reference_names_and_old_files_keep_theirs(tmp_path):
+    root, _, _ = repo(tmp_path)
+    spec = root / "specs" / "001-x"
+    spec.mkdir(parents=True)
+    with Memory(spec, root) as mem:
+        mem.save_session_insights(1, {"what_worked": ["in a spec"]})
+    assert [p.name for p in (spec / "memory" / "session_insights").iterdir()] == ["session_001.json"]
+    folder = root / ".graphmem" / "memory" / "session_insights"
+    (folder / "session_002.json").write_text(json.dumps({"session_number": 2}))  # before tags
+    with Memory(None, root) as mem:
+        mem.save_session_insights(2, {"what_worked": ["saved again"]})
+    assert json.loads((folder / "session_002.json").read_text())["what_worked"] == ["saved again"]
+    assert len(list(folder.glob("session_002*"))) == 1
 
 
 def test_without_the_driver_a_conflicted_map_is_read_whole_not_moved_aside(tmp_path):

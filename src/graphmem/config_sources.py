@@ -110,6 +110,8 @@ ENV_NAMES: dict[str, tuple[str, ...]] = {
     "GRAPHMEM_FUSE_MODELS": ("providers", "local", "fuse_models"),
     "GRAPHMEM_SEARCH_SERVER": ("search_server", "mode"),
     "GRAPHMEM_SEARCH_SERVER_IDLE": ("search_server", "idle"),
+    "GRAPHMEM_AGENTS_MD_REFRESH": ("agents_md", "refresh"),
+    "GRAPHMEM_AGENTS_MD_BYTES": ("agents_md", "max_bytes"),
     "OPENAI_API_KEY": ("providers", "openai", "api_key"),
     "OPENAI_BASE_URL": ("providers", "openai", "base_url"),
     "OPENAI_MODEL": ("providers", "openai", "model"),

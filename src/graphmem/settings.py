@@ -324,6 +324,15 @@ class ReviewSettings(_Section):
         return v.strip().lower() if isinstance(v, str) else v
 
 
+class AgentsMdSettings(_Section):
+    """The marked section ``graphmem agents-md`` writes into AGENTS.md, CLAUDE.md or a rule."""
+
+    refresh: bool = Field(True, description=(
+        "the git hooks and the agent hooks re-render the section in every file that already "
+        "carries graphmem's markers (a file whose section did not change is not written)"))
+    max_bytes: int = Field(2048, ge=256, description="size budget of a refreshed section")
+
+
 class Settings(_Section):
     """The settings root."""
 
@@ -343,6 +352,7 @@ class Settings(_Section):
     search_server: SearchServerSettings = Field(default_factory=SearchServerSettings)
     team: TeamSettings = Field(default_factory=TeamSettings)
     review: ReviewSettings = Field(default_factory=ReviewSettings)
+    agents_md: AgentsMdSettings = Field(default_factory=AgentsMdSettings)
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None, env_file: str | Path | None = None,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from graphmem.cli.app import _console, _emit, _memory, _spec_args, command, escape
+from graphmem.errors import ValidationError
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -34,12 +35,19 @@ def _import_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path,
                    help="files or folders: CLAUDE.md, AGENTS.md, GEMINI.md, .cursor/rules, an "
                         "auto-memory or .serena/memories folder, claude-mem or mem0 JSON, an export")
+    p.add_argument("--embed", choices=("now", "later"), default="now",
+                   help="later: index the notes by their words at once and embed them in a "
+                        "`graphmem reindex` started in the background (a large folder returns in "
+                        "seconds; search by meaning finds them once it is done)")
     _spec_args(p)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     with _memory(args) as m:
-        report = m.import_paths(args.paths)
+        report = m.import_paths(args.paths, embed=args.embed)
+        root = m.project_dir
+    if args.embed == "later" and any(n for k, n in report["added"].items() if k != "validity"):
+        report["reindex_pid"] = _reindex_detached(root)
 
     def show(r):
         c = _console()
@@ -48,6 +56,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
         c.print(f"Took {escape(took)}; added {escape(added)} to {escape(r['spec_dir'])}")
         for src, n in r["by_source"].items():
             c.print(f"  {escape(src)}: {n}")
+        if r.get("reindex_pid"):
+            c.print(f"Embedding them in the background (`graphmem reindex`, pid {r['reindex_pid']})")
         if r["skipped"]:
             c.print(f"Skipped {len(r['skipped'])}:")
             for s in r["skipped"][:50]:
@@ -61,15 +71,43 @@ command("import", "import other agents' memory files and exports (idempotent, re
     _cmd_import)(_import_args)
 
 
+def _reindex_detached(root: Path) -> int:
+    """Start ``graphmem reindex`` for ``root`` in its own session (it outlives this command and
+    embeds what the import left without vectors); its pid."""
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-m", "graphmem.cli", "reindex", "--project-dir",
+                             str(root)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True).pid
+
+
 def _agents_md_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--write", type=Path, default=None, metavar="FILE",
                    help="write the section into FILE (AGENTS.md, CLAUDE.md, "
                         ".cursor/rules/graphmem.mdc) between its markers; default: print it")
     p.add_argument("--max-bytes", type=int, default=2048, help="size budget (default 2048)")
+    p.add_argument("--refresh", action="store_true",
+                   help="re-render the section in every agent file of the project that already "
+                        "carries graphmem's markers (what the git and agent hooks run; off with "
+                        "GRAPHMEM_AGENTS_MD_REFRESH=false); an unchanged file is not written")
     _spec_args(p)
 
 
 def _cmd_agents_md(args: argparse.Namespace) -> int:
+    if args.refresh:
+        if args.write is not None:
+            raise ValidationError("--refresh rewrites the marked files it finds; it takes no "
+                                  "--write FILE", field="--refresh")
+        with _memory(args) as m:
+            got = m.refresh_agents_md()
+        if args.json:
+            return _emit(args, got, lambda _r: None)
+        for key, word in (("refreshed", "Updated"), ("unchanged", "Unchanged")):
+            for rel in got[key]:
+                print(f"{word}: {rel}", file=sys.stderr)
+        for bad in got["failed"]:
+            print(f"Not updated: {bad['path']}: {bad['why']}", file=sys.stderr)
+        return 1 if got["failed"] else 0
     with _memory(args) as m:
         out = m.agents_md(args.write, max_bytes=args.max_bytes)
     if args.json:

@@ -103,7 +103,7 @@ def _anchor_ok(a) -> bool:
     if lines is not None and not (isinstance(lines, list) and len(lines) == 2 and all(
             isinstance(n, int) and not isinstance(n, bool) for n in lines)):
         return False
-    return isinstance(a.get("touched"), (bool, type(None)))
+    return all(isinstance(a.get(k), (bool, type(None))) for k in ("touched", "glob"))
 
 
 def _anchor_list(value) -> list[dict] | None:
@@ -180,6 +180,8 @@ class AnchorBook(JsonlTail):
         self.file_items: dict[str, dict[str, None]] = {}
         self.file_blobs: dict[str, set[str]] = {}
         self.blobs: dict[str, str] = {}  # path -> its blob in the last record naming it
+        # a glob anchor's pattern -> the items whose latest record names it (``glob_anchor.py``)
+        self.globs: dict[str, dict[str, None]] = {}
         self.last_head: str | None = None  # HEAD when the last record was written
         self.works = Works()  # what the sessions did to the code (``changes.py``)
         self.heads: dict[str, list[str]] = {}  # HEAD -> items recorded there, first seen first
@@ -240,11 +242,15 @@ class AnchorBook(JsonlTail):
             if old is not None and old is not got:  # its older record no longer decides
                 for path in {a["path"] for a in old["anchors"]}:
                     self.now_by_path.get(path, {}).pop(item_id, None)
+                    self.globs.get(path, {}).pop(item_id, None)
             self.records[item_id] = got
         self.recorded.extend(got["items"])
         if isinstance(got.get("head"), str):
             self.heads.setdefault(got["head"], []).extend(got["items"])
-        for path in {a["path"] for a in got["anchors"]}:
+        for a in got["anchors"]:
+            if a.get("glob"):
+                self.globs.setdefault(a["path"], {}).update(dict.fromkeys(got["items"]))
+        for path in {a["path"] for a in got["anchors"] if not a.get("glob")}:
             self.by_path.setdefault(path, []).extend(got["items"])
             now = self.now_by_path.setdefault(path, {})
             for item_id in got["items"]:  # the newest last
@@ -253,7 +259,7 @@ class AnchorBook(JsonlTail):
         for a in got["anchors"]:
             if isinstance(a.get("blob"), str):
                 self.blobs[a["path"]] = a["blob"]
-            if a.get("via"):
+            if a.get("via") or a.get("glob"):
                 continue
             if a.get("symbol"):
                 self.by_symbol.setdefault(a["symbol"], {}).update(dict.fromkeys(got["items"]))
@@ -272,7 +278,7 @@ class AnchorBook(JsonlTail):
                                                         "at": rec.get("at"), "anchors": []})
         have, most = {a["path"] for a in got["anchors"]}, current().max_session_files
         for a in rec["anchors"]:
-            if a["path"] not in have and len(have) < most:
+            if a["path"] not in have and len(have) < most and not a.get("glob"):
                 have.add(a["path"])
                 got["anchors"].append({"path": a["path"], "blob": a.get("blob"), "via": "session"})
 

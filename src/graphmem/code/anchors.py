@@ -1,8 +1,9 @@
 """Anchors: the code a memory talks about, and that code's state when the memory was written.
 
 When items are written, each gets the file paths it names that exist in the project tree (in its
-text, its ``metadata.path`` for codebase-map entries, step payloads) and the symbols it names that
-the project defines (see ``symbols.py``); items of one session file are also anchored, as
+text, its ``metadata.path`` for codebase-map entries, step payloads), the backticked globs it names
+that match a file of the tree (``glob_anchor.py``: a Cursor rule's ``src/api/**/*.ts``) and the
+symbols it names that the project defines (see ``symbols.py``); items of one session file are also anchored, as
 ``"via": "session"``, to the files that session's discoveries list. Each anchor keeps the file's
 git blob id (and for a symbol its lines and a hash of them), with HEAD at write time.
 
@@ -28,6 +29,7 @@ from typing import Callable, Iterable, Sequence
 from ..models import MemoryItem
 from graphmem.code import changes
 from .anchor_file import AnchorBook, anchors_file, append, book, compact
+from .glob_anchor import find_globs
 from .history import cat_file
 from .symbols import language_of, parse_symbols
 from .code_caches import CACHES
@@ -140,7 +142,8 @@ def anchors_for(item: MemoryItem, snap: Snapshot, session_paths: list[str],
     else:
         syms = find_symbols(text, snap, own or session_paths)
     anchored = {a["path"] for a in syms}
-    out = [*syms, *({"path": p, "blob": snap.files[p]} for p in own if p not in anchored)]
+    out = [*syms, *({"path": g, "glob": True} for g in find_globs(item.text, snap)),
+           *({"path": p, "blob": snap.files[p]} for p in own if p not in anchored)]
     most = current().max_anchors
     if item.kind not in ("file", "turn", "step"):  # the whole list: one set for the session
         return out[:most] + [{"path": p, "blob": snap.files[p], "via": "session"}

@@ -62,6 +62,8 @@ from typing import Any, Callable
 from ..models import Hit
 from .anchors import book
 from .code_tuning import current
+from .glob_anchor import in_tree
+from .glob_anchor import matches as glob_matches
 from .history import history, kept_shares
 from .tree import Snapshot, snapshot
 
@@ -73,6 +75,10 @@ def anchor_state(a: dict, snap: Snapshot, head: str | None = None) -> dict:
     ``head``: the HEAD it was taken at (a file renamed since is followed by git's renames)."""
     path, sym = a.get("path"), a.get("symbol")
     out: dict[str, Any] = {"path": path}
+    if a.get("glob") and isinstance(path, str):  # a pattern: there while it names a file
+        out["glob"] = True
+        out["state"] = "current" if in_tree(path, snap) else "gone"
+        return out
     if sym:
         out["symbol"] = sym
         found = snap.definitions.get(sym, [])
@@ -453,13 +459,18 @@ def _state(hit: Hit) -> str | None:
 
 
 def anchored_to(spec_dirs: list[str | Path], paths: list[str] | set[str], limit: int = 20) -> list[str]:
-    """Ids of the items anchored to any of ``paths`` (by their path at write time), newest first."""
+    """Ids of the items anchored to any of ``paths`` (by their path at write time, or by a glob
+    anchor's pattern naming one of them), newest first."""
     found: list[tuple[str, str]] = []
     for spec in spec_dirs:
         b = book(spec)
         seen: set[str] = set()
-        for path in paths:
-            for item_id in reversed(b.now_by_path.get(path, {})):  # its latest record names it
+        # the items whose latest record names a path, newest first; then those of a pattern
+        named = [reversed(b.now_by_path.get(path, {})) for path in paths]
+        named += [reversed(ids) for g, ids in b.globs.items()
+                  if any(glob_matches(g, p) for p in paths)]
+        for ids in named:
+            for item_id in ids:
                 if item_id in seen:
                     continue
                 seen.add(item_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .freshness import anchor_state
+from .glob_anchor import matches as glob_matches
 from .tree import Snapshot
 
 
@@ -28,6 +29,8 @@ class Mention:
 def matches(a: dict, target: str, snap: Snapshot, head: str | None = None) -> bool:
     """Does one anchor name ``target`` (its path, its path's new name, its symbol, or the file
     its symbol moved to)? ``head``: its record's HEAD (a rename git saw since is followed)."""
+    if a.get("glob"):  # a pattern (``glob_anchor.py``): any file it names, now or later
+        return isinstance(a.get("path"), str) and glob_matches(a["path"], target)
     sym = a.get("symbol")
     if sym:
         if sym == target or sym.endswith("." + target) or f"{a.get('path')}:{sym}" == target:
@@ -41,7 +44,9 @@ def homes(a: dict, snap: Snapshot, head: str | None = None) -> set[str]:
     """The files an anchor's code now lives in when it left its own path: the file's new name
     (a rename git saw since ``head``), and the one file its symbol is defined in now (the hit
     says "moved" there, so ``about(there)`` finds it)."""
-    out = set()
+    out: set[str] = set()
+    if a.get("glob"):
+        return out
     to = anchor_state({"path": a.get("path"), "blob": a.get("blob")}, snap, head).get("to")
     if to:
         out.add(to)

@@ -278,17 +278,24 @@ class AsyncMemory:
             atomic_write_text(Path(path), text)
         return text
 
-    async def import_paths(self, paths: Sequence[str | Path]) -> dict:
+    async def import_paths(self, paths: Sequence[str | Path], embed: str = "now") -> dict:
         """Import other agents' memory files and folders (CLAUDE.md, AGENTS.md, GEMINI.md,
         ``.cursor/rules``, Claude Code's auto-memory, ``.serena/memories``, claude-mem and mem0
-        JSON, graphmem's export) -> what it took, added and skipped (and why)."""
-        return await self._transfer.import_paths(list(paths))
+        JSON, graphmem's export) -> what it took, added and skipped (and why). ``embed="later"``:
+        indexed by their words at once, embedded by the next ``reindex``."""
+        return await self._transfer.import_paths(list(paths), embed)
 
     async def agents_md(self, write: str | Path | None = None, max_bytes: int = 2048) -> dict:
         """The project's current, verified memory as a marked section of AGENTS.md, CLAUDE.md
         or a ``.mdc`` rule -> ``{"section", "path", "changed"}``; written into ``write`` (between
         its markers, the rest untouched) when given."""
         return await self._transfer.agents_md(self.search, write, max_bytes)
+
+    async def refresh_agents_md(self) -> dict:
+        """Re-render the section in the project's agent files that already carry graphmem's
+        markers (what the git and agent hooks run) -> ``{"refreshed", "unchanged", "failed",
+        "off"}``; a file whose section did not change is not written."""
+        return await self._transfer.refresh_agents_md(self.search)
 
     # ---- search, context, code -----------------------------------------------------------
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,

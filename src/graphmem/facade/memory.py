@@ -188,17 +188,24 @@ class Memory:
         as graphmem's JSON Lines export; also written to ``path`` (atomically) when given."""
         return _sync.run(self._async.export(path))
 
-    def import_paths(self, paths: Sequence[str | Path]) -> dict:
+    def import_paths(self, paths: Sequence[str | Path], embed: str = "now") -> dict:
         """Import other agents' memory files and folders (CLAUDE.md, AGENTS.md, GEMINI.md,
         ``.cursor/rules``, Claude Code's auto-memory, ``.serena/memories``, claude-mem and mem0
-        JSON, graphmem's export) -> what it took, added and skipped (and why)."""
-        return _sync.run(self._async.import_paths(paths))
+        JSON, graphmem's export) -> what it took, added and skipped (and why). ``embed="later"``:
+        indexed by their words at once, embedded by the next ``reindex``."""
+        return _sync.run(self._async.import_paths(paths, embed))
 
     def agents_md(self, write: str | Path | None = None, max_bytes: int = 2048) -> dict:
         """The project's current, verified memory as a marked section of AGENTS.md, CLAUDE.md
         or a ``.mdc`` rule -> ``{"section", "path", "changed"}``; written into ``write`` (between
         its markers, the rest untouched) when given."""
         return _sync.run(self._async.agents_md(write, max_bytes))
+
+    def refresh_agents_md(self) -> dict:
+        """Re-render the section in the project's agent files that already carry graphmem's
+        markers (what the git and agent hooks run) -> ``{"refreshed", "unchanged", "failed",
+        "off"}``; a file whose section did not change is not written."""
+        return _sync.run(self._async.refresh_agents_md())
 
     def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
                limit: int = 10, rerank: bool = False, include_history: bool = False

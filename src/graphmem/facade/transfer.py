@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .write_rules import WriteRules
 
 NOTE_KINDS = ("gotcha", "pattern")
+EMBED = ("now", "later")  # when an import's notes are embedded
 _GLOB = set("*?[]{}")
 
 
@@ -125,9 +126,12 @@ class Transfer:
         out.found += read.found
         out.skipped += read.skipped
 
-    async def import_paths(self, paths: list[str | Path]) -> dict[str, Any]:
+    async def import_paths(self, paths: list[str | Path], embed: str = "now") -> dict[str, Any]:
         """Import ``paths``; the report: what it took (by kind and format), what it added, and
-        what it skipped and why."""
+        what it skipped and why. ``embed="later"``: the notes are indexed by their words at
+        once and embedded by the next ``reindex`` (``index.local_index.embed_later``)."""
+        if embed not in EMBED:
+            raise ValidationError(f"must be one of {', '.join(EMBED)}, not {embed!r}", field="embed")
         inputs = self.read_inputs(paths)
         notes: dict[str, list[str]] = {k: [] for k in NOTE_KINDS}
         files: dict[str, str] = {}
@@ -148,17 +152,23 @@ class Transfer:
                 continue
             notes[kind].append(note)
             took[(f.origin, kind)] += 1
-        added = await self._write(notes, files)
+        added = await self._write(notes, files, later=embed == "later")
         added["validity"] = self._replay(inputs.events, skipped)
         by_kind: Counter[str] = Counter()
         for (_, kind), n in took.items():
             by_kind[kind] += n
         return {"took": dict(by_kind), "by_source": {f"{o}/{k}": n for (o, k), n in sorted(took.items())},
                 "added": added, "skipped": [{"where": w, "why": y} for w, y in skipped],
-                "spec_dir": str(self.scope.spec_dir)}
+                "spec_dir": str(self.scope.spec_dir), "embed": embed}
 
-    async def _write(self, notes: dict[str, list[str]], files: dict[str, str]) -> dict[str, int]:
-        """Append the notes (deduplicated) and merge the map entries in one journal entry."""
+    async def _write(self, notes: dict[str, list[str]], files: dict[str, str],
+                     later: bool = False) -> dict[str, int]:
+        """Append the notes (deduplicated) and merge the map entries in one journal entry;
+        ``later``: their index rows without vectors (``embed_later``)."""
+        from contextlib import nullcontext
+
+        from ..index.local_index import embed_later
+
         store = self.notes.files
         added = {"gotcha": 0, "pattern": 0, "file": 0}
         if not any(notes.values()) and not files:
@@ -178,7 +188,8 @@ class Transfer:
                     store.update_codebase_map(changed)
                     items += store.map_items(changed)
                     added["file"] = len(changed)
-            await self.sync.propagate(items, SaveReport(path=str(store.memory_dir)), entry)
+            with embed_later() if later else nullcontext():
+                await self.sync.propagate(items, SaveReport(path=str(store.memory_dir)), entry)
         return added
 
     def _replay(self, events: list[tuple[dict, dict[str, tuple[str, str]]]],
@@ -234,6 +245,33 @@ class Transfer:
         path = Path(write)
         changed = am.write_section(path, body)
         return {"section": body, "path": str(path), "changed": changed}
+
+
+    async def refresh_agents_md(self, search: Callable[..., Awaitable[list]],
+                                max_bytes: int | None = None) -> dict[str, Any]:
+        """Re-render the section in every agent file of the project that already carries the
+        markers (``agents_md.marked_files``); a file whose section is unchanged is not written.
+        Off (nothing read, nothing written) when ``agents_md.refresh`` is false."""
+        from ..rules import agents_md as am
+
+        conf = self.rules.settings.agents_md
+        out: dict[str, Any] = {"refreshed": [], "unchanged": [], "failed": [], "off": False}
+        if not conf.refresh:
+            out["off"] = True
+            return out
+        files = am.marked_files(self.scope.root)
+        if not files:
+            return out
+        section = await self.agents_md(search, None, max_bytes or conf.max_bytes)
+        for path in files:
+            rel = os.path.relpath(path, self.scope.root)
+            try:
+                changed = am.write_section(path, section["section"])
+            except (ValidationError, OSError) as exc:  # two begin markers, say: left as it is
+                out["failed"].append({"path": rel, "why": str(exc)})
+                continue
+            out["refreshed" if changed else "unchanged"].append(rel)
+        return out
 
 
 def _events(spec_dir: Path) -> list[dict]:

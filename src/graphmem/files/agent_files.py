@@ -178,10 +178,25 @@ def front_matter(text: str, source: str) -> tuple[dict[str, str], str]:
     raise ValidationError("its front matter opens with '---' but is never closed", field=source)
 
 
+def _globs(value: str) -> list[str]:
+    """A rule's ``globs`` value (``a, b``, ``[a, b]``, quoted or not) as its patterns; a comma
+    inside ``{...}`` belongs to its pattern (``**/*.{ts,tsx}``)."""
+    out, part, depth = [], "", 0
+    for c in value.strip().strip("[]"):
+        depth += (c == "{") - (c == "}" and depth > 0)
+        if depth == 0 and (c == "," or c.isspace()):
+            out.append(part)
+            part = ""
+        else:
+            part += c
+    out.append(part)
+    return [g.strip().strip("'\"") for g in out if g.strip().strip("'\"")]
+
+
 def cursor_rule(text: str, source: str) -> Read:
     """A ``.cursor/rules/*.mdc`` file: its globs and description open each of its notes."""
     meta, body = front_matter(text, source)
-    globs = [g.strip() for g in re.split(r"[,\s]+", meta.get("globs", "").strip("[]")) if g.strip()]
+    globs = _globs(meta.get("globs", ""))
     desc = _one_line(meta.get("description", ""))
     where = f"In {', '.join(f'`{g}`' for g in globs)}" if globs else ""
     about = desc if 0 < len(desc) <= 120 else ""

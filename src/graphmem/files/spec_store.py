@@ -4,6 +4,8 @@
     <spec>/memory/patterns.md                    "# Code Patterns" + "- " bullets
     <spec>/memory/gotchas.md                     "# Gotchas and Pitfalls" + "- " bullets
     <spec>/memory/session_insights/session_NNN.json
+                                                 (``session_NNN-<writer>.json`` in a project's
+                                                 own memory: ``session_names.py``)
 
 JSON files are replaced atomically; the bullet files are append-only (one whole line per write).
 Every mutation holds the folder lock. Corrupt files are moved aside, never silently skipped.
@@ -25,7 +27,7 @@ from graphmem.files import insight_items
 
 from graphmem.files import insight_shapes
 from graphmem.files.insight_shapes import Entry
-from graphmem.files import agent_formats
+from graphmem.files import agent_formats, session_names
 from ..models import MemoryItem, normalise, stable_id
 from ..errors import StorageError
 from .atomic import append_line, atomic_write_json, atomic_write_text, repair_tail
@@ -106,12 +108,14 @@ class SpecStore:
         self.memory_dir = self.spec_dir / "memory"
         self.insights_dir = self.memory_dir / "session_insights"
         self.map_file = self.memory_dir / "codebase_map.json"
+        # a project's own memory is committed and merged: its session files name their writer
+        self.committed = self.spec_dir.name == ".graphmem" and self.spec_dir.parent == self.project_dir
 
     # ---- helpers -------------------------------------------------------------------------
     def lock(self):
         """The cross-process lock for this memory folder (created, and refused when a link)."""
         real_dir(self.memory_dir, create=True)
-        if self.spec_dir.name == ".graphmem" and self.spec_dir.parent == self.project_dir:
+        if self.committed:
             _ignore_locks(self.spec_dir)
         return folder_lock(self.memory_dir)
 
@@ -151,7 +155,20 @@ class SpecStore:
 
     # ---- session insights ----------------------------------------------------------------
     def session_file(self, session_num: int) -> Path:
-        return self.insights_dir / f"session_{session_num:03d}.json"
+        """The file this writer keeps session ``session_num`` in (``session_names.py``)."""
+        plain = self.insights_dir / session_names.session_name(session_num)
+        if not self.committed or plain.exists():
+            return plain
+        return self.insights_dir / session_names.session_name(
+            session_num, session_names.writer_tag(self.project_dir))
+
+    def next_session_number(self) -> int:
+        """One more than the highest session number of any file (of any writer)."""
+        if not real_dirs(self.memory_dir, self.insights_dir):
+            return 1
+        with os.scandir(self.insights_dir) as it:
+            nums = [n for e in it if (n := session_names.session_number(e.name)) is not None]
+        return max(nums, default=0) + 1
 
     def read_session_insights(self, session_num: int) -> dict | None:
         """One session's saved insights, or None when absent or unreadable."""
@@ -194,7 +211,7 @@ class SpecStore:
             cache = dict(_SESSIONS.get(self.insights_dir, {}))
         with os.scandir(self.insights_dir) as it:
             found = [e for e in it if e.name.startswith("session_") and e.name.endswith(".json")]
-        found.sort(key=lambda e: _name_order(e.name))
+        found.sort(key=lambda e: session_names.name_order(e.name))
         out, fresh = [], {}
         for e in found:
             if e.is_symlink() and is_link(e.path):  # d_type from the listing: no system call
@@ -531,12 +548,6 @@ def _problem(data: dict) -> str:
     except Exception as exc:  # ValidationError, or a shape pydantic cannot even walk
         return str(exc)
     return ""
-
-
-def _name_order(name: str) -> tuple[int, str]:
-    """Numeric order, so session_1000 comes after session_999."""
-    digits = name.removeprefix("session_").removesuffix(".json")
-    return (int(digits) if digits.isdigit() else 1 << 62, name)
 
 
 def _file_item(project: str, spec: str, path: str, purpose: str, base: dict) -> MemoryItem:

@@ -65,7 +65,7 @@ def _own_anchors(item: MemoryItem) -> tuple[dict | None, list[dict]]:
     if rec is None:
         return None, []
     return rec, [a for a in rec.get("anchors") or [] if isinstance(a, dict) and not a.get("via")
-                 and isinstance(a.get("path"), str)]
+                 and not a.get("glob") and isinstance(a.get("path"), str)]  # a pattern: no file
 
 
 def build_code_rows(gid: str, items: list[MemoryItem], snap: Any) -> dict[str, Any]:

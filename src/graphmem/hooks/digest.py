@@ -222,9 +222,22 @@ def run(project: Path, log: Any = print) -> int:
                     return done
         finally:
             if mem is not None:
+                _refresh_agents_md(mem, log)
                 mem.close()
     finally:
         os.close(fd)
+
+
+def _refresh_agents_md(mem: Any, log: Any) -> None:
+    """The marked section of the project's agent files, re-rendered from what was just digested
+    (``Memory.refresh_agents_md``: only files that carry the markers; off by setting)."""
+    try:
+        got = mem.refresh_agents_md()
+    except Exception as exc:
+        log(f"{_now()} agents-md refresh: failed: {type(exc).__name__}: {exc}")
+        return
+    if got["refreshed"] or got["failed"]:
+        log(f"{_now()} agents-md refresh: {got}")
 
 
 def _now() -> str:
@@ -261,7 +274,7 @@ def _write(mem: Any, project: Path, session_id: str, state: dict, facts: dict,
                 wrote["files"] = len(update)
             insight = insight_of(facts, session_id)
             if insight != state.get("saved"):  # a turn that taught nothing new: no write
-                n = state.get("insight") or _next_number(memory_dir)
+                n = state.get("insight") or mem.files.next_session_number()
                 mem.save_session_insights(n, insight, hold=hold)
                 state["insight"] = wrote["insight"] = n
                 state["saved"] = insight
@@ -308,14 +321,6 @@ def _llm_summary(mem: Any, facts: dict[str, Any], prompts: list[str]) -> str | N
         print(f"{_now()} digest: no LLM summary: {type(exc).__name__}: {exc}", flush=True)
         return None
     return " ".join(text.split())[:2000] or None
-
-
-def _next_number(memory_dir: Path) -> int:
-    """One more than the highest ``session_NNN.json`` in the project memory."""
-    folder = memory_dir / "session_insights"
-    nums = [int(m.group(1)) for p in (folder.glob("session_*.json") if folder.is_dir() else [])
-            if (m := re.fullmatch(r"session_(\d+)\.json", p.name))]
-    return max(nums, default=0) + 1
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,10 @@ and its exit status is the hook's), then starts ``graphmem anchors refresh`` det
 command never waits for it. Reads never depend on the hooks: freshness is computed from git at
 read time; the refresh only writes anchors that are missing, each spec's
 ``memory/anchor_states.json`` (what is stale, for people and tools), and renames to the graph.
+Last, every hook runs ``graphmem agents-md --refresh``: the section graphmem wrote into AGENTS.md,
+CLAUDE.md or a ``.mdc`` rule is re-rendered in the files that already carry its markers (no file
+without them is touched; an unchanged section is not written, so the tree stays clean), unless
+``GRAPHMEM_AGENTS_MD_REFRESH=false``.
 ``graphmem hooks uninstall`` removes graphmem's hooks and puts the user's back.
 """
 
@@ -74,6 +78,10 @@ def script(project_dir: Path) -> str:
     cmd += '; case "$(basename "$0")" in post-commit) ;; *) ' + " ".join(
         shlex.quote(x) for x in (sys.executable, "-m", "graphmem.cli", "reindex",
                                  "--project-dir")) + " " + where + " ;; esac"
+    # then the marked section of AGENTS.md / CLAUDE.md / .mdc rules, from the memory caught up
+    cmd += "; " + " ".join(shlex.quote(x) for x in (sys.executable, "-m", "graphmem.cli",
+                                                    "agents-md", "--refresh", "--project-dir")) \
+        + " " + where
     return (f"#!/bin/sh\n{MARKER}: refreshes graphmem's anchor states in the background.\n"
             "# `graphmem hooks uninstall` removes it (and restores a hook it chained to).\n"
             "status=0\n"

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 from array import array
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -27,6 +29,22 @@ from .text import date_terms, tokenize
 from .tuning import DEFAULT, Tuning
 
 log = logging.getLogger("graphmem.index")
+
+
+# Set by ``embed_later``: writes store their rows without vectors or token matrices.
+_LATER: ContextVar[bool] = ContextVar("graphmem_embed_later", default=False)
+
+
+@contextmanager
+def embed_later():
+    """Index writes inside this block store their rows (words, names, dates: found by a search
+    at once) without vectors or token matrices; the next ``upsert`` of the same items (``graphmem
+    reindex``) embeds exactly those, in one model pass each."""
+    token = _LATER.set(True)
+    try:
+        yield
+    finally:
+        _LATER.reset(token)
 
 
 # Metadata fields that name who or what an item is about; a query naming them boosts the item.
@@ -81,6 +99,7 @@ class LocalIndex(IndexStore):
         self._snapshot = None
         self.last_embed_error: str | None = None  # the last write's embedding failure, if any
         self.embedded_count = 0  # texts embedded by the last upsert
+        self.deferred_count = 0  # texts the last upsert left without a vector (``embed_later``)
 
     def check_embedder(self, *, claim: bool = False) -> None:
         """Refuse to mix vectors of two embedders; ``claim`` records ours on an empty index."""
@@ -101,8 +120,13 @@ class LocalIndex(IndexStore):
         self.check_embedder()
         self.last_embed_error, self.embedded_count = None, 0
         vectors: dict[str, bytes] = {}
+        token_vecs: dict[str, bytes] = {}
         hashes = {it.content_hash(): it.text for it in items}
-        if late.shares_pass(self):  # the embedder is the late encoder's mean: one pass for both
+        self.deferred_count = 0
+        if _LATER.get():  # ``embed_later``: the rows now, the model's work later
+            if self.embedder is not None:
+                self.deferred_count = len(set(hashes) - self.existing_vectors(list(hashes)))
+        elif late.shares_pass(self):  # the embedder is the late encoder's mean: one pass for both
             vectors, token_vecs = await late.encode_shared(
                 self, hashes, self.existing_vectors(list(hashes)))
         else:

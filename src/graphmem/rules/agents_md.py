@@ -7,6 +7,10 @@ leaves out memories whose code is gone). For a clean diff the chosen memories ar
 stable order (kind, then text), and the section is cut to ``max_bytes`` line by line. It sits
 between ``BEGIN`` and ``END``; the rest of the file is never touched. A new ``.mdc`` file gets
 front matter that applies it always.
+
+``marked_files`` finds the files a refresh may rewrite (``graphmem agents-md --refresh``, run by
+the git hooks and the agent hooks' digest): only the agent files of a project that already hold
+a ``BEGIN`` marker; a file without one, a link or a file that is not text is never touched.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ TITLE = "## Project memory (graphmem)\n"
 NOTE = "_Written by `graphmem agents-md`: current, verified memories; edits here are replaced._\n"
 MDC_HEAD = ("---\ndescription: This project's current, verified memory (graphmem)\nglobs:\n"
             "alwaysApply: true\n---\n")
+# The agent files a refresh looks at, relative to the project root (plus ``.cursor/rules/**/*.mdc``).
+AGENT_FILES = ("AGENTS.md", "CLAUDE.md", "GEMINI.md", "CLAUDE.local.md", ".claude/CLAUDE.md",
+               ".github/copilot-instructions.md")
 _SOURCE = re.compile(r" _\(source: [^)]*\)_")
 
 
@@ -116,3 +123,22 @@ def write_section(path: Path, body: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, new)
     return True
+
+
+def marked_files(root: Path) -> list[Path]:
+    """The project's agent files that carry graphmem's begin marker (links and files that are
+    not UTF-8 text left out), in a stable order."""
+    rules = root / ".cursor" / "rules"
+    found = [root / n for n in AGENT_FILES]
+    if rules.is_dir() and not rules.is_symlink():
+        found += sorted(rules.glob("**/*.mdc"))
+    out = []
+    for path in found:
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            if BEGIN in path.read_text(encoding="utf-8"):
+                out.append(path)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return out

@@ -118,6 +118,8 @@ def find_sessions(specs: Sequence[Path], label_spec: bool) -> list[SessionRef]:
             if is_link(p):
                 continue
             num = p.stem.removeprefix("session_").lstrip("0") or "0"
+            if "-" in num:  # a committed memory's writer tag (files/session_names.py)
+                num = "{} ({})".format(*num.split("-", 1))
             refs.append(SessionRef(f"{prefix}session {num}", p, "insight", _mtime(p), spec))
         episodes = memory / "episodes"
         if episodes.is_dir() and not is_link(episodes):
