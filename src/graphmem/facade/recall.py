@@ -289,7 +289,7 @@ class Recall(UsesDerived):
         if refused:
             from graphmem.facade.team import note_refused
 
-            note_refused(self.backends.local.index, refused)  # one warning per home, not per call
+            note_refused(self.derived.local.index, refused)  # one warning per home, not per call
         return [h for h in hits if spec is None or h.spec in (None, spec)]
 
     async def context(self, task: str, max_tokens: int = 1500,
