@@ -73,13 +73,14 @@ def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
 def prediction_trust(scores: Sequence[float], files: Sequence[Sequence[str]],
                      named: set[str] | frozenset[str] = frozenset()) -> float:
     """How much the code gains count (0..1): fully when the query names a file or the best
-    match is about code; else the best anchored candidate's score against the best match's.
-    Memories about one file that barely match (a prose note matching best) do not rise above
-    it by their number and their recency alone."""
+    match is about code, or the best anchored candidate scores ``trust_full`` of the best
+    match's score; in proportion below that. Memories about one file that barely match (a
+    prose note matching best) do not rise above it by their number and their recency alone."""
     best = max(scores, default=0.0)
     if named or best <= 0:
         return 1.0
-    return min(1.0, max((s for s, fs in zip(scores, files) if fs), default=0.0) / best)
+    anchored = max((s for s, fs in zip(scores, files) if fs), default=0.0)
+    return min(1.0, anchored / best / current().trust_full)
 
 
 def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequence[str],
