@@ -82,7 +82,7 @@ def test_exit_codes_bad_json_and_timeouts_are_judged_as_claude_code_does(tmp_pat
     settings(tmp_path, {
         "UserPromptSubmit": command("echo 'held back' >&2; echo ignored; exit 2"),
         "SessionStart": command(wrong) + command("echo partial; exit 1")
-                        + command("sleep 5", timeout=0.5),
+                        + command("sleep 120", timeout=0.5),
         "SessionEnd": command("exit 2"),
         "PreToolUse": command("exit 2")})
     runner = HookRunner(tmp_path)
@@ -91,7 +91,8 @@ def test_exit_codes_bad_json_and_timeouts_are_judged_as_claude_code_does(tmp_pat
     assert start.context == []
     whys = sorted(f["why"] for f in runner.failures)
     assert len(whys) == 3 and whys[0].startswith("exit 1") and "hookEventName" in whys[1]
-    assert whys[2] == "timed out after 0.5 s" and start.wait_ms < 3000
+    # killed at its timeout, not waited for: a hang guard two orders of magnitude wide
+    assert whys[2] == "timed out after 0.5 s" and start.wait_ms < 60_000
     prompt = cs.prompt("do it")
     assert prompt.blocked and prompt.context == [] and not cs.transcript.exists()
     cs.tool({"action": "Edit", "status": "ok", "detail": {"path": "a.py"}})
@@ -129,12 +130,12 @@ def test_the_naive_hook_captures_and_injects_bm25_items_within_its_budget(tmp_pa
 
 
 def test_settle_waits_for_the_workers_a_hook_detached(tmp_path):
-    settings(tmp_path, {"Stop": command("setsid sleep 1 >/dev/null 2>&1 < /dev/null &")})
+    settings(tmp_path, {"Stop": command("setsid sleep 5 >/dev/null 2>&1 < /dev/null &")})
     runner = HookRunner(tmp_path)
-    res = runner.fire("Stop", {"hook_event_name": "Stop"})
-    assert res.wait_ms < 900 and len(runner.background()) == 1
-    waited = runner.settle(10)
-    assert 0.3 < waited < 5 and runner.background() == []
+    runner.fire("Stop", {"hook_event_name": "Stop"})
+    assert len(runner.background()) == 1  # fire returned while its worker still runs
+    runner.settle(60)
+    assert runner.background() == []  # settle waited for it
 
 
 def test_old_path_first_reads_the_answer_to_the_question_not_an_unrelated_briefing_line():

@@ -121,3 +121,22 @@ def test_newest_work_gain_weights_each_file_and_decays_with_rank():
                                    [{"a.py": 0}, {"a.py": 1, "b.py": 0}, {}])
     d, first = current().file_recency_decay, current().file_recency
     assert gain == [first, first * (d + 0.5), 0.0]
+
+
+PAY = "def refund(order):\n    return order.total\n"
+
+
+def test_many_memories_about_one_file_do_not_outrank_an_exact_unanchored_match(tmp_path):
+    """Twenty gotchas about one file, sharing no word with the task, and one prose gotcha that
+    is the task word for word: the exact match comes first. Before, the file predicted by the
+    twenty (their first-stage scores near 0) lifted every one of them above it."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/sched.py": SCHED})
+    exact = "the nightly backup job must run before the cache flush"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(exact)
+        for a, b in [(a, b) for a in WORDS[:5] for b in WORDS[5:9]]:
+            mem.append_gotcha(f"`refund` in src/pay.py rounds {a} {b} amounts towards zero")
+        assert len(mem.load_gotchas()) == 21
+        for query in (exact, "nightly backup job before the cache flush"):
+            texts = [h.text for h in mem.search(query, limit=5)]
+            assert texts[0] == exact, texts

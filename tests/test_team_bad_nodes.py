@@ -150,3 +150,30 @@ def test_big_items_are_spread_over_pulls_by_their_size(team):
         assert b.sync()["pulled"]["items"] == 1
         hits = b.search("bulk note ledger", scope="project", limit=10)
         assert sorted(h.text.split()[2] for h in hits) == ["alpha", "bravo", "charlie"]
+
+
+def _refused_listed(repos, envs, who: str) -> str:
+    """What ``graphmem doctor`` says of the graph nodes ``who``'s home refused ('' for none)."""
+    out = run_cli("doctor", "--project-dir", str(repos[who]), "--json", env=envs[who])
+    rows = json.loads(out.stdout)["sections"]["index"]
+    return " ".join(r["detail"] for r in rows if r["name"] == "refused graph nodes")
+
+
+def test_a_refused_node_its_writer_mends_is_taken_in_and_no_longer_listed(team):
+    """Doctor lists a refused node until it changes into an item that passes: then it is taken
+    in at the next search, with no warning, and no longer listed."""
+    srv, repos, envs = team
+    with _mem(repos, "a", envs, "001-a") as a:
+        a.append_gotcha(A_NOTES[0])
+        key = a.aio.project.key
+    _node(srv, key, "big-2", "ledger rounding " * 3000)
+    hits, err1 = _search(repos, envs, "b", "ledger rounding")
+    assert err1.count("big-2") == 1 and "big-2" not in [h["id"] for h in hits]
+    assert "big-2" in _refused_listed(repos, envs, "b")
+    srv.client().execute_command(
+        "GRAPH.QUERY", schema.group_id(key), "MATCH (n:Entity {uuid: 'big-2'}) SET "
+        "n.summary = 'ledger rounding is half-even', n.name = n.summary, "
+        "n.gm_hash = 'big-2-v2', n.gm_written = timestamp()")
+    hits, err2 = _search(repos, envs, "b", "ledger rounding")
+    assert "big-2" in [h["id"] for h in hits] and "big-2" not in err2
+    assert _refused_listed(repos, envs, "b") == ""

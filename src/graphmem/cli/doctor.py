@@ -182,6 +182,9 @@ def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
         st = index.stats()
         rows.insert(0, row("database", "ok", f"{db.db_path(home)}: {st['items']} item(s), "
                            f"{st['vectors']} vector(s), {st['projects']} project(s)"))
+        refused = index.refusals()
+        if refused:
+            rows.append(_refused_row(refused))
         from graphmem.identity import resolve_project
         from graphmem.facade.repair import index_drift, project_of
 
@@ -197,6 +200,15 @@ def _index(sections: dict, settings: Any, ctx: DoctorContext) -> None:
         rows.append(drift_row("index", d["files"], d["index"], len(d["missing"]), len(d["extra"])))
     finally:
         index.close()
+
+
+def _refused_row(refused: list[dict]) -> dict[str, str]:
+    """The graph nodes this home refused (``facade/team.note_refused``), the newest first."""
+    shown = "; ".join(f"{r['uuid'][:80]!r} ({r['reason'][:120]})" for r in refused[:5])
+    return row("refused graph nodes", "warn",
+               f"{len(refused)} node(s) of the graph fail the checks a local write passes and are "
+               f"neither shown nor taken in: {shown}{'; ...' if len(refused) > 5 else ''}. Whoever "
+               "wrote them can fix or delete them; a node that changes is checked again")
 
 
 def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:

@@ -67,6 +67,9 @@ class CodeTuning:
     # R@10 (pytest / entire-cli; BM25 .345 / .158)
     prf_hits: int = 10  # candidates whose files predict the task's files
     file_gain: float = 1.2  # weight of the file prediction, against a best match scoring 1
+    # code gains count fully once the best anchored candidate scores this share of the best
+    # match (less: in proportion, ``reorder.prediction_trust``)
+    trust_full: float = 0.5
     recency_gain: float = 1.0  # gain of the newest write (position 1), times position ** power
     recency_power: float = 8.0  # how fast that gain falls with an item's place in the history
     named_weight: float = 1.0  # a file the query names, against a best match's whole weight of 1

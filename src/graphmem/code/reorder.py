@@ -9,7 +9,9 @@ sum), and the memories most about the best predicted files join the candidates
 (pseudo-relevance feedback on files, not on words). Newer memories gain
 ``recency_gain * position ** recency_power``, where
 ``position`` is the item's place in the project's write history (1 = newest): code written
-last is what later changes touch. Among the memories about one predicted file, the newest pieces
+last is what later changes touch. These gains count as far as the prediction is trusted
+(``prediction_trust``): when the best match has no anchor and the anchored candidates barely
+match, twenty memories about one file do not outrank it. Among the memories about one predicted file, the newest pieces
 of work gain most (``file_recency * file_recency_decay ** rank``, rank 0 = the latest work
 anchored there, weighted by the file's predicted weight): the code a task changes was last
 written by them. The extras are one item per piece of work (a session, or the items written
@@ -68,6 +70,19 @@ def predict_files(scores: Sequence[float], files: Sequence[Sequence[str]],
     return weight
 
 
+def prediction_trust(scores: Sequence[float], files: Sequence[Sequence[str]],
+                     named: set[str] | frozenset[str] = frozenset()) -> float:
+    """How much the code gains count (0..1): fully when the query names a file or the best
+    match is about code, or the best anchored candidate scores ``trust_full`` of the best
+    match's score; in proportion below that. Memories about one file that barely match (a
+    prose note matching best) do not rise above it by their number and their recency alone."""
+    best = max(scores, default=0.0)
+    if named or best <= 0:
+        return 1.0
+    anchored = max((s for s, fs in zip(scores, files) if fs), default=0.0)
+    return min(1.0, anchored / best / current().trust_full)
+
+
 def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequence[str],
            positions: Sequence[float | None], named: set[str] | frozenset[str] = frozenset(),
            latest: Sequence[dict[str, int]] | None = None) -> tuple[list[int], list[float]]:
@@ -85,15 +100,16 @@ def rerank(scores: Sequence[float], files: Sequence[Sequence[str]], groups: Sequ
     recent = newest_work_gain(weight, latest) if latest is not None else [0.0] * len(scores)
     about = _file_sums(weight, files)
     top = max(about, default=0.0) or 1.0
+    trust = prediction_trust(scores, files, named)
     new = []
     for s, fs, a, pos, r in zip(scores, files, about, positions, recent):
         if not fs:
             new.append(s)
             continue
-        s = s + t.file_gain * a / top + r
+        gain = t.file_gain * a / top + r
         if pos is not None:
-            s += t.recency_gain * pos ** t.recency_power
-        new.append(s)
+            gain += t.recency_gain * pos ** t.recency_power
+        new.append(s + trust * gain)
     order = sorted(range(len(new)), key=lambda i: -new[i])
     seen: set[str] = set()
     first: list[int]

@@ -339,7 +339,8 @@ class DerivedStores:
     async def search_graph(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
                            limit: int = 10, spec: str | None = None,
                            exclude: Any = None) -> list | None:
-        """Graph hits (``backend="graph"``, ids = MemoryItem ids); None when the graph is off.
+        """Graph hits (``backend="graph"``, ids = MemoryItem ids; ``refused``: the winners that
+        failed their checks, see ``hybrid_search.GraphHits``); None when the graph is off.
         ``projects`` None = every project graph. Raises GraphError when the graph is on but
         cannot answer (the caller falls back to the local index)."""
         from graphmem.errors import GraphError, GraphmemError, IndexMismatchError

@@ -286,6 +286,11 @@ class Recall(UsesDerived):
             return None
         if hits is None:
             return None
+        refused = getattr(hits, "refused", None)  # winners that failed their checks
+        if refused:
+            from graphmem.facade.team import note_refused
+
+            note_refused(self.derived.local.index, refused)  # one warning per home, not per call
         return [h for h in hits if spec is None or h.spec in (None, spec)]
 
     async def context(self, task: str, max_tokens: int = 1500,

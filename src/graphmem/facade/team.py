@@ -10,6 +10,10 @@ written after the home's cursor (server time, ``IndexStore.cursor``), which trai
 server's clock by a margin for writes that committed after a later one was already read. New or
 changed items are embedded and ranked by the local index like this machine's own writes;
 tombstoned ones are dropped. A pull with nothing new costs three small indexed queries.
+
+A node that fails the checks a local write passes (size, fields, paths), met by a pull or by a
+graph search, is refused with one warning per home and version of the node (``note_refused``:
+the index's ``team_refused`` table, which ``graphmem doctor`` lists), not one per process.
 """
 
 from __future__ import annotations
@@ -211,6 +215,9 @@ async def pull(mem: Any, budget: int = BUDGET, chars: int = BUDGET_CHARS) -> dic
         await index.upsert(fresh)
     if gone:  # only the teammates' copies: a copy this machine's own files hold stays
         gone_n = index.delete(project=team_key(project), ids=gone)
+    mended = [i.id for i in fresh if i.id in refused] + [u for u, _ in tombs if u in refused]
+    if mended:  # changed since and taken in, or deleted: no longer refused
+        index.forget_refused(gid, mended)
     index.advance_cursor(gid, project, _next(rows, settled, 2), _next(tombs, settled, 1))
     return {"items": len(fresh), "deleted": gone_n if gone else 0, "read": len(rows) + len(tombs),
             "more": more}
@@ -231,11 +238,24 @@ async def _fetch(graph: Any, index: Any, gid: str, project: str, ids: list[str],
             fresh.append(_item(row, team_key(project), max_bytes))
         except ValueError as exc:  # pydantic's errors too: a node another program wrote
             refuse[row[0]] = str(exc).splitlines()[0]
-    for uuid, why in refuse.items():
-        log.warning("graph item %r of %s refused: %s", uuid, project, why)
-    if refuse:
-        index.refuse(gid, {u: (str(digests.get(u)), why) for u, why in refuse.items()})
+    note_refused(index, {u: (gid, str(digests.get(u)), why) for u, why in refuse.items()})
     return fresh
+
+
+def note_refused(index: Any, refused: dict[str, tuple[str, str, str]]) -> None:
+    """Warn about the refused nodes ``refused`` (uuid -> (graph, content hash, reason)) that
+    this home has not refused before in that version, and record them (``graphmem doctor``)."""
+    by_graph: dict[str, dict[str, tuple[str, str]]] = {}
+    for uuid, (graph, digest, why) in refused.items():
+        by_graph.setdefault(graph, {})[uuid] = (digest, why)
+    for graph, nodes in by_graph.items():
+        known = index.refused(graph, list(nodes))
+        new = {u: v for u, v in nodes.items() if known.get(u) != v[0]}
+        for uuid, (_, why) in new.items():
+            log.warning("graph node %r refused (not shown, not taken in; `graphmem doctor` lists "
+                        "it): %s", uuid, why)
+        if new:
+            index.refuse(graph, new)
 
 
 def _next(rows: list[list], settled: int, at: int) -> tuple[int, str]:

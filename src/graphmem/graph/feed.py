@@ -96,6 +96,12 @@ async def fetch_items(store: Any, gid: str, ids: list[str], max_chars: int | Non
     return [[r[0], *(v[0] if v else None for v in r[1:])] for r in rows], over
 
 
+async def node_hashes(store: Any, gid: str, ids: list[str]) -> dict[str, str]:
+    """uuid -> ``str`` of its ``gm_hash`` (as the change feed gives it to a pull) for the given
+    nodes of one graph."""
+    return {r[0]: str(r[1]) for r in await _by_id(store, gid, schema.HASHES_BY_ID, ids)}
+
+
 async def _by_id(store: Any, gid: str, query: str, ids: list[str],
                  params: dict[str, Any] | None = None) -> list[list]:
     """Rows of ``query`` for ``ids``, in chunks; a chunk cut short by the server's

@@ -7,10 +7,10 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any, Callable, get_args
+from typing import Any, Callable, NamedTuple, get_args
 
 from graphmem.graph import schema
-from graphmem.graph.feed import fetch_items
+from graphmem.graph.feed import fetch_items, node_hashes
 from graphmem.graph.foreign import fields
 from graphmem.graph.schema import rrf
 from graphmem.models import Hit, Kind
@@ -21,6 +21,23 @@ SEARCH_RETRY = 1.0  # seconds after a failed connection before a search tries ag
 _STOP = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is",
          "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there",
          "these", "they", "this", "to", "was", "will", "with", "what", "how", "why", "when"}
+
+
+class Refusal(NamedTuple):
+    """A node of ours that won a search but failed its checks: where, which version, why."""
+
+    graph: str
+    hash: str  # its ``gm_hash`` as ``str``: a refusal holds until the node changes
+    reason: str
+
+
+class GraphHits(list[Hit]):
+    """A graph search's hits, and ``refused``: uuid -> ``Refusal`` of the winners left out. The
+    caller decides who is told (``facade/team.note_refused``: once per home, not per search)."""
+
+    def __init__(self, hits: Any = (), refused: dict[str, Refusal] | None = None):
+        super().__init__(hits)
+        self.refused: dict[str, Refusal] = refused or {}
 
 
 def query_words(text: str) -> list[str]:
@@ -37,12 +54,13 @@ def fulltext_query(text: str, all_words: bool = False) -> str:
 
 async def search(store: Any, query: str, projects: list[str] | None, kinds: list[str] | None = None,
                  limit: int = 10, spec: str | None = None,
-                 exclude: Callable[[list[str]], set[str]] | None = None) -> list[Hit]:
+                 exclude: Callable[[list[str]], set[str]] | None = None) -> GraphHits:
     """``GraphStore.search``: hybrid search over each project's graph (every graphmem graph when
     ``projects`` is None), optionally within one spec; ``exclude`` drops candidate ids (the
-    items the local index ranks itself) before any field is fetched."""
+    items the local index ranks itself) before any field is fetched. Winners that fail their
+    checks are left out and returned in ``refused``, never warned about here."""
     if not query.strip():
-        return []
+        return GraphHits()
     conn = store.conn
     if conn.client is None and time.monotonic() - conn.failed_at > SEARCH_RETRY \
             and conn.breaker.open_reason() is None:
@@ -52,7 +70,7 @@ async def search(store: Any, query: str, projects: list[str] | None, kinds: list
     gids = [schema.group_id(p) for p in projects] if projects is not None else await store.graphs()
     gids = await _same_embedder(store, gids, strict=projects is not None)
     if not gids:
-        return []
+        return GraphHits()
     from ..providers.base import as_embedder
 
     vec = schema.as_vectors([await as_embedder(store.embedder).embed_query(query)])[0]
@@ -79,7 +97,7 @@ async def search(store: Any, query: str, projects: list[str] | None, kinds: list
         order = [i for i in order if ids[i] not in drop]
     top = order[:limit]
     if not top:
-        return []
+        return GraphHits()
     # Only the winners' fields are fetched (by the uuid index), one query per graph.
     wanted: dict[str, list[str]] = {}
     for i in top:
@@ -88,14 +106,31 @@ async def search(store: Any, query: str, projects: list[str] | None, kinds: list
     fetched = await asyncio.gather(*(fetch_items(store, g, u, limit_bytes)
                                      for g, u in wanted.items()))
     rows: dict[str, list] = {}
-    over: dict[str, int] = {}
+    why: dict[str, str] = {}
     for got, too_big in fetched:
         rows.update((r[0], r) for r in got)
-        over.update(too_big)
-    for uuid in over:
-        _refuse(uuid, f"a field over the limit of {limit_bytes} bytes (GRAPHMEM_MAX_ITEM_BYTES)")
-    hits = (_hit(rows[ids[i]], fused[i] / best, limit_bytes) for i in top if ids[i] in rows)
-    return [h for h in hits if h is not None]
+        why.update((u, f"a field over the limit of {limit_bytes} bytes (GRAPHMEM_MAX_ITEM_BYTES)")
+                   for u in too_big)
+    hits = []
+    for i in top:
+        row = rows.get(ids[i])
+        if row is None:
+            continue  # deleted since, or over the limit (``why``)
+        try:
+            hits.append(_hit(row, fused[i] / best, limit_bytes))
+        except ValueError as exc:  # pydantic's errors too: a node another program wrote
+            why[ids[i]] = str(exc).splitlines()[0]
+    return GraphHits(hits, await _refusals(store, why, home))
+
+
+async def _refusals(store: Any, why: dict[str, str], home: dict[str, str]) -> dict[str, Refusal]:
+    """The refused winners with their graph and content hash (read only when there are any)."""
+    by_graph: dict[str, list[str]] = {}
+    for uuid in why:
+        by_graph.setdefault(home[uuid], []).append(uuid)
+    found = await asyncio.gather(*(node_hashes(store, g, u) for g, u in by_graph.items()))
+    return {u: Refusal(g, digests.get(u, "None"), why[u])
+            for (g, us), digests in zip(by_graph.items(), found) for u in us}
 
 
 async def _same_embedder(store: Any, gids: list[str], strict: bool) -> list[str]:
@@ -127,7 +162,7 @@ async def _candidates(store: Any, gid: str, vec: list[float], ft: str, kinds: li
                       k: int, spec: str | None) -> tuple[list, list]:
     """One graph's best ``k`` ids by cosine and by full text, as (uuid, score) pairs."""
     # Only nodes of our kinds: another program's nodes are no candidates, and cost no warning
-    # on every search (a node of ours that fails its checks is skipped with one, ``_hit``).
+    # on every search (a node of ours that fails its checks is left out and returned as refused).
     where = "WHERE n.gm_kind IN $kinds" + (" AND n.gm_spec = $spec" if spec else "")
     params = {"vec": vec, "k": k, "kinds": list(kinds or KINDS), "q": ft, "spec": spec or ""}
     # Ids and scores only: projecting fields (let alone vectors) for every candidate costs
@@ -158,23 +193,10 @@ async def _candidates(store: Any, gid: str, vec: list[float], ft: str, kinds: li
     return [(u, float(s)) for u, s in found[0] if isinstance(s, (int, float))], text[:k]
 
 
-_refused: set[str] = set()  # nodes this process warned about: one warning each, not one a search
-
-
-def _refuse(uuid: str, why: str) -> None:
-    if uuid not in _refused:
-        _refused.add(uuid)
-        log.warning("graph search skips node %r: %s", uuid, why)
-
-
-def _hit(row: list, score: float, max_bytes: int) -> Hit | None:
-    """A checked row as a hit (``foreign.py``); None, with one warning, for a node that is not
-    a graphmem item."""
-    try:
-        # paths out of the project are dropped, not refused: this home's graph may hold items
-        # written before project keys, with absolute paths (``local_path`` is then the root)
-        return Hit(score=score, project=row[3] or "", backend="graph",
-                   **fields(row, max_bytes, strict_paths=False))
-    except ValueError as exc:  # pydantic's errors too
-        _refuse(row[0], str(exc).splitlines()[0])
-        return None
+def _hit(row: list, score: float, max_bytes: int) -> Hit:
+    """A checked row as a hit (``foreign.py``); a ValueError for a node that is not a graphmem
+    item."""
+    # paths out of the project are dropped, not refused: this home's graph may hold items
+    # written before project keys, with absolute paths (``local_path`` is then the root)
+    return Hit(score=score, project=row[3] or "", backend="graph",
+               **fields(row, max_bytes, strict_paths=False))

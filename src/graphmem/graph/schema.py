@@ -273,6 +273,7 @@ CHECKED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
 _CLIPPED = "[v IN [{}] WHERE typeOf(v) = 'String' | CASE WHEN size(v) > $max THEN null ELSE v END]"
 CLIPPED_ITEMS_BY_ID = ("MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, "
                        + ", ".join(_CLIPPED.format(f) for f in _FIELDS))
+HASHES_BY_ID = "MATCH (n:Entity) WHERE n.uuid IN $ids RETURN n.uuid, n.gm_hash"
 ITEM_SIZES = ("MATCH (n:Entity) WHERE n.uuid IN $ids WITH n, "
               + _STRINGS.format(", ".join(_FIELDS)) + " AS f RETURN n.uuid, "
               "reduce(m = 0, x IN f | CASE WHEN size(x) > m THEN size(x) ELSE m END), "

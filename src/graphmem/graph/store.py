@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from ..errors import GraphError, GraphmemError, IndexMismatchError
-from ..models import Hit, MemoryItem
+from ..models import MemoryItem
 from ..settings import Settings
 from graphmem.graph import feed, hybrid_search, schema, writes
 from .connection import Connection
@@ -206,9 +206,11 @@ class GraphStore:
 
     async def search(self, query: str, projects: list[str] | None, kinds: list[str] | None = None,
                      limit: int = 10, spec: str | None = None,
-                     exclude: Callable[[list[str]], set[str]] | None = None) -> list[Hit]:
+                     exclude: Callable[[list[str]], set[str]] | None = None
+                     ) -> hybrid_search.GraphHits:
         """Hybrid search over each project's graph (every graphmem graph when ``projects`` is
-        None), optionally within one spec, without the ids ``exclude`` returns."""
+        None), optionally within one spec, without the ids ``exclude`` returns; the winners that
+        fail their checks come back in ``refused``, unwarned."""
         return await hybrid_search.search(self, query, projects, kinds, limit, spec, exclude)
 
     async def aclose(self) -> None:

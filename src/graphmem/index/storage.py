@@ -487,6 +487,18 @@ class IndexStore:
                                   [(graph, u, h, why[:500], time.time())
                                    for u, (h, why) in nodes.items()])
 
+    def forget_refused(self, graph: str, uuids: Sequence[str]) -> None:
+        """Forget refusals of nodes of ``graph`` (taken in after a change, or deleted)."""
+        with self.transaction():
+            self.conn.executemany("DELETE FROM team_refused WHERE graph=? AND uuid=?",
+                                  [(graph, u) for u in uuids])
+
+    def refusals(self) -> list[dict[str, Any]]:
+        """Every refused node this home remembers, newest first: graph, uuid, reason, at."""
+        rows = self.conn.execute("SELECT graph, uuid, reason, at FROM team_refused "
+                                 "ORDER BY at DESC, uuid").fetchall()
+        return [{"graph": r[0], "uuid": r[1], "reason": r[2], "at": r[3]} for r in rows]
+
     def close(self) -> None:
         try:
             self.conn.close()
