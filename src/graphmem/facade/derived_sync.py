@@ -105,7 +105,7 @@ class DerivedSync(UsesDerived):
         from graphmem.facade import write_behind
 
         held = entry.hand_over() if entry is not None else None
-        graph = self.settings.graph.mode != "off"  # its connections belong to this loop
+        graph = graph_in_use(self.settings)  # its connections belong to this loop
         write_behind.defer(Deferred(self, held, items, after), on_loop=graph)
         report.index = "queued"
         report.graph = "queued" if graph else "off"
