@@ -455,7 +455,9 @@ def test_old_versions_are_read_by_blob_or_by_commit_and_path(tmp_path):
     assert got == {blob: PAY, f"{head}:src/pay.py": PAY, f"{head}:src/new.py": None}
 
 
-def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path, monkeypatch):
+def test_a_memory_with_half_its_files_gone_is_changed_and_less_is_only_said(tmp_path, monkeypatch):
+    """Half or more of the code a memory names gone: marked changed, naming it; less than half:
+    no mark (the rest of what it says holds), the gone file still said (issue 34 item 3)."""
     monkeypatch.setattr("graphmem.rules.context.RELEVANCE_FLOOR", 0.0)
     files = {f"src/{n}.py": f"def {n}_step():\n    return '{n}'\n" for n in "abcde"}
     root, spec = project(tmp_path, files)
@@ -474,8 +476,8 @@ def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path
             (root / f"src/{name}.py").unlink()
         commit(root, "drop a and b")
         after = states(mem, "ledger export post")[three]
-    # one of three and one of two gone: the rest is there, so changed, with the reason
-    assert got[three]["state"] == "changed" and got[three]["reason"] == "src/c.py is gone"
+    # one of two gone: changed, with the reason; one of three: current, the reason still said
+    assert got[three]["state"] == "current" and got[three]["reason"] == "src/c.py is gone"
     assert got[two]["state"] == "changed" and got[two]["reason"] == "src/e.py is gone"
     assert got[three]["gone"] == ["src/c.py"]
     assert "src/c.py is gone" in ctx and "src/e.py is gone" in ctx

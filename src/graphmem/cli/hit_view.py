@@ -41,7 +41,11 @@ def stale_note(meta: dict) -> str:
     out = [note for note in (validity_note(meta),) if note]
     f = x if isinstance(x := meta.get("freshness"), dict) else {}
     state = f.get("state")
-    if state == "gone":
+    if state == "gone" and f.get("undone"):
+        from graphmem.rules.context import reverted_note
+
+        out.append(reverted_note(f))
+    elif state == "gone":
         out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))
         work = x if isinstance(x := f.get("work_gone"), dict) else {}
         if work.get("symbols"):
@@ -73,6 +77,8 @@ def stale_note(meta: dict) -> str:
         moved = _moves_shown(f)  # the rest of its code may have moved
         if moved:
             out.append("moved: " + moved)
+    elif f.get("reason"):  # current, less than half of the code it names gone: to know, no mark
+        out.append(str(f["reason"]))
     return "; ".join(out)
 
 

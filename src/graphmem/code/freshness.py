@@ -221,14 +221,14 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
     partly_gone = sorted({_named(s) for s in own if s["state"] == "gone"})
     if basis and counts["gone"] == len(basis) or work_gone:
         state = "gone"
-    elif partly_gone:
-        state = "changed"  # the rest of its code is still there: what it says may half hold
-    elif counts["moved"]:
-        state = "moved"
-    elif own and counts["changed"] or not own and counts["changed"] * 2 >= len(basis):
-        state = "changed"
+    elif partly_gone and len(partly_gone) * 2 >= len(own):
+        state = "changed"  # half of the code it names is gone: what it says half holds at most
+    elif any(s["state"] == "moved" for s in own):
+        state = "moved"  # the code it names is elsewhere now (its text is read with new names)
+    elif any(s["state"] == "changed" for s in own):
+        state = "changed"  # its own lines were rewritten
     else:
-        state = "current"
+        state = "current"  # files it names (or its session's) may have changed elsewhere since
     out = {"state": state, "head": rec.get("head"), "learned_at": rec.get("at"),
            "moved": {s["path"]: s["to"] for s in states if s["state"] == "moved"},
            "moves": [{"from": s["path"], "to": s["to"], "what": "symbol", "symbol": s["symbol"],
@@ -242,9 +242,11 @@ def item_state(rec: dict, snap: Snapshot) -> dict:
            "gone": sorted({s["path"] if not s.get("symbol") else f"{s['path']}:{s['symbol']}"
                            for s in states if s["state"] == "gone"}),
            "commits": _commits(rec.get("head"), basis, snap),
+           "changed_since": sorted({s.get("to") or s["path"] for s in basis
+                                    if s.get("edited") or s["state"] == "changed"}),
            "paths": list(dict.fromkeys(
                s.get("to") or s["path"] for s in states if s["state"] != "gone"))}
-    if state == "changed" and partly_gone:
+    if partly_gone and state != "gone":  # a mark at half of its code, else what to know
         out["reason"] = "; ".join(f"{x} is gone" for x in partly_gone)
     memo[key] = out
     return out
@@ -323,6 +325,10 @@ def _work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> 
     done = works.of(hit.id, str(hit.session) if hit.session else None, rec.get("head"))
     if not done:
         return fresh
+    back = undone(done, works, snap)
+    if back is not None:
+        return {**fresh, "state": "gone", "gone": sorted({*fresh.get("gone", ()), *back["files"]}),
+                "undone": back}
     wrote = {p for w in done for p in w["files"]} - {p for w in done for p in w["deleted"]}
     heads = {p: w["head"] for w in done for p in w["files"]}  # renamed since: not lost
     lost = sorted(p for p in wrote if p not in snap.files and not _lives_on(p, done, snap)
@@ -341,6 +347,33 @@ def _work_gone(fresh: dict, rec: dict, hit: Hit, works: Any, snap: Snapshot) -> 
     return {**fresh, "state": "gone", "gone": sorted({*fresh.get("gone", ()), *lost,
                                                       *(syms if every else ())}),
             "work_gone": out}
+
+
+def undone(done: list[dict], works: Any, snap: Snapshot) -> dict | None:
+    """``{"files", "sessions", "commits"}`` when the work an item came from was undone in the
+    tree: every source file each of its works (``done``) changed is back to the content it had
+    before that work (one the work added is absent again, and not renamed), with the sessions of the latest later
+    work that touched those files (who undid it, when recorded); None otherwise, or when a work
+    of ``done`` predates the ``was`` field (nothing to compare)."""
+    if not snap.head or any(not w.get("was") or w["head"] == snap.head for w in done):
+        return None
+    files: set[str] = set()
+    for w in done:
+        for path, blob in w["was"].items():
+            if snap.files.get(path) != blob:  # None when absent, as for a file the work added
+                return None
+            if blob is None and (_lives_on(path, done, snap)
+                                 or _renamed_to(path, w["head"], snap) is not None):
+                return None  # a file it added, renamed since: its code lives on
+            files.add(path)
+    heads = list(works.by_head)
+    first = min(heads.index(w["head"]) for w in done)
+    mine = {w["head"] for w in done}
+    later = [works.by_head[h] for h in heads[first + 1:] if h not in mine
+             and files & {*works.by_head[h].get("was", ()), *works.by_head[h]["files"]}]
+    by = later[-1] if later else None
+    return {"files": sorted(files), "sessions": list(by["sessions"]) if by else [],
+            "commits": [w["head"] for w in done]}
 
 
 def _lives_on(path: str, works: list[dict], snap: Snapshot) -> bool:
@@ -365,8 +398,8 @@ def asked_gone(fresh: dict, rec: dict, asked: set[str], snap: Snapshot, hit: Hit
     work records (``changes.Works``: a work naming the hit or its session; not the work that
     removed it), with ``removed_in``: the sessions of the work that removed it (``fresh``
     itself when no such symbol is)."""
-    if fresh["state"] in ("gone", "moved") or not asked:
-        return fresh
+    if fresh["state"] in ("gone", "moved") and not fresh.get("undone") or not asked:
+        return fresh  # an undone work's memory still says which asked symbol went with it
     lost = {f"{a['path']}:{a['symbol']}" for a in rec.get("anchors") or ()
             if isinstance(a, dict) and a.get("touched") and a.get("symbol") in asked
             and not snap.definitions.get(a["symbol"])}
