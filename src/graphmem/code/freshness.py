@@ -22,15 +22,20 @@ the git index), each anchor is:
 Every anchored file whose blob differs also gets the number of commits that touched it since
 the anchor's HEAD (``commits``: path -> count, ``history.History``).
 
-An item's state comes from its own anchors (the paths and symbols its text names) or, when it
-names none, from its session's files: ``gone`` when all of its own anchors are gone (for an
-item naming none: all of its session's files, or every one of the ``min_touched`` or more
-symbols its session added or changed); ``changed`` when some but not all of its own anchors are
-gone, with ``reason`` naming them ("src/c.py is gone": the rest of its code is there, so what it
-says may still half hold); else ``moved`` when one of them moved, else ``changed`` when one of
-its own anchors changed (for an item naming no code: at least half of its session's files),
-else ``current``. Items without anchors get no state. Results are
-memoised per (anchor record, snapshot).
+An item's state is a stale mark only when what the item says no longer holds (issue 34 item 3:
+on entire-cli's dump of every top-10 hit, "some of its files gone" marked 51 current hits for 6
+stale ones, a session's file renamed 16 for 22, a session's files rewritten 3 for 1). It comes
+from its own anchors (the paths and symbols its text names) or, when it names none, from its
+session's files: ``gone`` when all of its own anchors are gone (for an item naming none: all of
+its session's files, or every one of the ``min_touched`` or more symbols its session added or
+changed); ``changed`` when half or more of its own anchors are gone, with ``reason`` naming them
+("src/c.py is gone"); else ``moved`` when one of its own anchors moved (its text names the old
+place), else ``changed`` when one of its own anchors changed (its own lines rewritten), else
+``current``. What happened since without making it untrue is information: ``changed_since``
+(files whose content differs, its own or its session's), ``commits``, ``moves`` of its session's
+files (its paths are shown with their new names) and ``reason`` when less than half of its own
+code is gone. Items without anchors get no state. Results are memoised per (anchor record,
+snapshot).
 
 A second mark comes from the work the item was learned from (``work_gone``, the work lines of
 ``changes.py``: the works naming the item, else its session, else, for a note written with no
@@ -44,6 +49,11 @@ every one of the ``min_touched`` or more symbols the work added or changed is de
 say; ``work_gone`` names them ("2 of the 3 files its work changed are no longer in the tree").
 On pytest's dump of every top-10 hit: 8 stale hits marked, no current one; neither sign alone
 separates (docs/tuning.md "Stale marks").
+
+The same work lines tell a work undone in the tree (``undone``, item 2: no revert message
+needed): every source file its works changed is back to the blob it had before (``was``), one
+it added absent again and not renamed; the item is ``gone`` with ``undone`` naming the files and
+the sessions of the latest later work that touched them (shown "reverted in session N").
 
 One mark depends on the query (``asked_gone``): when the query names a symbol that is defined
 nowhere now, a hit whose session added or changed that symbol (a ``touched`` anchor, or a work
