@@ -140,3 +140,20 @@ def test_a_work_line_with_a_malformed_was_is_skipped_and_costs_nothing_else(tmp_
     works = Works()
     assert not works.take({**good, "was": {"src/pay.py": 3}}) and works.take(good)
     assert works.by_head["a" * 40]["was"] == {"src/pay.py": "b" * 40}
+
+
+def test_a_class_whose_method_changed_is_not_marked_the_method_is(tmp_path):
+    """A class's lines hold its methods: `Client.charge` rewritten leaves a memory about
+    `Client` current (``members_changed``), marks one about `Client.charge` changed."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY})
+    about_class, about_method = "`Client` wraps the payment gateway", "`Client.charge` takes cents"
+    with Memory(spec, root) as mem:
+        mem.append_gotcha(about_class)
+        mem.append_gotcha(about_method)
+        (root / "src/pay.py").write_text(PAY.replace("return n", "return n * 100"))
+        commit(root, "charge in cents")
+        got = states(mem, "Client payment gateway charge cents")
+    assert got[about_class]["state"] == "current" and got[about_class]["changed_since"] == [
+        "src/pay.py"], got[about_class]
+    assert got[about_method]["state"] == "changed"
+    assert got[about_method]["symbols_changed"] == ["Client.charge"]
