@@ -86,6 +86,7 @@ def test_a_session_whose_change_was_undone_in_the_tree_is_marked_reverted_below_
         hits = mem.search("refund audit hook logs every refund", scope="project", limit=20)
         cli = run_cli("search", "refund audit hook logs every refund", "--spec-dir", str(spec),
                       cwd=root)
+        told = run_cli("about", "src/pay.py", "--spec-dir", str(spec), cwd=root)
     assert before[done]["state"] == "current", before[done]  # not undone while keep.py differs
     got = {h.text: h.metadata.get("freshness") for h in hits}
     assert got[done]["state"] == "gone", got[done]
@@ -98,6 +99,9 @@ def test_a_session_whose_change_was_undone_in_the_tree_is_marked_reverted_below_
     lines = cli.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == done)
     assert "reverted in session 4 (its change is undone in the tree)" in "\n".join(lines[at:at + 3])
+    assert told.returncode == 0, told.stderr
+    assert f"[gone (reverted in session 4 (its change is undone in the tree))] insight: {done}" \
+        in told.stdout, told.stdout
 
 
 def test_a_work_only_partly_restored_or_redone_is_not_undone(tmp_path):

@@ -36,14 +36,13 @@ def show_hits(rows: list[dict], console) -> None:
 def stale_note(meta: dict) -> str:
     """A hit's marks in one line ("possibly superseded: reverted in session 3: ...", "gone:
     src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
+    from graphmem.code.freshness import reverted_note
     from graphmem.rules.context import validity_note
 
     out = [note for note in (validity_note(meta),) if note]
     f = x if isinstance(x := meta.get("freshness"), dict) else {}
     state = f.get("state")
     if state == "gone" and f.get("undone"):
-        from graphmem.rules.context import reverted_note
-
         out.append(reverted_note(f))
     elif state == "gone":
         out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))

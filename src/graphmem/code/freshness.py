@@ -393,6 +393,17 @@ def undone(done: list[dict], works: Any, snap: Snapshot) -> dict | None:
             "commits": [w["head"] for w in done]}
 
 
+def reverted_note(fresh: dict) -> str:
+    """"reverted in session 7 (its change is undone in the tree)" for a memory whose work was
+    undone without a revert message (``freshness.undone``), empty otherwise."""
+    undone = fresh.get("undone") if isinstance(fresh.get("undone"), dict) else None
+    if undone is None:
+        return ""
+    who = [str(s) for s in undone.get("sessions") or ()][:3]
+    return ("reverted in session " + ", ".join(who) if who else "reverted") + \
+        " (its change is undone in the tree)"
+
+
 def _lives_on(path: str, works: list[dict], snap: Snapshot) -> bool:
     """Whether a symbol the works added or changed in ``path`` is defined somewhere now (the
     file was renamed, or its code moved: not gone)."""

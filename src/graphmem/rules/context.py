@@ -87,17 +87,6 @@ def validity_note(meta: dict) -> str:
     return f"{v['state']}: {reason}" if reason else str(v["state"])
 
 
-def reverted_note(fresh: dict) -> str:
-    """"reverted in session 7 (its change is undone in the tree)" for a memory whose work was
-    undone without a revert message (``freshness.undone``), empty otherwise."""
-    undone = fresh.get("undone") if isinstance(fresh.get("undone"), dict) else None
-    if undone is None:
-        return ""
-    who = [str(s) for s in undone.get("sessions") or ()][:3]
-    return ("reverted in session " + ", ".join(who) if who else "reverted") + \
-        " (its change is undone in the tree)"
-
-
 def replaced_note(meta: dict, shown: int = 3) -> str:
     """The values a current memory replaced, as one note ("was 2.31.0 until session 3, 2.28.1
     until session 2"), empty when it replaced none: from ``metadata["replaces"]``."""
@@ -128,6 +117,8 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
                      + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
     if fresh.get("reason"):
         notes.append(str(fresh["reason"]))  # "src/c.py is gone": part of its code is
+    from graphmem.code.freshness import reverted_note
+
     undone = reverted_note(fresh)
     if undone:
         notes.append(undone)
