@@ -67,6 +67,8 @@ def stale_note(meta: dict) -> str:
                                                if k not in said}}))  # "`X` is now in b.py"
         if f.get("changed"):  # renamed and mostly rewritten in one commit
             out.append("changed since: " + ", ".join(map(str, f["changed"][:3])))
+        if f.get("reason"):  # and some of the rest of its code is gone
+            out.append(str(f["reason"]))
 
     elif state == "changed":
         changed = f.get("changed") or []

@@ -274,6 +274,8 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             extra = ": " + ", ".join(dict.fromkeys(describe_move(m) for m in moves))
             if f["changed"]:  # renamed and mostly rewritten in one commit
                 extra += "; " + ", ".join(f["changed"]) + " changed since"
+            if f.get("reason"):  # and some of the rest of its code is gone
+                extra += "; " + f["reason"]
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
             said = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
             extra = " (" + "; ".join([*said, *([f["reason"]] if f.get("reason") else [])]) + ")"
