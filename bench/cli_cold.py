@@ -38,7 +38,7 @@ from graphmem.facade.memory import Memory; mark("import memory (models, files)")
 import graphmem.index.local_search; mark("import index.local_search (numpy)")
 import graphmem.providers.local, onnxruntime, tokenizers; mark("import onnxruntime, tokenizers")
 s = Settings.load(); m = Memory(None, os.getcwd(), settings=s); mark("Settings.load + Memory")
-m.aio.backends.local.index; mark("open index + load model (ORT session, tokenizer)")
+m.aio.derived.local.index; mark("open index + load model (ORT session, tokenizer)")
 hits = m.search(sys.argv[1], scope="project"); mark("first search (snapshot, embed, rank)")
 json.dumps([h.model_dump(mode="json") for h in hits]); m.close(); mark("output + close")
 prev = t0

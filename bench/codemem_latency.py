@@ -35,7 +35,7 @@ from _common import ListingCounter, need, pct, table, write_json
 from codemem import DATA, Profiled
 
 # the local index's half of a search, clocked with ``--slowest`` (module, function)
-SEARCH_STAGES = (("graphmem.facade.session_log", "EpisodeLog.settle"),
+SEARCH_STAGES = (("graphmem.facade.episode_log", "EpisodeLog.settle"),
                  ("graphmem.facade.derived_sync", "DerivedSync.adopt"),
                  ("graphmem.facade.derived", "DerivedStores.replay_index"),
                  ("graphmem.facade.derived", "DerivedStores.localise"),

@@ -91,12 +91,12 @@ def _record(mem, session: str, when: datetime, turns: list[tuple[str, dict]]) ->
                         metadata=meta) for i, (text, meta) in enumerate(turns)]
     from graphmem import _sync
 
-    _sync.run(mem.aio.backends.local.index.upsert(items))
+    _sync.run(mem.aio.derived.local.index.upsert(items))
 
 
 def index_bytes(mem) -> dict:
     """Items in the local index and the bytes of their dense vectors and token matrices."""
-    return mem.aio.backends.local.index.sizes()
+    return mem.aio.derived.local.index.sizes()
 
 
 def ingest(mem, sample: dict) -> tuple[int, float]:

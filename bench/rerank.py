@@ -42,7 +42,7 @@ def quality(data, convs, no_deadline: bool) -> dict:
             spec.mkdir(parents=True)
             settings = Settings.load(home=str(Path(tmp) / f"c{ci}" / "home"))
             with Memory(spec, settings=settings) as mem:
-                index = mem.aio.backends.local.index
+                index = mem.aio.derived.local.index
                 if no_deadline:
                     index.tuning = replace(index.tuning, rerank_deadline=1e9)
                 tuning = index.tuning
@@ -69,7 +69,7 @@ def pairs_of(mem, qs) -> list[tuple[str, str]]:
     """The passages the second stage would show for a few questions' first-stage pools."""
     from graphmem.index import rerank
 
-    index = mem.aio.backends.local.index
+    index = mem.aio.derived.local.index
     out = []
     for q, _, _ in qs:
         hits = mem.search(q, scope="spec", limit=index.tuning.rerank_pool)

@@ -73,7 +73,7 @@ def test_round_trip_survives_restart(graph_on, spec_dir):
     assert not (st.data_dir / "dump.rdb").exists()
     assert item_count(project) == (len(ids), len(ids))
     with Memory(spec_dir) as mem:  # and graphmem's own search finds them by meaning
-        res = _run(mem, mem.backends.search_graph("JWT tokens", [str(project)], None, 5))
+        res = _run(mem, mem.derived.search_graph("JWT tokens", [str(project)], None, 5))
     assert res[0].text == "src/auth.py: JWT token validation" and res[0].backend == "graph"
     assert res[0].id in ids and res[0].kind == "file" and res[0].session == "1"
 
@@ -151,9 +151,9 @@ def test_two_projects_are_isolated(graph_on, tmp_path):
     with Memory(specs[0], tmp_path / "alpha") as a, Memory(specs[1], tmp_path / "beta") as b:
         a.append_gotcha("alpha only: the queue drops messages over 1 MB")
         b.append_gotcha("beta only: timezone handling in reports")
-        a_hits = _run(a, a.backends.search_graph("messages queue timezone reports", [str(a.project_dir)], None, 10))
-        b_hits = _run(b, b.backends.search_graph("messages queue timezone reports", [str(b.project_dir)], None, 10))
-        both = _run(a, a.backends.search_graph("messages queue timezone reports", None, None, 10))
+        a_hits = _run(a, a.derived.search_graph("messages queue timezone reports", [str(a.project_dir)], None, 10))
+        b_hits = _run(b, b.derived.search_graph("messages queue timezone reports", [str(b.project_dir)], None, 10))
+        both = _run(a, a.derived.search_graph("messages queue timezone reports", None, None, 10))
     assert [h.text for h in a_hits] == ["alpha only: the queue drops messages over 1 MB"]
     assert [h.text for h in b_hits] == ["beta only: timezone handling in reports"]
     assert {h.project for h in both} == {str(tmp_path / "alpha"), str(tmp_path / "beta")}
@@ -169,7 +169,7 @@ def test_graph_search_skips_excluded_ids_and_returns_its_best_others(graph_on, s
                      "queue metrics are exported every minute",
                      "timezone handling in reports"]:
             mem.append_gotcha(text)
-        search = mem.backends.search_graph
+        search = mem.derived.search_graph
         full = _run(mem, search("queue messages", [str(mem.project_dir)], None, 2))
         asked = []
 
@@ -192,7 +192,7 @@ def test_graph_off_never_touches_falkordb(monkeypatch, spec_dir, isolated_env):
     with Memory(spec_dir) as mem:
         r = mem.append_gotcha("plain file write")
         assert r.graph == "off"
-        assert _run(mem, mem.backends.search_graph("plain", None)) is None
+        assert _run(mem, mem.derived.search_graph("plain", None)) is None
         assert mem.sync()["graph"] == "off"
     assert not (isolated_env / "falkordb").exists()
 
@@ -233,7 +233,7 @@ def test_a_write_runs_the_default_model_once_for_the_index_and_the_graph(monkeyp
             report = mem.append_gotcha(text)
             assert (report.index, report.graph) == ("indexed", "written")
             project = str(spec_dir.parent.parent)
-            hits = _run(mem, mem.backends.search_graph("jobs lost when redis restarts", [project],
+            hits = _run(mem, mem.derived.search_graph("jobs lost when redis restarts", [project],
                                                         None, 5))
         assert runs.count(text) == 1  # index first, then the graph reuses the pass
         assert hits and hits[0].text == text  # the graph holds a real vector for it

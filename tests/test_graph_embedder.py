@@ -41,7 +41,7 @@ def test_a_teammate_with_another_embedder_is_refused(tmp_path, monkeypatch):
                                 "GRAPHMEM_LOCAL_EMBEDDING_MODEL": "wordllama"})
         with Memory(a, settings=sa) as ma:
             assert ma.append_gotcha(GOTCHA).graph == "written"
-            model_a = ma.aio.backends.local.embedder.name
+            model_a = ma.aio.derived.local.embedder.name
         with Memory(b, settings=sb) as mb:
             with pytest.raises(IndexMismatchError) as info:
                 mb.append_gotcha("Refunds are asynchronous")

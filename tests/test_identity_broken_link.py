@@ -112,7 +112,7 @@ def test_a_pruned_worktree_keeps_its_repository_key_and_its_memories_move_there(
     with Memory(spec, settings=Settings.load(home=str(home))) as mem:
         assert mem.project.key == "github.com/acme/shop"
         hits = mem.search("refunds ledger gateway idempotent", scope="all", limit=10)
-        keys = [p["path"] for p in mem.aio.backends.local.index.projects()]
+        keys = [p["path"] for p in mem.aio.derived.local.index.projects()]
     assert sorted(h.text for h in hits) == ["Refunds are idempotent by order id",
                                             "Refunds post to the ledger before the gateway"]
     assert {h.project for h in hits} == {"github.com/acme/shop"}  # each once, one key

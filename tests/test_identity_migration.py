@@ -79,8 +79,8 @@ def test_a_home_of_the_previous_release_migrates_without_duplicates(tmp_path):
     settings = Settings.load(home=str(home))
     with Memory(spec, settings=settings) as m:
         hits = m.search("webhook handler idempotent payments", scope="all", limit=50)
-        projects = m.aio.backends.local.index.projects()
-        count = m.aio.backends.local.index.count()
+        projects = m.aio.derived.local.index.projects()
+        count = m.aio.derived.local.index.count()
     assert len(texts(hits)) == len(set(texts(hits))) == count == 4  # each item once
     assert {h.project for h in hits} == {"example.com/team/shop"}
     assert [(p["path"], p["legacy"]) for p in projects] == [("example.com/team/shop", 0)]
@@ -94,8 +94,8 @@ def test_a_home_of_the_previous_release_migrates_without_duplicates(tmp_path):
         assert r.returncode == 0, r.stderr
         assert '"items": 4' in r.stdout and '"removed": 0' in r.stdout, (spelling, r.stdout)
     with Memory(spec, settings=settings) as m:
-        assert m.aio.backends.local.index.count() == 4
-        assert len(m.aio.backends.local.index.projects()) == 1
+        assert m.aio.derived.local.index.count() == 4
+        assert len(m.aio.derived.local.index.projects()) == 1
 
 
 def test_reindex_spellings_of_a_plain_folder_are_one_project(tmp_path):
@@ -112,8 +112,8 @@ def test_reindex_spellings_of_a_plain_folder_are_one_project(tmp_path):
         assert r.returncode == 0 and '"items": 2' in r.stdout and '"removed": 0' in r.stdout, \
             (spelling, r.stdout, r.stderr)
     with Memory(spec, root) as m:
-        assert m.aio.backends.local.index.count() == 2
-        assert [p["root"] for p in m.aio.backends.local.index.projects()] == [str(root)]
+        assert m.aio.derived.local.index.count() == 2
+        assert [p["root"] for p in m.aio.derived.local.index.projects()] == [str(root)]
 
 
 def test_clear_with_only_the_spec_folder_removes_the_hits(tmp_path):

@@ -370,7 +370,7 @@ def test_an_index_built_with_per_session_ids_is_caught_up_once(spec_dir, isolate
                                             same["what_failed"][0]),
                                kind="insight", text=same["what_failed"][0], project=project,
                                spec=spec, session=str(n)) for n in (1, 2)]
-        asyncio.run(m.aio.backends.local.index.upsert(old_rows))  # as the old code indexed them
+        asyncio.run(m.aio.derived.local.index.upsert(old_rows))  # as the old code indexed them
     db = sqlite3.connect(isolated_env / "index.sqlite3")
     with db:  # the database's mark as the old code wrote it
         db.execute("UPDATE search_meta SET key = 'caught_up:' || substr(key, 13) "
@@ -394,6 +394,6 @@ def test_a_replayed_index_write_brings_the_count_up_to_date(spec_dir):
         # session 2 reaches the files but not the index (as when its index write failed)
         m.files.save_session_insights(2, same)
         project, spec = m.files._scope()
-        asyncio.run(repair.reconcile(m.aio.backends.local.index, project, m.files.items(), spec=spec))
+        asyncio.run(repair.reconcile(m.aio.derived.local.index, project, m.files.items(), spec=spec))
         hits = m.search("flaky upload test", kinds=["insight"], limit=3)
     assert hits[0].metadata["count"] == 2

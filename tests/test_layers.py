@@ -48,7 +48,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.rules.context": BOTTOM | {"graphmem.index.text", "graphmem.files.insight_items",
                                         "graphmem.code"},
     # Session listing shares the home's database (``index.db``) and nothing else of index/.
-    "graphmem.index.session_index": BOTTOM | {"graphmem.files", "graphmem.index.db"},
+    "graphmem.index.episode_index": BOTTOM | {"graphmem.files", "graphmem.index.db"},
     # The value every derived-store write is given instead of the façade.
     "graphmem.facade.scope": BOTTOM | {"graphmem.files.spec_store", "graphmem.identity"},
     # The source of truth: the bottom and the identity of its project, nothing else (no redaction:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import inspect
 import pydoc
 from pathlib import Path
+import pytest
 
 from graphmem import AsyncMemory, Memory, _sync
+from graphmem.errors import ValidationError
 from graphmem.facade.derived import DerivedStores
 
 # AsyncMemory's own names for what Memory spells the synchronous way.
@@ -59,9 +61,9 @@ def test_a_shared_store_serves_every_memory_given_it(spec_dir: Path, tmp_path: P
         m.append_gotcha("The zebrafish heater trips the breaker above 30 C.")
         settings = m.settings
     shared = DerivedStores(settings)
-    a = AsyncMemory(spec_dir, settings=settings, backends=shared)
-    b = AsyncMemory(None, spec_dir.parent.parent, settings=settings, backends=shared)
-    assert a.backends is shared and b.backends is shared
+    a = AsyncMemory(spec_dir, settings=settings, derived=shared)
+    b = AsyncMemory(None, spec_dir.parent.parent, settings=settings, derived=shared)
+    assert a.derived is shared and b.derived is shared
     hits = _sync.run(a.search("zebrafish heater breaker"))
     assert [h.text for h in hits][:1] == ["The zebrafish heater trips the breaker above 30 C."]
     assert _sync.run(b.search("zebrafish heater breaker", scope="project"))[0].id == hits[0].id
@@ -94,3 +96,20 @@ def test_check_turn_refuses_what_record_turn_refuses_and_writes_nothing(spec_dir
             assert err.value.field == field
         assert m.check_turn("user", "a fine turn") is None
     assert not (spec_dir / "memory").exists()
+
+
+def test_the_former_name_backends_still_works_and_says_it_is_deprecated(spec_dir: Path):
+    """``backends`` (keyword and property) was renamed ``derived``: old callers keep working
+    with a DeprecationWarning; giving both names is refused, naming the field."""
+    with Memory(spec_dir) as m:
+        settings = m.settings
+    shared = DerivedStores(settings)
+    with pytest.warns(DeprecationWarning, match="derived"):
+        a = AsyncMemory(spec_dir, settings=settings, backends=shared)
+    with pytest.warns(DeprecationWarning, match="derived"):
+        assert a.backends is shared
+    assert a.derived is shared
+    with pytest.raises(ValidationError) as err:
+        Memory(spec_dir, settings=settings, derived=shared, backends=shared)
+    assert err.value.field == "backends"
+    _sync.run(shared.aclose())

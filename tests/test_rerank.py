@@ -45,7 +45,7 @@ def world(tmp_path_factory):
                             project=project, spec=sp, session="s1",
                             time=t0 + timedelta(seconds=i), metadata={"n": i})
                  for i, t in enumerate(TURNS)]
-        _sync.run(m.aio.backends.local.index.upsert(items))
+        _sync.run(m.aio.derived.local.index.upsert(items))
     return {"spec": spec, "settings": settings}
 
 
@@ -57,7 +57,7 @@ def test_a_turn_is_shown_with_the_end_of_the_turn_before_it(world):
     with Memory(world["spec"], settings=world["settings"]) as m:
         hits = first_stage(m, "which database does billing use, postgres or pgbouncer, search")
         by_text = dict(zip((h.text for h in hits),
-                           rerank.passages(m.aio.backends.local.index, hits, DEFAULT)))
+                           rerank.passages(m.aio.derived.local.index, hits, DEFAULT)))
     answer = by_text[TURNS[3]]
     before, own = answer.split("\n")
     assert own == TURNS[3]
@@ -114,7 +114,7 @@ class WordCountReranker:
 def test_a_reranker_with_only_score_gets_the_whole_pool_in_one_call(world):
     rr = WordCountReranker()
     with Memory(world["spec"], settings=world["settings"]) as m:
-        m.aio.backends.local._reranker = rr
+        m.aio.derived.local._reranker = rr
         hits = m.search("what runs the deploy job and the search service", limit=3, rerank=True)
     assert len(rr.calls) == 1
     query, passages = rr.calls[0]
@@ -126,7 +126,7 @@ def test_a_reranker_with_only_score_gets_the_whole_pool_in_one_call(world):
 
 def test_rerank_with_the_local_cross_encoder_is_repeatable(world):
     with Memory(world["spec"], settings=world["settings"]) as m:
-        index = m.aio.backends.local.index  # a busy machine must not cut one run short
+        index = m.aio.derived.local.index  # a busy machine must not cut one run short
         index.tuning = replace(index.tuning, rerank_deadline=600.0)
         a = m.search("which database is billing on", limit=4, rerank=True)
         b = m.search("which database is billing on", limit=4, rerank=True)
@@ -163,10 +163,10 @@ class BrokenReranker:
 def test_a_failing_reranker_leaves_the_first_stage_order(world, answer, caplog):
     query = "what runs the deploy job and the search service"
     with Memory(world["spec"], settings=world["settings"]) as m:
-        m.aio.backends.local.index.late_always = True  # the first stage rerank=True starts from
+        m.aio.derived.local.index.late_always = True  # the first stage rerank=True starts from
         plain = m.search(query, limit=5)
-        m.aio.backends.local.index.late_always = False
-        m.aio.backends.local._reranker = BrokenReranker(answer)
+        m.aio.derived.local.index.late_always = False
+        m.aio.derived.local._reranker = BrokenReranker(answer)
         with caplog.at_level("WARNING", logger="graphmem.index"):
             hits = m.search(query, limit=5, rerank=True)
     assert [h.id for h in hits] == [h.id for h in plain]

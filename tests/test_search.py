@@ -202,7 +202,7 @@ def test_graph_answers_are_fused_and_failures_fall_back(world):
 
     async def scenario():
         mem = AsyncMemory(world["a1"], settings=s)
-        be = mem.backends
+        be = mem.derived
         local = await mem.search("CI job output timeout", limit=3)
         assert all(h.backend == "local" for h in local)
 

@@ -118,7 +118,7 @@ def test_index_is_rebuilt_from_the_files(spec_dir: Path, isolated_env: Path):
         m.end_session(sid)
     for suffix in ("", "-wal", "-shm"):
         Path(str(db_path(isolated_env)) + suffix).unlink(missing_ok=True)
-    import graphmem.index.session_index.tables as epi
+    import graphmem.index.episode_index.tables as epi
 
     epi._open.clear()
     with Memory(spec_dir) as m:

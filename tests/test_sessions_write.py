@@ -27,7 +27,7 @@ import json, os, signal, sys
 from pathlib import Path
 from graphmem import Memory
 from graphmem.index import db
-from graphmem.index.session_index.writer import writer
+from graphmem.index.episode_index.writer import writer
 
 spec, home = Path(sys.argv[1]), Path(sys.argv[2])
 m = Memory(spec)

@@ -128,7 +128,7 @@ def test_a_node_rewritten_over_my_item_does_not_replace_my_row(team):
                                  "n.gm_hash = 'other', n.gm_written = timestamp()")
     with _mem(repos, "b", envs, "005-mine") as b:
         _sync.run(team_mod.pull(b.aio))
-        (row,) = b.aio.backends.local.index.rows_by_id([b_id])
+        (row,) = b.aio.derived.local.index.rows_by_id([b_id])
         assert row["text"] == "B: the scheduler runs in UTC" and row["project"] == key
 
 

@@ -214,8 +214,8 @@ def _graph(sections: dict, settings: Any, ctx: DoctorContext) -> None:
     with Memory(ctx.spec_dir, ctx.project_dir, settings=settings) as mem:
         d = mem.drift()
         try:
-            got = run(mem.backends.graph_embedder(mem.project.key))
-            graph = run(mem.backends.graph_store())
+            got = run(mem.derived.graph_embedder(mem.project.key))
+            graph = run(mem.derived.graph_store())
             ours = (graph.embedder.name, int(graph.embedder.dimension))
         except Exception as exc:  # reported, never fatal to the rest of the report
             rows.append(row("embedder", "warn", f"not checked: {exc}"))
@@ -297,7 +297,7 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
                 roots = [str(Path(project_dir).resolve())]
             else:  # every project checked out here that the registry knows
                 roots = [p["root"] for p in AsyncMemory(None, ".", settings=settings)
-                         .backends.local.index.projects() if p["root"] and not p["legacy"]]
+                         .derived.local.index.projects() if p["root"] and not p["legacy"]]
             projects = [project_of(settings, r) for r in roots if Path(r).is_dir()]
             targets = [(p, [AsyncMemory(s, p.root, settings=settings)
                             for s in spec_folders(p.root)]) for p in projects]
@@ -305,7 +305,7 @@ def run_fix(spec_dir: Path | None, project_dir: Path | None) -> dict[str, Any]:
             one = mems[0] if spec_dir is not None else None
             owner = one or AsyncMemory(None, project.root, settings=settings)
             try:
-                counts = await fix_index(owner.backends.local, project,
+                counts = await fix_index(owner.derived.local, project,
                                          str(one.spec_dir) if one else None)
                 out["index"].append(dict(counts, project=str(project.root), key=project.key,
                                          spec=str(one.spec_dir) if one else None))

@@ -33,14 +33,14 @@ OPS = ("search", "context", "hook", "ping")
 
 
 class _State:
-    """The server's backends, reopened when the index database is replaced under it."""
+    """The server's derived stores, reopened when the index database is replaced under it."""
 
     def __init__(self, settings: Any, cfg: ServerConfig):
         from graphmem.index.db import db_path
 
         self.settings, self.cfg = settings, cfg
         self.db = db_path(Path(settings.home))
-        self.backends = None
+        self.derived = None
         self.identity: tuple | None = None
         self.served = 0  # search and context requests answered (``ping`` reports it)
         self.code: dict[str, int] = {}  # graphmem files loaded -> mtime, once warmed up
@@ -59,17 +59,17 @@ class _State:
         return st.st_dev, st.st_ino
 
     async def current(self):
-        """The backends, reopened if the database file is not the one they opened."""
+        """The derived stores, reopened if the database file is not the one they opened."""
         from graphmem.facade.derived import DerivedStores
 
-        if self.backends is not None and self._stat() != self.identity:
-            await self.backends.aclose()
-            self.backends = None
-        if self.backends is None:
-            self.backends = DerivedStores(self.settings)
-            self.backends.local.index  # noqa: B018 - opens (or creates) the database now
+        if self.derived is not None and self._stat() != self.identity:
+            await self.derived.aclose()
+            self.derived = None
+        if self.derived is None:
+            self.derived = DerivedStores(self.settings)
+            self.derived.local.index  # noqa: B018 - opens (or creates) the database now
             self.identity = self._stat()
-        return self.backends
+        return self.derived
 
 
 def _mtime(path: str) -> int:
@@ -118,7 +118,7 @@ async def _answer(state: _State, req: Any) -> dict[str, Any]:
         if spec is None and project is None:
             raise ValidationError("a spec or project folder is required", field="project_dir")
         # one index view and one set of models for all
-        mem = AsyncMemory(spec, project, settings=state.settings, backends=await state.current())
+        mem = AsyncMemory(spec, project, settings=state.settings, derived=await state.current())
         if op == "hook":  # an agent's hook (``hooks/agent_context.py``): markdown or ''
             from graphmem.hooks.agent_context import answer
 
@@ -261,9 +261,9 @@ async def serve(settings: Any, idle: float | None = None, ready: Any = None,
     state = _State(settings, cfg)
     try:
         try:
-            backends = await state.current()
+            derived = await state.current()
             # Load what a search needs now, so the first client does not wait for it.
-            await backends.search_local("warm up", projects=None, spec=None, kinds=None, limit=1)
+            await derived.search_local("warm up", projects=None, spec=None, kinds=None, limit=1)
         except Exception as exc:
             if auto:
                 _write_err(cfg, f"{type(exc).__name__}: {exc}\n")
@@ -278,8 +278,8 @@ async def serve(settings: Any, idle: float | None = None, ready: Any = None,
         if auto and _size(cfg.log) == 0:
             cfg.log.unlink(missing_ok=True)
     finally:
-        if state.backends is not None:
-            await state.backends.aclose()
+        if state.derived is not None:
+            await state.derived.aclose()
         os.close(lock)  # releases the lock
 
 

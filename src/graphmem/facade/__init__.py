@@ -12,11 +12,11 @@ nothing below the façade imports this package, the edges reach it through ``Mem
     team.py          team memory on a shared graph server: stamps, and taking in teammates' writes
 
     notes.py         SpecNotes: insights, codebase map, gotchas and patterns, supersede
-    episodic.py      Sessions: sessions, turns, steps, summaries, consolidation
+    episodic.py      Episodes: sessions, turns, steps, summaries, consolidation
     recall.py        Recall: search and context
     validity.py      Validity: retire, validity events
     about.py         About: about a file or symbol, anchors refresh
     derived_sync.py  DerivedSync: the write's derived steps, reindex, outbox sync, drift
-    session_log.py   EpisodeLog: a spec's session files, group commit, queued rows, settle
+    episode_log.py   EpisodeLog: a spec's session files, group commit, queued rows, settle
     write_rules.py   WriteRules: size limit and redaction
 """

@@ -13,23 +13,25 @@ from graphmem.code.about_answer import (STATES_FILE, Mention, assemble, check_ta
 from ..code.freshness import item_state
 from ..code.tree import Snapshot, snapshot
 
+from graphmem.facade.derived import UsesDerived
+
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from graphmem.facade.scope import Scope
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from ..settings import Settings
 
 log = logging.getLogger("graphmem.code")
 
 
 @dataclass(eq=False)
-class About:
+class About(UsesDerived):
     """``about`` and ``refresh_anchors`` of ``AsyncMemory`` over one ``Scope``; ``hits_by_id``
     reads memories from the local index (``Recall.hits_by_id``)."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     episodes: EpisodeLog
     hits_by_id: Callable[[list[str]], list[Any]]
 
@@ -81,7 +83,7 @@ class About:
         from ..graph.code_graph import about_mentions
 
         try:
-            graph = await self.derived.get().graph_store()
+            graph = await self.derived.graph_store()
             if graph is None or not graph.available:
                 return None
             return await about_mentions(graph, self.scope.project.key, target, snap)
@@ -139,7 +141,7 @@ class About:
             for spec in specs:  # per spec: a failed write is queued in that spec's outbox
                 part = [i for i in items if i.id in moved and i.spec == self.scope.project.rel(spec)]
                 if part:
-                    graph, _ = await self.derived.get().write_graph(
+                    graph, _ = await self.derived.write_graph(
                         SpecStore(spec, self.scope.project).memory_dir, self.scope.root, part)
         return {"anchored": written, "specs": len(specs), "head": snap.head if snap else None,
                 "git": bool(snap and snap.git), "states": counts, "moved": len(moved),
@@ -159,7 +161,7 @@ class About:
                 from ..graph.code_graph import write_renames
                 from ..graph.schema import group_id
 
-                graph = await self.derived.get().graph_store()
+                graph = await self.derived.graph_store()
                 if graph is None or not graph.available:
                     raise GraphmemError(f"graph unavailable: {getattr(graph, 'last_error', '')}")
                 sent = await write_renames(graph, group_id(self.scope.project.key), todo)

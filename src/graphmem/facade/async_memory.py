@@ -9,19 +9,20 @@ Write path: validate -> redact -> file store (truth, atomic, locked) -> local in
 into one of them:
 
     SpecNotes (notes.py)           insights, codebase map, gotchas and patterns, supersede
-    Sessions (sessions.py)         sessions, turns, steps, summaries, consolidation
+    Episodes (episodic.py)         sessions, turns, steps, summaries, consolidation
     Recall (recall.py)             search and context
     Validity (validity.py)         retire (the validity log)
     Transfer (transfer.py)         export, import, the agents-md section
     About (about.py)               about a file or symbol, anchors refresh
     DerivedSync (derived_sync.py)  the write's derived steps, reindex, outbox sync, drift
-    EpisodeLog (session_log.py)    queued session rows, settled before every read
+    EpisodeLog (episode_log.py)    queued session rows, settled before every read
     WriteRules (write_rules.py)    size limit and redaction
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Sequence
 
@@ -31,8 +32,8 @@ from graphmem.facade.about import About
 from graphmem.facade.derived_sync import DerivedSync
 from graphmem.facade.notes import SpecNotes
 from graphmem.facade.recall import Recall
-from graphmem.facade.session_log import EpisodeLog
-from graphmem.facade.episodic import Sessions
+from graphmem.facade.episode_log import EpisodeLog
+from graphmem.facade.episodic import Episodes
 from graphmem.facade.transfer import Transfer
 from graphmem.facade.validity import Validity
 from graphmem.facade.write_rules import WriteRules
@@ -46,18 +47,34 @@ if TYPE_CHECKING:
     from graphmem.identity import Project
 
 
+def _renamed_keyword(derived: DerivedStores | None, backends: DerivedStores | None
+                     ) -> DerivedStores | None:
+    """``derived``, or the value given under its former name ``backends`` (with a warning)."""
+    if backends is None:
+        return derived
+    if derived is not None:
+        raise ValidationError("give derived stores once: `derived` (`backends` is its "
+                              "former name)", field="backends")
+    warnings.warn("the `backends` keyword is deprecated: use `derived`", DeprecationWarning,
+                  stacklevel=3)
+    return backends
+
+
 class AsyncMemory:
     """Memory for one spec folder of one project (async API).
 
     With only ``project_dir`` (``spec_dir=None``) it writes the project's own memory folder,
     ``<project>/.graphmem/memory/`` (``scope.py``), and its searches, contexts and ``about``
     cover every spec folder of the project.
-    ``backends``: derived stores to share (one index view and one set of models for many
+    ``derived``: derived stores to share (one index view and one set of models for many
     ``AsyncMemory`` objects, as the warm search server does); by default each opens its own.
+    ``backends`` is its former name, still accepted (deprecated).
     """
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
-                 settings: Settings | None = None, backends: DerivedStores | None = None):
+                 settings: Settings | None = None, derived: DerivedStores | None = None,
+                 backends: DerivedStores | None = None):
+        derived = _renamed_keyword(derived, backends)
         for name, value in (("spec_dir", spec_dir), ("project_dir", project_dir)):
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise ValidationError(f"must be a folder path (str or Path), got "
@@ -80,14 +97,14 @@ class AsyncMemory:
             assert spec_dir is not None  # not project_only: refused above when None
             project = resolve_project(spec_dir, project_dir, project_id=settings.project_id)
             self._scope = Scope(project, Path(spec_dir).resolve())
-        self._derived = DerivedRef(settings, backends, on_open=self._register_root)
+        self._derived = DerivedRef(settings, derived, on_open=self._register_root)
         rules = WriteRules(settings)
         args = (settings, self._scope, self._derived)
         self._episodes = EpisodeLog(*args, rules.clean)
         self._sync = DerivedSync(*args, self._episodes.settle)
         self._validity = Validity(*args, rules, self._episodes)
         self._notes = SpecNotes(*args, rules, self._episodes, self._sync, self._validity)
-        self._sessions = Sessions(*args, rules, self._episodes, self._sync)
+        self._sessions = Episodes(*args, rules, self._episodes, self._sync)
         self._recall = Recall(*args, rules, self._episodes, self._sync)
         self._transfer = Transfer(self._scope, rules, self._sync, self._notes, self._validity)
         self._about = About(*args, self._episodes, self._recall.hits_by_id)
@@ -129,8 +146,15 @@ class AsyncMemory:
         return self._scope.files
 
     @property
-    def backends(self) -> DerivedStores:
+    def derived(self) -> DerivedStores:
         """The derived stores (local index, graph): the shared ones, or opened on first use."""
+        return self._derived.get()
+
+    @property
+    def backends(self) -> DerivedStores:
+        """Deprecated name of ``derived``."""
+        warnings.warn("AsyncMemory.backends is deprecated: use .derived", DeprecationWarning,
+                      stacklevel=2)
         return self._derived.get()
 
     @property
@@ -392,7 +416,7 @@ class AsyncMemory:
 
     # ---- lifetime --------------------------------------------------------------------------
     async def aclose(self) -> None:
-        """Release connections held by derived backends (after queued session rows are written)."""
+        """Release connections held by the derived stores (after queued session rows are written)."""
         if self._derived.opened:
             await self._episodes.settle()
             await self._derived.get().aclose()

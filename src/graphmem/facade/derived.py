@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from graphmem.identity import Project
     from graphmem.facade.scope import Scope
 
-log = logging.getLogger("graphmem.backends")
+log = logging.getLogger("graphmem.derived")
 
 
 class DerivedStores:
@@ -463,3 +463,15 @@ class DerivedRef:
             if self._on_open is not None:
                 self._on_open()
         return self._stores
+
+
+class UsesDerived:
+    """For the façade's collaborators: ``derived`` is the stores behind their ``derived_ref``
+    (opened on first use), the same name the façade itself gives them."""
+
+    derived_ref: DerivedRef
+
+    @property
+    def derived(self) -> DerivedStores:
+        """The derived stores (local index, graph), opened on first use."""
+        return self.derived_ref.get()

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 from ..models import MemoryItem, SaveReport
 
+from graphmem.facade.derived import UsesDerived
+
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef, DerivedStores
+    from graphmem.facade.derived import DerivedRef
     from ..files.outbox import Outbox
     from ..identity import Project
     from graphmem.facade.scope import Scope
@@ -25,24 +27,20 @@ log = logging.getLogger("graphmem")
 
 
 @dataclass(eq=False)
-class DerivedSync:
+class DerivedSync(UsesDerived):
     """The derived-store side of one ``Memory`` (its ``Scope``); ``settle`` waits for queued
-    session rows (``session_log.EpisodeLog.settle``)."""
+    session rows (``episode_log.EpisodeLog.settle``)."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     settle: Callable[[], Awaitable[None]]
     _adopted: bool = field(default=False, init=False)
 
-    @property
-    def backends(self) -> "DerivedStores":
-        """The derived stores (opened on first use)."""
-        return self.derived.get()
 
     @property
     def project(self) -> "Project":
-        """The project (with ``settings`` and ``backends``, what ``team.pull`` reads)."""
+        """The project (with ``settings`` and ``derived``, what ``team.pull`` reads)."""
         return self.scope.project
 
     # ---- the write path -----------------------------------------------------------------------
@@ -55,10 +53,10 @@ class DerivedSync:
         self._adopted = True
         from ..index.db import db_path
 
-        if not self.derived.opened and not db_path(self.settings.home).is_file():
+        if not self.derived_ref.opened and not db_path(self.settings.home).is_file():
             return  # a new home: nothing older to migrate
-        legacy = await self.backends.drop_legacy(self.scope.project)
-        former = await self.backends.drop_former(self.scope.project)  # a pruned worktree's key
+        legacy = await self.derived.drop_legacy(self.scope.project)
+        former = await self.derived.drop_former(self.scope.project)  # a pruned worktree's key
         if (legacy or former) and rebuild:
             await self.reindex()
 
@@ -66,14 +64,14 @@ class DerivedSync:
         """Before a file is written: a graph of another embedder refuses the write, so nothing
         is written that the graph could never take (``DerivedStores.check_graph_embedder``)."""
         if self.settings.graph.mode != "off":
-            await self.backends.check_graph_embedder(self.scope.project.key)
+            await self.derived.check_graph_embedder(self.scope.project.key)
 
     @contextlib.contextmanager
     def journal(self) -> Iterator[Any]:
         """A durable index-journal entry around one spec write: made before the files change,
         dropped once the index has the write; left for replay when it does not (see
         ``index/journal.py``)."""
-        entry = self.backends.begin_index_write(str(self.scope.root), str(self.scope.spec_dir))
+        entry = self.derived.begin_index_write(str(self.scope.root), str(self.scope.spec_dir))
         try:
             yield entry
         except Exception:
@@ -94,7 +92,7 @@ class DerivedSync:
 
             # anchors first: the graph write links the items to the code they name
             record_anchors(self.scope.root, self.scope.spec_dir, items)
-            await self.backends.write(self.scope, items, report, entry)
+            await self.derived.write(self.scope, items, report, entry)
         elif entry is not None:
             entry.finish()
         return report
@@ -110,10 +108,10 @@ class DerivedSync:
         if not gone:
             return
         try:
-            await self.backends.forget_items(self.scope.project.key, sorted(gone))
+            await self.derived.forget_items(self.scope.project.key, sorted(gone))
         except GraphmemError as exc:  # the file is saved; a journal entry drops them later
             log.warning("replaced insights may stay searchable until replayed: %s", exc)
-            entry = self.backends.begin_index_write(str(self.scope.root), str(self.scope.spec_dir))
+            entry = self.derived.begin_index_write(str(self.scope.root), str(self.scope.spec_dir))
             if entry is not None:
                 entry.release()
 
@@ -130,13 +128,13 @@ class DerivedSync:
             from graphmem.facade.team import stamp
 
             items = stamp(items, self.settings, project.root)  # this machine's files: its items
-        counts = await self.backends.reindex_local(project, items)
+        counts = await self.derived.reindex_local(project, items)
         from ..code.anchors import backfill
         from ..files.walk import held_ids
 
         counts["anchors"] = backfill(project.root, items, held_ids(project))
         counts["specs"] = len(specs)
-        counts["graph"] = await self.backends.rebuild_graph(project.key, items, specs)
+        counts["graph"] = await self.derived.rebuild_graph(project.key, items, specs)
         return counts
 
     def outbox(self) -> "Outbox":
@@ -153,7 +151,7 @@ class DerivedSync:
         if self.settings.graph.mode == "off":
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(), "graph": "off"}
         try:
-            done = await self.backends.replay_outbox(outbox, force=True)
+            done = await self.derived.replay_outbox(outbox, force=True)
         except GraphmemError as exc:
             return {"replayed": 0, "entries": 0, "remaining": outbox.size(),
                     "graph": f"unavailable: {exc}"}
@@ -173,7 +171,7 @@ class DerivedSync:
         queued = self.outbox().size()
         if self.settings.graph.mode == "off":
             return {"graph": "off", "files": len(items), "queued": queued}
-        graph = await self.backends.graph_store()
+        graph = await self.derived.graph_store()
         if graph is None:
             return {"graph": "off", "files": len(items), "queued": queued}
         key, spec = self.scope.project.key, self.scope.spec_key

@@ -10,7 +10,7 @@ the graph write (or its outbox entry) still happens before ``record_turn`` retur
 
 Concurrent async calls on one session are group-committed: every turn or step submitted while a
 write is being prepared joins it, so they share one ``fdatasync``; each caller still returns only
-once its own record is durable (``session_log.py``). The sync ``Memory`` records without a trip
+once its own record is durable (``episode_log.py``). The sync ``Memory`` records without a trip
 through the event loop when the graph is off (``record_turn_now``).
 """
 
@@ -29,7 +29,9 @@ from ..files.episodes import STEPS, TURNS, EpisodeStore, check_session_id, iso
 from ..models import _SURROGATE, MemoryItem, SaveReport, to_time, utcnow
 from graphmem.rules.turn_input import (StartInput, StepInput, TurnInput, check_limit, json_value, text_ok,
                               validate)
-from .session_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
+from .episode_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
+
+from graphmem.facade.derived import UsesDerived
 
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
@@ -42,12 +44,12 @@ log = logging.getLogger("graphmem.sessions")
 
 
 @dataclass(eq=False)
-class Sessions:
+class Episodes(UsesDerived):
     """Session operations of ``AsyncMemory`` over one ``Scope``."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
     sync: DerivedSync
@@ -272,7 +274,7 @@ class Sessions:
         if workspace is not None and (not isinstance(workspace, str) or not workspace.strip()
                                       or _SURROGATE.search(workspace)):
             raise ValidationError("must be a non-empty string of valid UTF-8", field="workspace")
-        from ..index.session_index.tables import open_episode_index
+        from ..index.episode_index.tables import open_episode_index
 
         await self.episodes.settle()  # this spec's (or project's) files caught up, queued rows applied
         return open_episode_index(self.settings.home).recent_sessions(  # stored redacted
@@ -292,7 +294,7 @@ class Sessions:
     async def _forget_items(self, ids: list[str]) -> None:
         """Drop a deleted session's items from the local search index and the graph."""
         try:
-            await self.derived.get().forget_items(self.scope.project.key, ids)
+            await self.derived.forget_items(self.scope.project.key, ids)
         except StorageError as exc:
             log.warning("deleted session's items may stay searchable until `graphmem reindex`: %s",
                         exc)

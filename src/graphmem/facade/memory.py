@@ -3,12 +3,13 @@
 
 Each method has the signature and docstring of its ``AsyncMemory`` namesake and runs it on
 graphmem's private event loop (``_sync.run``), so it works inside a running loop too.
-``record_turn`` and ``record_step`` skip the loop when the graph is off (``Sessions.*_now``).
+``record_turn`` and ``record_step`` skip the loop when the graph is off (``Episodes.*_now``).
 ``tests/test_memory_surface.py`` fails when the two classes drift apart.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Sequence
 
@@ -29,8 +30,10 @@ class Memory:
     """Synchronous ``Memory``: the same methods as ``AsyncMemory``, returning plain values."""
 
     def __init__(self, spec_dir: str | Path | None, project_dir: str | Path | None = None, *,
-                 settings: Settings | None = None, backends: DerivedStores | None = None):
-        self._async = AsyncMemory(spec_dir, project_dir, settings=settings, backends=backends)
+                 settings: Settings | None = None, derived: DerivedStores | None = None,
+                 backends: DerivedStores | None = None):
+        self._async = AsyncMemory(spec_dir, project_dir, settings=settings, derived=derived,
+                                  backends=backends)
 
     @property
     def aio(self) -> AsyncMemory:
@@ -69,9 +72,16 @@ class Memory:
         return self._async.files
 
     @property
-    def backends(self) -> DerivedStores:
+    def derived(self) -> DerivedStores:
         """The derived stores (local index, graph): the shared ones, or opened on first use."""
-        return self._async.backends
+        return self._async.derived
+
+    @property
+    def backends(self) -> DerivedStores:
+        """Deprecated name of ``derived``."""
+        warnings.warn("Memory.backends is deprecated: use .derived", DeprecationWarning,
+                      stacklevel=2)
+        return self._async.derived
 
     @property
     def search_notes(self) -> list[str]:
@@ -318,7 +328,7 @@ class Memory:
 
     # ---- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
-        """Release connections held by derived backends."""
+        """Release connections held by the derived stores."""
         _sync.run(self._async.aclose())
 
     def __enter__(self) -> Memory:

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ValidationError
+from .derived import UsesDerived
 from ..models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
                      check_json, parse)
 
@@ -47,20 +48,20 @@ if TYPE_CHECKING:
     from .derived_sync import DerivedSync
     from ..files.spec_store import SpecStore
     from graphmem.facade.scope import Scope
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from ..settings import Settings
     from .validity import Validity
     from .write_rules import WriteRules
 
 
 @dataclass(eq=False)
-class SpecNotes:
+class SpecNotes(UsesDerived):
     """The reference layout's notes of one spec (``Scope.files``: a project-only scope refuses
     every operation, naming ``spec_dir``)."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
     sync: DerivedSync
@@ -223,8 +224,8 @@ class SpecNotes:
         await self.episodes.settle()  # queued session rows land before the spec's rows are dropped
         await self.sync.adopt()
         self.files.clear()
-        if self.derived.opened or self.settings.home.exists():
-            await self.derived.get().forget_spec(self.scope)
+        if self.derived_ref.opened or self.settings.home.exists():
+            await self.derived.forget_spec(self.scope)
 
     async def items(self) -> list[MemoryItem]:
         """Every searchable item held in this spec's files: insights, map, bullets and sessions."""

@@ -200,7 +200,7 @@ async def fix_graph(mem: Any) -> dict[str, Any]:
         drift = await mem.drift()
         if drift["graph"] != "on":
             return {"graph": drift["graph"]}
-        graph = await mem.backends.graph_store()
+        graph = await mem.derived.graph_store()
         missing = set(drift["missing"])
         if missing:
             from graphmem.facade.team import stamp  # written from this machine: its author and host

@@ -152,7 +152,7 @@ async def pull(mem: Any, budget: int = BUDGET, chars: int = BUDGET_CHARS) -> dic
     """Take in the project graph's changes after this home's cursor -> counts (``more``: the
     budget of items to embed, or of ``chars`` to take in, was reached: call again), or None
     when there is no shared server.
-    ``mem``: anything with ``settings``, ``backends`` and ``project`` (an ``AsyncMemory``, or
+    ``mem``: anything with ``settings``, ``derived`` and ``project`` (an ``AsyncMemory``, or
     its ``DerivedSync``).
     """
     from graphmem.graph import schema, server
@@ -160,12 +160,12 @@ async def pull(mem: Any, budget: int = BUDGET, chars: int = BUDGET_CHARS) -> dic
     settings = mem.settings
     if settings.graph.mode == "off" or server.external_endpoint(settings) is None:
         return None
-    graph = await mem.backends.graph_store()
+    graph = await mem.derived.graph_store()
     if graph is None or not graph.available:
         return None
     project = mem.project.key
     gid = schema.group_id(project)
-    index = mem.backends.local.index
+    index = mem.derived.local.index
     items_at, tombs_at = index.cursor(gid)
     rows = await graph.changes(project, items_at)
     if not rows and items_at == (0, ""):

@@ -18,11 +18,13 @@ from ..models import parse_iso, utcnow
 from graphmem.files.validity_log import (_ID, MAX_REASON, POSSIBLY, older_versions, reverted_subject, skeleton,
                         subject_key, validity_file, validity_log)
 
+from graphmem.facade.derived import UsesDerived
+
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from graphmem.facade.scope import Scope
     from ..settings import Settings
-    from .session_log import EpisodeLog
+    from .episode_log import EpisodeLog
     from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.files.validity_log")
@@ -38,13 +40,13 @@ _session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
 
 
 @dataclass(eq=False)
-class Validity:
+class Validity(UsesDerived):
     """``retire`` on ``AsyncMemory``, and the validity events its notes write (``SpecNotes``
     supersedes through ``own_item``, ``log_event`` and ``to_graph``)."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
 
@@ -55,7 +57,7 @@ class Validity:
                                   field="id")
         from graphmem.facade.team import team_key
 
-        rows = self.derived.get().local.index.rows_by_id([item_id])
+        rows = self.derived.local.index.rows_by_id([item_id])
         key = self.scope.project.key  # a teammate's memory taken in from a shared graph too
         ours = bool(rows) and rows[0]["project"] in (key, team_key(key))
         where = (f"it is in {self.scope.root / rows[0]['spec']}: name that spec folder "
@@ -365,7 +367,7 @@ class Validity:
         files = self.scope.files
         items = [i for i in files.items() if i.id in wanted]
         if items:
-            await self.derived.get().write_graph(files.memory_dir, self.scope.root, items)
+            await self.derived.write_graph(files.memory_dir, self.scope.root, items)
 
 
 def _earlier_statements(files: Any, before: int) -> dict[tuple[str, str], list[tuple]]:

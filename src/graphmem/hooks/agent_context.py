@@ -122,7 +122,7 @@ async def _relevant(prompt: str, hits: list, mem: "AsyncMemory") -> bool:
 
         from graphmem.providers.base import embed_query
 
-        emb = mem.backends.local.embedder
+        emb = mem.derived.local.embedder
         q = np.asarray(await embed_query(emb, prompt))
         rest = np.asarray(await emb.embed([h.text for h in hits]))
         cos = rest @ q / (np.linalg.norm(rest, axis=1) * np.linalg.norm(q) + 1e-9)

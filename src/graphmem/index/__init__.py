@@ -4,5 +4,5 @@
 statement on the search tables; ``local_index.LocalIndex`` adds the models; ``snapshot`` and
 ``view`` keep the ranking arrays; ``ranker``, ``late`` and ``rerank`` are the ranking stages,
 ``local_search`` answers a query and ``local_backend`` serves the façade; ``tuning`` holds every
-knob. Session, turn and step listings live in ``index.session_index``.
+knob. Session, turn and step listings live in ``index.episode_index``.
 """

@@ -6,7 +6,7 @@ episodes rows, the search rows and their vectors. Every read that depends on the
 ``settle()`` first, which waits until everything queued before it is applied, so a process always
 reads its own writes. A process that dies with a queue loses only derived rows: each session row
 remembers the file sizes it was built from, and the next open re-reads the sessions whose files
-grew (``facade.session_log._EpisodeState.reconcile``), in the same kind of transaction.
+grew (``facade.episode_log._EpisodeState.reconcile``), in the same kind of transaction.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from ..files.episode_items import step_item, turn_item
 from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore
 from ..models import MemoryItem
 
+from graphmem.facade.derived import UsesDerived
+
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from ..identity import Project
@@ -97,7 +99,7 @@ class _EpisodeState:
 
     def __init__(self, settings: "Settings", project: "Project", spec_dir: Path,
                  derived: "DerivedRef", clean: Callable[[Any], Any]):
-        from ..index.session_index.tables import open_episode_index
+        from ..index.episode_index.tables import open_episode_index
 
         self.settings = settings
         self._project = project
@@ -114,7 +116,7 @@ class _EpisodeState:
     @property
     def writer(self):
         """This process's background writer (looked up each time: a forked child has its own)."""
-        from ..index.session_index.writer import writer
+        from ..index.episode_index.writer import writer
 
         return writer()
 
@@ -147,7 +149,7 @@ class _EpisodeState:
 
     def queue(self, sid: str, done: Appended) -> None:
         """Hand freshly appended records to the background writer (called under the lock)."""
-        from ..index.session_index.writer import Job
+        from ..index.episode_index.writer import Job
 
         self.writer.put(Job(self.spec, sid, done.turns, done.steps,
                             (done.turns_size, done.steps_size), self._derived.get().local,
@@ -173,7 +175,7 @@ class _EpisodeState:
         process wrote, a copied folder) is re-read into the episodes rows and the search index in
         one transaction; ``force`` rebuilds every session's episodes rows.
         """
-        from ..index.session_index.writer import Job
+        from ..index.episode_index.writer import Job
 
         self.writer.settle()
         known = self.index.states(self.spec)
@@ -218,19 +220,19 @@ class _EpisodeState:
 
 
 @dataclass(eq=False)
-class EpisodeLog:
+class EpisodeLog(UsesDerived):
     """One ``Memory``'s sessions plumbing: its spec's ``_EpisodeState`` (opened on first use;
     a project-only scope has none) and ``settle`` before every read of the indexes."""
 
     settings: Settings
     scope: Scope
-    derived: DerivedRef
+    derived_ref: DerivedRef
     clean: Callable[[Any], Any]
     _state: _EpisodeState | None = field(default=None, init=False)
     _caught_up: bool = field(default=False, init=False)
 
     def _open(self, spec_dir: Path) -> _EpisodeState:
-        return _EpisodeState(self.settings, self.scope.project, spec_dir, self.derived,
+        return _EpisodeState(self.settings, self.scope.project, spec_dir, self.derived_ref,
                              self.clean)
 
     @property
@@ -242,7 +244,7 @@ class EpisodeLog:
 
     async def settle(self) -> None:
         """Before a read of the indexes: catch up on the files once, then wait for queued rows."""
-        from graphmem.index.session_index import writer as episode_writer
+        from graphmem.index.episode_index import writer as episode_writer
 
         if not self._caught_up:
             self._caught_up = True
@@ -259,7 +261,7 @@ class EpisodeLog:
             if (self.scope.spec_dir / "memory" / "episodes").is_dir():
                 self.state  # noqa: B018 - opening the state reconciles it with the files
             return
-        from ..index.session_index.tables import open_episode_index
+        from ..index.episode_index.tables import open_episode_index
 
         try:
             specs = open_episode_index(self.settings.home).specs(str(self.scope.root))
