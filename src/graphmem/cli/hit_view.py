@@ -35,7 +35,8 @@ def show_hits(rows: list[dict], console) -> None:
 
 def stale_note(meta: dict) -> str:
     """A hit's marks in one line ("possibly superseded: reverted in session 3: ...", "gone:
-    src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
+    src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py", "reverted in session 4 (its
+    change is undone in the tree)"); for a current one only what of its code is gone, if any."""
     from graphmem.code.freshness import reverted_note
     from graphmem.rules.context import validity_note
 
