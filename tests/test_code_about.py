@@ -185,7 +185,8 @@ def test_about_in_a_project_that_is_not_a_git_repository(tmp_path):
 
 def test_about_and_the_cli_search_carry_the_reason_and_the_moves_a_search_hit_has(tmp_path):
     # one memory names `refund` (moves to its own file, src/pay.py stays) and `cee` in src/c.py
-    # (deleted): search says "changed" because src/c.py is gone; about said only "[changed]"
+    # (deleted): search says "moved" (half of its code is gone: said, not marked changed, issue
+    # 34) with the reason; about said only the state
     root, spec = project(tmp_path, {"src/pay.py": PAY, "src/c.py": "def cee():\n    return 1\n"})
     text = "Checkout: `refund` in src/pay.py calls `cee` in src/c.py"
     with Memory(spec, root) as mem:
@@ -214,13 +215,14 @@ def test_about_and_the_cli_search_carry_the_reason_and_the_moves_a_search_hit_ha
     got = anyio.run(main)["current"][0]["freshness"]
     assert {k: got.get(k) for k in want} == want
     human = run_cli("about", "src/c.py", "--spec-dir", str(spec)).stdout
-    assert "[changed (cee in src/c.py is gone)]" in human, human
+    assert "[moved: `refund` moved from src/pay.py to src/refunds.py; cee in src/c.py is gone]" \
+        in human, human
     human = run_cli("about", "refund", "--spec-dir", str(spec)).stdout
     entry = next(x for x in human.splitlines() if "the `Client` class" in x)
     assert "[moved: `refund` moved from src/pay.py to src/refunds.py]" in entry, human  # not "src/pay.py is now ..."
     shown = run_cli("search", "checkout refund cee", "--spec-dir", str(spec)).stdout
     at = shown.index(text)  # search shows both marks, as context does
-    assert "cee in src/c.py is gone; moved: `refund` src/pay.py -> src/refunds.py" in shown[at:at + 300]
+    assert "moved: `refund` src/pay.py -> src/refunds.py; cee in src/c.py is gone" in shown[at:at + 300]
     shown = run_cli("search", "where is `refund` now?", "--spec-dir", str(spec)).stdout.splitlines()
     at = next(i for i, x in enumerate(shown) if x.strip() == "src/pay.py: `refund` and the `Client` class")
     assert shown[at + 2].strip() == "moved: `refund` src/pay.py -> src/refunds.py", shown  # once

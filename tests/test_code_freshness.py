@@ -455,28 +455,35 @@ def test_old_versions_are_read_by_blob_or_by_commit_and_path(tmp_path):
     assert got == {blob: PAY, f"{head}:src/pay.py": PAY, f"{head}:src/new.py": None}
 
 
-def test_a_memory_with_some_of_its_files_gone_is_changed_and_says_which(tmp_path, monkeypatch):
+def test_a_memory_with_most_of_its_files_gone_is_changed_and_half_is_only_said(tmp_path, monkeypatch):
+    """More than half of the code a memory names gone: marked changed, naming it; half or less
+    (as in "replace a.py with b.py"): no mark, the rest of what it says holds, the gone file
+    still said (issue 34 item 3)."""
     monkeypatch.setattr("graphmem.rules.context.RELEVANCE_FLOOR", 0.0)
-    files = {f"src/{n}.py": f"def {n}_step():\n    return '{n}'\n" for n in "abcde"}
+    files = {f"src/{n}.py": f"def {n}_step():\n    return '{n}'\n" for n in "abcdef"}
     root, spec = project(tmp_path, files)
     three = "ledger: src/a.py, src/b.py and src/c.py post the ledger together"
     two = "ledger export: src/d.py hands the ledger to src/e.py"
+    most = "ledger audit: src/c.py and src/e.py check what src/f.py posts"
     with Memory(spec, root) as mem:
         mem.append_gotcha(three)
         mem.append_gotcha(two)
+        mem.append_gotcha(most)
         (root / "src/c.py").unlink()
         (root / "src/e.py").unlink()
         commit(root, "drop c and e")
-        got = states(mem, "ledger export post")
-        ctx = mem.context("ledger: post the ledger together, export hands the ledger",
+        got = states(mem, "ledger export post audit")
+        ctx = mem.context("ledger: post the ledger together, export hands the ledger, audit",
                           max_tokens=2000)
         for name in ("a", "b"):
             (root / f"src/{name}.py").unlink()
         commit(root, "drop a and b")
         after = states(mem, "ledger export post")[three]
-    # one of three and one of two gone: the rest is there, so changed, with the reason
-    assert got[three]["state"] == "changed" and got[three]["reason"] == "src/c.py is gone"
-    assert got[two]["state"] == "changed" and got[two]["reason"] == "src/e.py is gone"
+    # two of three gone: changed, with the reason; one of three or one of two: current, said
+    assert got[most]["state"] == "changed" and got[most]["reason"] == \
+        "src/c.py is gone; src/e.py is gone"
+    assert got[three]["state"] == "current" and got[three]["reason"] == "src/c.py is gone"
+    assert got[two]["state"] == "current" and got[two]["reason"] == "src/e.py is gone"
     assert got[three]["gone"] == ["src/c.py"]
     assert "src/c.py is gone" in ctx and "src/e.py is gone" in ctx
     cli = run_cli("search", "ledger export post", "--spec-dir", str(spec), "--project-dir",

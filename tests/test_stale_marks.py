@@ -247,8 +247,9 @@ def test_a_memory_whose_work_wrote_files_that_are_gone_now_is_marked_gone_naming
 def test_a_memory_whose_work_wrote_symbols_all_gone_and_a_file_gone_is_marked_gone(tmp_path):
     """Session 2's work adds two test functions and edits four files; later both functions are
     removed and one of the files is deleted: its lesson is gone, naming the symbols. Session 3's
-    work added two functions removed since too, but none of its files is gone: still current
-    (either sign alone also fits memories that are still right)."""
+    work added two functions removed since too, but none of its files is gone and its file is
+    not back as it was before it: still current (either sign alone also fits memories that are
+    still right)."""
     from conftest import run_cli
     from test_code_freshness import commit, states
 
@@ -269,7 +270,7 @@ def test_a_memory_whose_work_wrote_symbols_all_gone_and_a_file_gone_is_marked_go
         commit(root, "nose collection")
         mem.save_session_insights(3, {"what_worked": [other]})
         (root / "tests/test_a.py").write_text("def test_base():\n    pass\n")
-        (root / "tests/test_b.py").write_text("def test_other():\n    pass\n")
+        (root / "tests/test_b.py").write_text("def test_other():\n    pass\n\n\nOTHER = 1\n")
         (root / "src/m0.py").unlink()
         commit(root, "remove nose")
         mem.save_session_insights(4, {"what_worked": ["nose is gone"]})

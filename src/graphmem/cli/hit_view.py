@@ -35,13 +35,17 @@ def show_hits(rows: list[dict], console) -> None:
 
 def stale_note(meta: dict) -> str:
     """A hit's marks in one line ("possibly superseded: reverted in session 3: ...", "gone:
-    src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py"); empty for a current one."""
+    src/x.py:alpha", "moved: a.py -> b.py", "changed since: a.py", "reverted in session 4 (its
+    change is undone in the tree)"); for a current one only what of its code is gone, if any."""
+    from graphmem.code.freshness import reverted_note
     from graphmem.rules.context import validity_note
 
     out = [note for note in (validity_note(meta),) if note]
     f = x if isinstance(x := meta.get("freshness"), dict) else {}
     state = f.get("state")
-    if state == "gone":
+    if state == "gone" and f.get("undone"):
+        out.append(reverted_note(f))
+    elif state == "gone":
         out.append("gone: " + ", ".join(map(str, (f.get("gone") or [])[:3])))
         work = x if isinstance(x := f.get("work_gone"), dict) else {}
         if work.get("symbols"):
@@ -64,6 +68,8 @@ def stale_note(meta: dict) -> str:
                                                if k not in said}}))  # "`X` is now in b.py"
         if f.get("changed"):  # renamed and mostly rewritten in one commit
             out.append("changed since: " + ", ".join(map(str, f["changed"][:3])))
+        if f.get("reason"):  # and some of the rest of its code is gone
+            out.append(str(f["reason"]))
 
     elif state == "changed":
         changed = f.get("changed") or []
@@ -73,6 +79,8 @@ def stale_note(meta: dict) -> str:
         moved = _moves_shown(f)  # the rest of its code may have moved
         if moved:
             out.append("moved: " + moved)
+    elif f.get("reason"):  # current, less than half of the code it names gone: to know, no mark
+        out.append(str(f["reason"]))
     return "; ".join(out)
 
 

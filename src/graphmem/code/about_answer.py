@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ValidationError
-from .freshness import describe_move, item_state, moves_of, work_gone
+from .freshness import describe_move, item_state, moves_of, reverted_note, work_gone
 from .mention import Mention, homes, matches  # what the graph reads too (graph/code_graph.py)
 from .code_tuning import current
 from .tree import Snapshot
@@ -209,7 +209,8 @@ def assemble(mentions: list[Mention], rows: dict[str, Any], snap: Snapshot, targ
                  "anchors": [_short(a) for a in m.matched],
                  "freshness": {k: fresh[k] for k in ("state", "reason", "moved", "moves",
                                                      "changed", "gone", "symbols_changed",
-                                                     "commits", "work_gone")
+                                                     "commits", "work_gone", "undone",
+                                                     "changed_since", "members_changed")
                                if k in fresh},  # the keys a search hit's freshness has
                  "validity": m.validity}
         if (m.validity or {}).get("state") in HISTORY:
@@ -276,9 +277,15 @@ def format_about(ans: dict, emit: Callable[[str], None] = print) -> None:
             extra = ": " + ", ".join(dict.fromkeys(describe_move(m) for m in moves))
             if f["changed"]:  # renamed and mostly rewritten in one commit
                 extra += "; " + ", ".join(f["changed"]) + " changed since"
+            if f.get("reason"):  # and some of the rest of its code is gone
+                extra += "; " + f["reason"]
         elif f["state"] == "changed" and (f["changed"] or f.get("reason")):
             said = [", ".join(f["changed"]) + " changed since"] if f["changed"] else []
             extra = " (" + "; ".join([*said, *([f["reason"]] if f.get("reason") else [])]) + ")"
+        elif f.get("reason") and f["state"] != "gone":  # current: less than most of it gone
+            extra = f" ({f['reason']})"
+        elif f["state"] == "gone" and f.get("undone"):
+            extra = f" ({reverted_note(f)})"
         elif f["state"] == "gone" and f.get("work_gone"):
             w = f["work_gone"]
             extra = (f" ({len(w['files'])} of the {w['of']} files its work changed are no longer"

@@ -17,7 +17,11 @@ Stored in ``anchors.jsonl`` as a *work* line, beside the anchor records (``ancho
      "sessions": ["12"], "items": ["3f0c...", ...],
      "removed": {"src/pay.py": ["refund", "Client.charge"]}, "added": {"src/api.py": ["serve"]},
      "changed": {"src/api.py": ["Server"]}, "moved": {"src/old.py": {"helper": "src/util.py"}},
-     "files": ["src/api.py", "src/util.py"], "deleted": ["src/old.py"]}
+     "files": ["src/api.py", "src/util.py"], "deleted": ["src/old.py"],
+     "was": {"src/api.py": "<blob>", "src/util.py": null, "src/old.py": "<blob>"}}
+
+``was`` gives the blob each source file in the diff had before the work (null: the work added
+it), so a later read can tell the work undone in the tree (``freshness.undone``).
 
 ``files`` are the source files (``symbols.language_of``) the work added or edited, whether or not
 a symbol list changed (an edit inside a body changes none): what ``freshness.work_gone`` checks.
@@ -125,6 +129,7 @@ def compute(snap: Snapshot, base: str | None, seen: dict[str, str | None] | None
             elif name in before[path] and before[path][name] != digest:
                 out["changed"].setdefault(path, []).append(name)
     out["files"] = sorted(p for s, p, _, _ in code if s != "D")
+    out["was"] = {p: (o if s != "A" else None) for s, p, o, _ in code}  # to tell it undone later
     out["deleted"] = sorted(p for s, p, _, _ in rows if s == "D")[:tuning.work_symbols]
     _cap(out)
     return {k: v for k, v in out.items() if v}
@@ -169,6 +174,10 @@ def valid(rec: dict) -> bool:
         got = rec.get(key, {})
         if not isinstance(got, dict) or not all(isinstance(p, str) and _names(v) for p, v in got.items()):
             return False
+    was = rec.get("was", {})
+    if not isinstance(was, dict) or not all(
+            isinstance(p, str) and (b is None or isinstance(b, str)) for p, b in was.items()):
+        return False
     moved = rec.get("moved", {})
     return isinstance(moved, dict) and all(
         isinstance(p, str) and isinstance(m, dict) and all(isinstance(v, str) for v in m.values())
@@ -197,11 +206,12 @@ class Works:
         if w is None:
             w = self.by_head[head] = {"head": head, "base": rec.get("base"), "at": rec.get("at"),
                                       "sessions": [], "items": [], "removed": {}, "added": {},
-                                      "changed": {}, "moved": {}, "files": [], "deleted": []}
+                                      "changed": {}, "moved": {}, "files": [], "deleted": [],
+                                      "was": {}}
         for key in ("sessions", "items", "files", "deleted"):
             w[key].extend(x for x in rec.get(key, ()) if x not in w[key])
         self._name(head, rec.get("items", ()), rec.get("sessions", ()))
-        for key in (*LISTS, "moved"):
+        for key in (*LISTS, "moved", "was"):
             for path, names in rec.get(key, {}).items():
                 w[key].setdefault(path, names)
         wrote = [n for key in ("added", "changed") for ns in rec.get(key, {}).values() for n in ns]

@@ -120,6 +120,11 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
                      + (f" ({n} commit{'s' if n != 1 else ''})" if n else ""))
     if fresh.get("reason"):
         notes.append(str(fresh["reason"]))  # "src/c.py is gone": part of its code is
+    from graphmem.code.freshness import reverted_note
+
+    undone = reverted_note(fresh)
+    if undone:
+        notes.append(undone)
     why = validity_note(hit.metadata)  # e.g. "possibly superseded: reverted in session 12: ..."
     if why:
         notes.append(why)
