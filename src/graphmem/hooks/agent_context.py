@@ -72,7 +72,8 @@ NO_PROMPT = "(no prompt recorded)"
 RECENT_FILES = 4  # files named per session
 RECENT_BUDGET = 110  # tokens of the briefing's recent work, at most
 BRIEF_LINE_CHARS = 240  # a briefing's gotcha is cut to this many characters (its marks kept)
-_INSIGHT_SOURCE = re.compile(r"(?<=_\()source: \.graphmem/memory/session_insights/session_(\d+)\.json")
+_INSIGHT_SOURCE = re.compile(r"(?<=_\()source: \.graphmem/memory/session_insights/"
+                             r"session_(\d+)(?:-[0-9a-f]{6})?\.json")  # a writer's tag or none
 
 
 def _work_line(task: str, files: list[str]) -> str:
@@ -245,9 +246,12 @@ def _recent_work(root: Path, snap: Any) -> list[tuple[str, list[str]]]:
     task: a session digested in parts wrote it more than once."""
     import json
 
+    from graphmem.files.session_names import name_order
+
     folder = Path(root) / ".graphmem" / "memory" / "session_insights"
     try:
-        files = sorted(folder.glob("session_*.json"), reverse=True)[:12]
+        files = sorted(folder.glob("session_*.json"), key=lambda f: name_order(f.name),
+                       reverse=True)[:12]
     except OSError:
         return []
     out: dict[str, list[str]] = {}
