@@ -277,23 +277,9 @@ class Transfer:
 def _events(spec_dir: Path) -> list[dict]:
     """Every validity event of a spec, in log order (a line that is not one is left out, as the
     log's reader leaves it out)."""
-    import json
+    from ..files.validity_log import log_records
 
-    from ..files.validity_log import validity_file
-
-    try:
-        text = validity_file(spec_dir).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(ev, dict) and isinstance(ev.get("item"), str) and isinstance(ev.get("state"), str):
-            out.append(ev)
-    return out
+    return [ev for ev in log_records(spec_dir) if isinstance(ev.get("state"), str)]
 
 
 def _origin(path: Path) -> str | None:

@@ -17,13 +17,12 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from graphmem.files.validity_log import validity_file
+from graphmem.files.validity_log import log_records
 
 ACTIONS = ("hold", "propose", "accept", "reject", "undo")
 UNDOABLE = ("accept", "reject")  # a person's steps; what was held is decided, not undone
@@ -57,20 +56,8 @@ def proposal(state: str, was: dict | None) -> dict:
 def review_lines(spec_dir: str | Path) -> list[dict]:
     """Every review line of a spec's validity log (those with an ``act``), in log order; a line
     that is not JSON or not a review line is left out, as the log's reader leaves it out."""
-    try:
-        text = validity_file(spec_dir).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("item"), str) and \
-                isinstance(rec.get("act"), str) and rec.get("action") in ACTIONS:
-            out.append(rec)
-    return out
+    return [rec for rec in log_records(spec_dir)
+            if isinstance(rec.get("act"), str) and rec.get("action") in ACTIONS]
 
 
 def last_undoable(lines: list[dict]) -> tuple[str, list[dict]] | None:

@@ -121,6 +121,26 @@ class ValidityLog(JsonlTail):
             at = by
 
 
+def log_records(spec_dir: str | Path) -> list[dict]:
+    """Every line of a spec's validity log that is a JSON object naming an ``item``, in log
+    order (what export and review read; other lines are left out, as the log's reader does)."""
+    import json
+
+    try:
+        text = validity_file(spec_dir).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("item"), str):
+            out.append(rec)
+    return out
+
+
 def validity_log(spec_dir: str | Path) -> ValidityLog:
     """The (cached, refreshed) validity events of one spec folder."""
     return tail(ValidityLog, validity_file(spec_dir))
