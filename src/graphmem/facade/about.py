@@ -14,25 +14,19 @@ from graphmem.code.about_answer import (STATES_FILE, Mention, assemble, check_ta
 from ..code.freshness import item_state
 from ..code.tree import Snapshot, snapshot
 
-from graphmem.facade.derived import UsesDerived
+from graphmem.facade.derived import Collaborator
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef
-    from graphmem.facade.scope import Scope
     from .episode_log import EpisodeLog
-    from ..settings import Settings
 
 log = logging.getLogger("graphmem.code")
 
 
 @dataclass(eq=False)
-class About(UsesDerived):
+class About(Collaborator):
     """``about`` and ``refresh_anchors`` of ``AsyncMemory`` over one ``Scope``; ``hits_by_id``
     reads memories from the local index (``Recall.hits_by_id``)."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     episodes: EpisodeLog
     hits_by_id: Callable[[list[str]], list[Any]]
 

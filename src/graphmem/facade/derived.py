@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -468,10 +469,14 @@ class DerivedRef:
         return self._stores
 
 
-class UsesDerived:
-    """For the façade's collaborators: ``derived`` is the stores behind their ``derived_ref``
-    (opened on first use), the same name the façade itself gives them."""
+@dataclass(eq=False)
+class Collaborator:
+    """What every façade collaborator is given, in this order (``AsyncMemory`` passes them):
+    the settings, the scope, and the reference to the derived stores; ``derived`` is the stores
+    themselves (opened on first use), the same name the façade gives them."""
 
+    settings: Settings
+    scope: Scope
     derived_ref: DerivedRef
 
     @property

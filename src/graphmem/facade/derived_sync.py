@@ -16,26 +16,20 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 from graphmem.graph.presence import in_use as graph_in_use
 from ..models import MemoryItem, SaveReport
 
-from graphmem.facade.derived import UsesDerived
+from graphmem.facade.derived import Collaborator
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef
     from ..files.outbox import Outbox
     from ..identity import Project
-    from graphmem.facade.scope import Scope
-    from ..settings import Settings
 
 log = logging.getLogger("graphmem")
 
 
 @dataclass(eq=False)
-class DerivedSync(UsesDerived):
+class DerivedSync(Collaborator):
     """The derived-store side of one ``Memory`` (its ``Scope``); ``settle`` waits for queued
     session rows (``episode_log.EpisodeLog.settle``)."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     settle: Callable[[], Awaitable[None]]
     _adopted: bool = field(default=False, init=False)
 

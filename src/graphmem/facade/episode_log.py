@@ -24,12 +24,11 @@ from ..files.episode_items import step_item, turn_item
 from ..files.episodes import STEPS, TURNS, Appended, EpisodeStore
 from ..models import MemoryItem
 
-from graphmem.facade.derived import UsesDerived
+from graphmem.facade.derived import Collaborator
 
 if TYPE_CHECKING:
     from graphmem.facade.derived import DerivedRef
     from ..identity import Project
-    from graphmem.facade.scope import Scope
     from ..settings import Settings
 
 log = logging.getLogger("graphmem.sessions")
@@ -221,13 +220,10 @@ class _EpisodeState:
 
 
 @dataclass(eq=False)
-class EpisodeLog(UsesDerived):
+class EpisodeLog(Collaborator):
     """One ``Memory``'s sessions plumbing: its spec's ``_EpisodeState`` (opened on first use;
     a project-only scope has none) and ``settle`` before every read of the indexes."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     clean: Callable[[Any], Any]
     _state: _EpisodeState | None = field(default=None, init=False)
     _caught_up: bool = field(default=False, init=False)

@@ -32,12 +32,9 @@ from graphmem.rules.turn_input import (StartInput, StepInput, TurnInput, check_l
                               validate)
 from .episode_log import MAX_TURNS_PER_CALL, _TURN_KEYS, EpisodeLog, _new_id
 
-from graphmem.facade.derived import UsesDerived
+from graphmem.facade.derived import Collaborator
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef
-    from graphmem.facade.scope import Scope
-    from ..settings import Settings
     from .derived_sync import DerivedSync
     from .write_rules import WriteRules
 
@@ -45,12 +42,9 @@ log = logging.getLogger("graphmem.sessions")
 
 
 @dataclass(eq=False)
-class Episodes(UsesDerived):
+class Episodes(Collaborator):
     """Session operations of ``AsyncMemory`` over one ``Scope``."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
     sync: DerivedSync

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ValidationError
-from .derived import UsesDerived
+from .derived import Collaborator
 from ..models import (CodebaseMap, MemoryItem, Note, SaveReport, SessionInsights, SessionNumber,
                      check_json, parse)
 
@@ -44,24 +44,18 @@ def kept_as_written(spec_dir: Path | None, exc: ValidationError) -> None:
                 "%s", exc)
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef
     from .derived_sync import DerivedSync
     from ..files.spec_store import SpecStore
-    from graphmem.facade.scope import Scope
     from .episode_log import EpisodeLog
-    from ..settings import Settings
     from .validity import Validity
     from .write_rules import WriteRules
 
 
 @dataclass(eq=False)
-class SpecNotes(UsesDerived):
+class SpecNotes(Collaborator):
     """The reference layout's notes of one spec (``Scope.files``: a project-only scope refuses
     every operation, naming ``spec_dir``)."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
     sync: DerivedSync

@@ -22,14 +22,11 @@ from graphmem.graph.presence import in_use as graph_in_use
 from ..errors import GraphError, ValidationError
 from ..models import _SURROGATE, KINDS, Hit
 
-from graphmem.facade.derived import UsesDerived
+from graphmem.facade.derived import Collaborator
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef
     from .derived_sync import DerivedSync
-    from graphmem.facade.scope import Scope
     from .episode_log import EpisodeLog
-    from ..settings import Settings
     from .write_rules import WriteRules
 
 log = logging.getLogger("graphmem.search")
@@ -93,14 +90,11 @@ def check_files(files: Any, root: Path | None = None) -> list[str]:
 
 
 @dataclass(eq=False)
-class Recall(UsesDerived):
+class Recall(Collaborator):
     """Search and context of ``AsyncMemory`` over one ``Scope``; ``notes`` says what the
     caller of the last search or context should know (the graph did not answer, retired
     memories left out, a file nothing is known about)."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
     sync: DerivedSync

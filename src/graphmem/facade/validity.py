@@ -20,12 +20,9 @@ from graphmem.files.validity_log import (_ID, HIDDEN, MAX_REASON, PENDING, POSSI
                                         older_versions, reverted_subject, skeleton, subject_key,
                                         validity_file, validity_log)
 
-from graphmem.facade.derived import UsesDerived
+from graphmem.facade.derived import Collaborator
 
 if TYPE_CHECKING:
-    from graphmem.facade.derived import DerivedRef
-    from graphmem.facade.scope import Scope
-    from ..settings import Settings
     from .episode_log import EpisodeLog
     from .write_rules import WriteRules
 
@@ -42,13 +39,10 @@ _session_statements: dict[str, dict[str, tuple[Any, list[tuple]]]] = {}
 
 
 @dataclass(eq=False)
-class Validity(UsesDerived):
+class Validity(Collaborator):
     """``retire`` on ``AsyncMemory``, and the validity events its notes write (``SpecNotes``
     supersedes through ``own_item``, ``log_event`` and ``to_graph``)."""
 
-    settings: Settings
-    scope: Scope
-    derived_ref: DerivedRef
     rules: WriteRules
     episodes: EpisodeLog
 
