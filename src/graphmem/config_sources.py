@@ -35,6 +35,23 @@ class Sources:
         self.files = files
 
 
+def sources_stamp() -> tuple:
+    """What ``read_sources`` would read now, cheaply: the environment, the working folder and
+    the stat of the TOML file and of the named ``.env`` (equal stamps: equal sources; a cache
+    of loaded settings keys on it)."""
+    env = os.environ
+    cwd = os.getcwd()
+    stats: list[tuple] = []
+    for name in (env.get("GRAPHMEM_CONFIG") or "graphmem.toml", env.get("GRAPHMEM_ENV_FILE")):
+        if name:
+            try:
+                st = os.stat(os.path.join(cwd, name))
+                stats.append((name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+            except OSError:
+                stats.append((name, None))
+    return tuple(sorted(env.items())), cwd, tuple(stats)
+
+
 def read_sources(env: Mapping[str, str] | None = None, env_file: str | Path | None = None,
                  config_file: str | Path | None = None, cwd: str | Path | None = None) -> Sources:
     """Read the TOML file and the named ``.env``; ConfigError when one cannot be read."""

@@ -8,12 +8,12 @@ settings part is a digest of every value, secrets included: two API keys, two Me
 from __future__ import annotations
 
 import atexit
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 from ..facade.memory import Memory
+from ..config_sources import sources_stamp
 from ..settings import Settings
 
 _CACHE: dict[tuple[str, str, str], Memory] = {}
@@ -39,7 +39,7 @@ def settings() -> Settings:
     unless set, the index follows each write in the background (``index.write_behind``: the
     reference's functions report nothing). Loaded again only when the environment, the working
     folder or a config file named by it changed (a load costs about a millisecond)."""
-    key = _sources_key()
+    key = sources_stamp()
     with _CACHE_LOCK:
         got = _LOADED.get(key)
     if got is not None:
@@ -52,22 +52,6 @@ def settings() -> Settings:
             _LOADED.clear()
         _LOADED[key] = (current, current.fingerprint())
     return current
-
-
-def _sources_key() -> tuple:
-    """What ``Settings.load`` reads: the environment, the working folder, the stat of the TOML
-    file and of the named ``.env`` (``config_sources.read_sources``)."""
-    env = os.environ
-    cwd = os.getcwd()
-    stats: list[tuple] = []
-    for name in (env.get("GRAPHMEM_CONFIG") or "graphmem.toml", env.get("GRAPHMEM_ENV_FILE")):
-        if name:
-            try:
-                st = os.stat(os.path.join(cwd, name))
-                stats.append((name, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-            except OSError:
-                stats.append((name, None))
-    return tuple(sorted(env.items())), cwd, tuple(stats)
 
 
 def _fingerprint(current: Settings) -> str:
