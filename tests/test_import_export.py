@@ -127,7 +127,7 @@ def test_export_holds_the_history_and_imports_elsewhere_with_it(tmp_path):
         out = tmp_path / "export.jsonl"
         m.export(out)
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["format"] == "graphmem-export" and lines[0]["version"] == 1
+    assert lines[0]["format"] == "graphmem-export" and lines[0]["version"] == 2
     items = {x["text"]: x for x in lines if x["type"] == "item"}
     assert {"Refunds round half-up.", "Pin requests 2.31.0.", "Pin requests 2.32.3."} <= set(items)
     events = [x for x in lines if x["type"] == "validity"]
@@ -262,7 +262,7 @@ def test_an_export_of_the_wrong_shape_is_refused_naming_the_line(tmp_path):
 
     head = '{"type": "header", "format": "graphmem-export", "version": 1, "project": "p", "spec": null}'
     cases = [("", "is empty"), ('{"format": "other"}', "line 1: must be the header"),
-             (head.replace('"version": 1', '"version": 2'), "line 1: version 2 is not one"),
+             (head.replace('"version": 1', '"version": 3'), "line 1: version 3 is not one"),
              (head + "\nnot json", "line 2: is not JSON"),
              (head + "\n[1, 2]", "line 2: must be a JSON object, got list"),
              (head + '\n{"type": "note"}', "line 2: 'type' must be 'item' or 'validity'"),

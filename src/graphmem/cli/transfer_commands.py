@@ -56,6 +56,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         c.print(f"Took {escape(took)}; added {escape(added)} to {escape(r['spec_dir'])}")
         for src, n in r["by_source"].items():
             c.print(f"  {escape(src)}: {n}")
+        review = r.get("review") or {}
+        if any(review.get(k) for k in ("pending", "proposed", "rejected")):
+            c.print(f"Review as exported: {review['pending']} pending, {review['proposed']} "
+                    f"proposed, {review['rejected']} rejected (`graphmem review` lists them)")
+        if review.get("kept_here"):
+            c.print(f"Kept this project's own review of {review['kept_here']} memories (an "
+                    "import never overrides a step made here)")
         if r.get("reindex_pid"):
             c.print(f"Embedding them in the background (`graphmem reindex`, pid {r['reindex_pid']})")
         if r["skipped"]:

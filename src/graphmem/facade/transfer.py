@@ -6,13 +6,15 @@ be read (binary, a malformed ``.mdc`` front matter, an export line of the wrong 
 ``ValidationError`` naming it and nothing is written; a file found by walking a folder is skipped
 with its reason instead. Then one write per kind: the notes go through the same path as
 ``append_gotcha`` (size, redaction, deduplication, stable ids), so importing twice adds nothing.
+An export's validity events and review steps follow, their ids mapped to the ids here and
+appended in one write (``review_log.replay`` says which are new, and when a step made here wins).
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -39,7 +41,9 @@ class Inputs:
 
     found: list[af.Found]
     skipped: list[tuple[str, str]]
-    events: list[tuple[dict, dict[str, tuple[str, str]]]]  # (event, exported id -> (kind, text))
+    # (where, event, exported id -> (kind, text or a file's path)) in export order
+    events: list[tuple[str, dict, dict[str, tuple[str, str]]]]
+    broken: dict[str, str] = field(default_factory=dict)  # exported id -> its bad review line
 
 
 @dataclass(eq=False)
@@ -102,7 +106,7 @@ class Transfer:
     def _read_one(self, path: Path, origin: str | None, out: Inputs) -> None:
         label = self._label(path)
         if origin == "export":
-            _head, items, events = ef.read_export(path, af.read_text(path))
+            _head, items, events, bad = ef.read_export(path, af.read_text(path))
             ids: dict[str, tuple[str, str]] = {}
             for rec in items:
                 kind = rec["kind"]
@@ -113,10 +117,15 @@ class Transfer:
                     meta = rec["metadata"]
                     out.found.append(af.Found("file", str(meta.get("purpose", "")), label,
                                               "graphmem", path=meta["path"]))
+                    ids[rec["id"]] = ("file", meta["path"])
                 else:
                     out.skipped.append((f"{label}: {rec['id']}", f"a {kind} item belongs to a "
                                         "session's files; import takes gotchas, patterns and files"))
-            out.events += [(ev, ids) for ev in events]
+            for n, rec, name, why in bad:
+                out.skipped.append((f"{label} line {n}", f"review line not applied: '{name}' {why}"))
+                if isinstance(rec.get("item"), str):
+                    out.broken.setdefault(rec["item"], f"{label} line {n}")
+            out.events += [(f"{label} line {n}", ev, ids) for n, ev in events]
             return
         if origin is None:
             raise ValidationError("is not a format graphmem imports (CLAUDE.md, AGENTS.md, "
@@ -153,12 +162,14 @@ class Transfer:
             notes[kind].append(note)
             took[(f.origin, kind)] += 1
         added = await self._write(notes, files, later=embed == "later")
-        added["validity"] = self._replay(inputs.events, skipped)
+        review = await self._replay(inputs, skipped)
+        added["validity"] = review.pop("lines")
         by_kind: Counter[str] = Counter()
         for (_, kind), n in took.items():
             by_kind[kind] += n
         return {"took": dict(by_kind), "by_source": {f"{o}/{k}": n for (o, k), n in sorted(took.items())},
-                "added": added, "skipped": [{"where": w, "why": y} for w, y in skipped],
+                "added": added, "review": review,
+                "skipped": [{"where": w, "why": y} for w, y in skipped],
                 "spec_dir": str(self.scope.spec_dir), "embed": embed}
 
     async def _write(self, notes: dict[str, list[str]], files: dict[str, str],
@@ -192,43 +203,96 @@ class Transfer:
                 await self.sync.propagate(items, SaveReport(path=str(store.memory_dir)), entry)
         return added
 
-    def _replay(self, events: list[tuple[dict, dict[str, tuple[str, str]]]],
-                skipped: list[tuple[str, str]]) -> int:
-        """Log the exported retirements and supersessions of the notes just imported, under
-        their ids here; an event already logged is not logged again."""
+    async def _replay(self, inputs: Inputs, skipped: list[tuple[str, str]]) -> dict[str, Any]:
+        """Log the exported validity events and review steps of the memories just imported,
+        under their ids here (``review_log.replay`` decides which lines are new), in one append
+        -> the lines logged and the review state of the memories they name."""
         from ..files.lock import folder_lock
-        from ..files.validity_log import STATES, validity_file, validity_log
+        from ..files.review_log import replay
+        from ..files.validity_log import (PENDING, PROPOSED, REJECTED, REVIEW_STATES, STATES,
+                                          log_records, validity_file, validity_log)
         from .validity import LOCK_NAME
 
-        if not events:
-            return 0
-        project, spec = self.scope.project.key, self.scope.spec_key
-
-        def here(old: str | None, ids: dict[str, tuple[str, str]]) -> str | None:
-            if old is None or old not in ids:
-                return None
-            kind, text = ids[old]
-            clean = parse(Note, {"text": text}, kind, wrapped=True).text
-            return stable_id(project, spec, kind, self.rules.clean(clean))
-
-        logged = 0
+        out: dict[str, Any] = {"lines": 0, PENDING: 0, PROPOSED: 0, REJECTED: 0, "kept_here": 0}
+        if not inputs.events:
+            return out
+        mapped, failed = self._mapped(inputs, skipped)
+        incoming = []
+        for where, src, line in mapped:
+            if src in failed:
+                skipped.append((where, f"not applied: {failed[src]}, so none of this memory's "
+                                "steps are"))
+            elif line["state"] not in STATES + REVIEW_STATES:
+                skipped.append((where, f"not applied: its state {line['state']!r} is unknown"))
+            else:
+                incoming.append((where, src, line))
         spec_dir = self.scope.require_spec()
         with folder_lock(validity_file(spec_dir).parent, name=LOCK_NAME):
-            current = validity_log(spec_dir).events
-            for ev, ids in events:
-                item, by = here(ev["item"], ids), here(ev.get("by"), ids)
-                if item is None or ev["state"] not in STATES or (ev.get("by") and by is None):
-                    skipped.append((f"validity of {ev['item']}", "its memory is not one this "
-                                    "import took (or its state is unknown)"))
-                    continue
-                had = current.get(item) or {}
-                if had.get("state") == ev["state"] and had.get("by") == by:
-                    continue
-                self.validity.log_event(item, ev["state"], ev.get("reason") or ev["state"], by,
-                                        ev.get("invalid_at"))
-                current[item] = {"state": ev["state"], "by": by}
-                logged += 1
-        return logged
+            here = [r for r in log_records(spec_dir) if r.get("state") in STATES + REVIEW_STATES]
+            new, notes = replay(here, incoming)
+            self.validity.append_records(new)
+            events = validity_log(spec_dir).events
+        skipped += notes
+        touched = list(dict.fromkeys(line["item"] for _, _, line in incoming))
+        out.update(lines=len(new), kept_here=sum(1 for _, why in notes if why.startswith("kept")))
+        for item in touched:
+            state = (events.get(item) or {}).get("state")
+            if state in (PENDING, PROPOSED, REJECTED):
+                out[state] += 1
+        if new:
+            await self.validity.to_graph(list(dict.fromkeys(r["item"] for r in new)))
+        return out
+
+    def _mapped(self, inputs: Inputs, skipped: list[tuple[str, str]]
+                ) -> tuple[list[tuple[str, str, dict]], dict[str, str]]:
+        """The exported validity lines of the memories this import took, their ids (``item``,
+        ``by``, and those inside ``was`` and ``before``) the ids here, each as (where, exported
+        id, line); and the exported ids whose lines cannot all be mapped (-> why)."""
+        project, spec = self.scope.project.key, self.scope.spec_key
+        present = {i.id for i in self.scope.files.items()}
+        failed = {src: f"another review line of this memory ({where}) is not valid"
+                  for src, where in inputs.broken.items()}
+
+        def here(old: Any, ids: dict[str, tuple[str, str]]) -> str | None:
+            if not isinstance(old, str) or old not in ids:
+                return None
+            kind, text = ids[old]
+            if kind == "file":
+                new = stable_id(project, spec, "file", text)
+            else:
+                try:
+                    clean = parse(Note, {"text": text}, kind, wrapped=True).text
+                except ValidationError:
+                    return None
+                new = stable_id(project, spec, kind, self.rules.clean(clean))
+            return new if new in present else None
+
+        def moved(ev: dict, ids: dict[str, tuple[str, str]], at: str) -> dict:
+            line = {k: v for k, v in ev.items() if k not in ("type", "spec")}
+            for key in ("item", "by"):
+                if line.get(key) is not None:
+                    line[key] = here(ev[key], ids)
+                    if line[key] is None:
+                        raise KeyError(f"{at}{key}")
+            if isinstance(line.get("reason"), str):
+                line["reason"] = self.rules.clean(line["reason"])
+            for key in ("was", "before"):
+                if isinstance(line.get(key), dict):
+                    line[key] = moved(line[key], ids, f"{at}{key}.")
+            return line
+
+        out = []
+        for where, ev, ids in inputs.events:
+            if here(ev["item"], ids) is None:
+                skipped.append((where, "not applied: its memory is not one this import took"))
+                continue
+            try:
+                out.append((where, ev["item"], moved(ev, ids, "")))
+            except KeyError as exc:
+                why = f"'{exc.args[0]}' names a memory this import did not take"
+                skipped.append((where, f"not applied: {why}"))
+                failed.setdefault(ev["item"], f"{where}: {why}")
+        return out, failed
 
     # ---- write-through ------------------------------------------------------------------
     async def agents_md(self, search: Callable[..., Awaitable[list]], write: str | Path | None,

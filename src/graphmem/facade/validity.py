@@ -82,6 +82,13 @@ class Validity(Collaborator):
         append_line(path, json.dumps(ev, ensure_ascii=False))  # the truth: synced, never via a link
         return ev
 
+    def append_records(self, records: list[dict]) -> None:
+        """Append validity lines as they are (an import's replay: the callers hold
+        ``LOCK_NAME``), all in one write: every line or none."""
+        if records:
+            append_line(validity_file(self.scope.require_spec()),
+                        "\n".join(json.dumps(r, ensure_ascii=False) for r in records))
+
     def log_while_valid(self, item_ids: list[str], state: str, reason: str,
                         by: str | None) -> list[str]:
         """Log ``state`` for each of ``item_ids`` still valid -> the ids logged.

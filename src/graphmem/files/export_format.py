@@ -9,9 +9,17 @@ validity events of the spec folders they came from (the README documents every f
      "session": null, "time": "...", "source": ".graphmem/memory/gotchas.md", "metadata": {}}
     {"type": "validity", "spec": ".graphmem", "item": "3f0c...", "state": "retired", "by": null,
      "reason": "...", "invalid_at": "...", "recorded_at": "..."}
+    {"type": "validity", "spec": ".graphmem", "item": "9a1d...", "state": "pending", ...,
+     "who": "agent-hooks", "act": "20261206T031502-9f2c1a", "action": "hold", "was": null}
+
+Version 2 carries review's steps (``files/review_log.py``): a validity line of the log that is a
+review line keeps its ``who``, ``act``, ``action`` and ``was`` (and ``proposes``, ``before``,
+``undoes``, ``held_by`` when it has them), so an import gives the memory the same review state.
+Version 1 (no review fields) is still read.
 
 ``read_export`` checks every line before anything is written: a line of the wrong shape is a
-``ValidationError`` naming the file and line number.
+``ValidationError`` naming the file and line number, except a review line, which is returned
+among the bad ones with the field at fault (an import reports it and skips that memory's review).
 """
 
 from __future__ import annotations
@@ -22,15 +30,25 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ValidationError
+from .review_log import ACTIONS
+from .validity_log import _ID, PENDING, PROPOSED, REVIEW_STATES, STATES
 
 FORMAT = "graphmem-export"
-VERSION = 1
-ITEM_FIELDS = {"id": str, "kind": str, "text": str, "spec": (str, type(None)),
-               "session": (str, type(None)), "time": (str, type(None)), "source": str,
-               "metadata": dict}
-EVENT_FIELDS = {"spec": (str, type(None)), "item": str, "state": str, "by": (str, type(None)),
-                "reason": (str, type(None)), "invalid_at": (str, type(None)),
-                "recorded_at": (str, type(None))}
+VERSION = 2  # 2: validity lines carry review's fields
+READS = (1, 2)
+_Types = dict[str, Any]
+ITEM_FIELDS: _Types = {"id": str, "kind": str, "text": str, "spec": (str, type(None)),
+                       "session": (str, type(None)), "time": (str, type(None)), "source": str,
+                       "metadata": dict}
+EVENT_FIELDS: _Types = {"spec": (str, type(None)), "item": str, "state": str,
+                        "by": (str, type(None)), "reason": (str, type(None)),
+                        "invalid_at": (str, type(None)), "recorded_at": (str, type(None))}
+# a review line's own fields (``files/review_log.py``): required, then those it may have
+REVIEW_FIELDS: _Types = {"who": (str, type(None)), "act": str, "action": str,
+                         "was": (dict, type(None))}
+REVIEW_EXTRA: _Types = {"proposes": (str, type(None)), "before": (dict, type(None)),
+                        "undoes": (str, type(None)), "held_by": (str, type(None))}
+_ACTION_STATE = {"hold": PENDING, "propose": PROPOSED}  # the state a line of that action logs
 
 
 def header(project: str, spec: str | None) -> dict[str, Any]:
@@ -47,8 +65,51 @@ def item_line(item: Any) -> dict[str, Any]:
 
 
 def event_line(spec: str | None, ev: dict) -> dict[str, Any]:
-    """One validity event (``validity_log``) as an export line."""
-    return {"type": "validity", "spec": spec, **{k: ev.get(k) for k in EVENT_FIELDS if k != "spec"}}
+    """One validity event (``validity_log``) as an export line; a review line with its review
+    fields (``REVIEW_FIELDS``, and those of ``REVIEW_EXTRA`` it has)."""
+    line = {"type": "validity", "spec": spec, **{k: ev.get(k) for k in EVENT_FIELDS if k != "spec"}}
+    if is_review(ev):
+        line.update({k: ev.get(k) for k in REVIEW_FIELDS})
+        line.update({k: ev[k] for k in REVIEW_EXTRA if k in ev})
+    return line
+
+
+def is_review(rec: dict) -> bool:
+    """Whether a validity line is one of review's (it names a step: ``act`` or ``action``)."""
+    return "act" in rec or "action" in rec
+
+
+def review_problem(rec: dict) -> tuple[str, str] | None:
+    """(field, what is wrong) of a review line that cannot be replayed, None when it can."""
+    item = rec.get("item")
+    if not isinstance(item, str) or not _ID.fullmatch(item):
+        return "item", ("is missing" if item is None else f"must be a memory id (24 hex "
+                        f"characters), got {item!r:.40}")
+    for fields, required in ((EVENT_FIELDS, True), (REVIEW_FIELDS, True), (REVIEW_EXTRA, False)):
+        for name, types in fields.items():
+            if name not in rec:
+                if required and name != "spec":
+                    return name, "is missing"
+                continue
+            if not isinstance(rec[name], types):
+                return name, f"must be {_names(types)}, got {type(rec[name]).__name__}"
+    if rec["action"] not in ACTIONS:
+        return "action", f"must be one of {', '.join(ACTIONS)}, got {rec['action']!r:.40}"
+    if rec["state"] not in STATES + REVIEW_STATES:
+        return "state", f"{rec['state']!r:.40} is not a validity or review state"
+    want = _ACTION_STATE.get(rec["action"])
+    if want is not None and rec["state"] != want:
+        return "state", f"a {rec['action']} line logs {want}, got {rec['state']!r:.40}"
+    if rec["state"] == PROPOSED and rec.get("proposes") not in STATES:
+        return "proposes", f"must be one of {', '.join(STATES)} on a proposed line"
+    if rec["action"] == "undo" and not isinstance(rec.get("undoes"), str):
+        return "undoes", "an undo line names the step it undoes"
+    for name in ("was", "before"):
+        nested = rec.get(name)
+        for key in ("item", "by"):
+            if isinstance(nested, dict) and not isinstance(nested.get(key), (str, type(None))):
+                return f"{name}.{key}", f"must be str or null, got {type(nested[key]).__name__}"
+    return None
 
 
 def dump(lines: Iterable[dict]) -> str:
@@ -81,11 +142,17 @@ def _names(types: Any) -> str:
     return " or ".join("null" if t is type(None) else t.__name__ for t in types)
 
 
-def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[dict]]:
-    """(header, item lines, validity lines) of an export; ``ValidationError`` naming the line
-    (``<path> line N``) of the first line that is not JSON or not of its type's shape."""
+Line = tuple[int, dict]  # (line number, the line)
+
+
+def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
+                                                list[tuple[int, dict, str, str]]]:
+    """(header, item lines, validity lines with their numbers, bad review lines as (number,
+    line, field, why)) of an export; ``ValidationError`` naming the line (``<path> line N``) of
+    the first other line that is not JSON or not of its type's shape."""
     items: list[dict] = []
-    events: list[dict] = []
+    events: list[Line] = []
+    bad: list[tuple[int, dict, str, str]] = []
     head: dict | None = None
     for n, line in enumerate(text.splitlines(), 1):
         where = f"{path} line {n}"
@@ -101,20 +168,26 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[dict]]:
             if rec.get("format") != FORMAT:
                 raise ValidationError(f"must be the header {{\"format\": \"{FORMAT}\", ...}}",
                                       field=where)
-            if rec.get("version") != VERSION:
+            if rec.get("version") not in READS:
                 raise ValidationError(f"version {rec.get('version')!r} is not one this graphmem "
-                                      f"reads ({VERSION})", field=where)
+                                      f"reads ({', '.join(map(str, READS))})", field=where)
             head = rec
             continue
         kind = rec.get("type")
         if kind == "item":
             _check(rec, ITEM_FIELDS, where)
             items.append(rec)
+        elif kind == "validity" and is_review(rec):
+            problem = review_problem(rec)
+            if problem is None:
+                events.append((n, rec))
+            else:
+                bad.append((n, rec, *problem))
         elif kind == "validity":
             _check(rec, EVENT_FIELDS, where)
-            events.append(rec)
+            events.append((n, rec))
         else:
             raise ValidationError(f"'type' must be 'item' or 'validity', got {kind!r}", field=where)
     if head is None:
         raise ValidationError("is empty: an export starts with its header line", field=str(path))
-    return head, items, events
+    return head, items, events, bad

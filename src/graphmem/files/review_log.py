@@ -71,3 +71,60 @@ def last_undoable(lines: list[dict]) -> tuple[str, list[dict]] | None:
         if act not in undone:
             return act, acts[act]
     return None
+
+
+def line_key(rec: dict) -> tuple:
+    """What makes a validity line the same line in two logs: a review line its step (``act``),
+    item, action and state; any other event its item, state, replacing memory and time."""
+    if isinstance(rec.get("act"), str):
+        return ("review", rec["item"], rec["act"], rec.get("action"), rec.get("state"))
+    return ("event", rec["item"], rec.get("state"), rec.get("by"), rec.get("invalid_at"))
+
+
+def replay(log: list[dict], incoming: list[tuple[str, str, dict]]
+           ) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The lines of an import to append to ``log`` (this log's lines, in order), and the notes
+    on those left out as (where, why). ``incoming``: (where, exported id, line already under the
+    ids here), in the export's order.
+
+    Per memory here: the lines this log already holds are not appended again (importing twice
+    adds nothing); when this log's latest line for the memory is one the export does not hold
+    (a step made here, or imported from elsewhere), that line stands and the export's are left
+    out (an import never overrides a step made here); otherwise the export's lines after the
+    one this log ends on are appended, in the export's order. Two exported memories that are
+    one memory here (the same text): the first one's lines give it its state."""
+    known = {line_key(r) for r in log}
+    last = {r["item"]: r for r in log}
+    owner: dict[str, str] = {}
+    groups: dict[str, list[tuple[int, str, dict]]] = {}
+    notes: list[tuple[str, str]] = []
+    for idx, (where, src, line) in enumerate(incoming):
+        item = line["item"]
+        if owner.setdefault(item, src) != src:
+            notes.append((where, f"not applied: {owner[item]} of the export is the same memory "
+                          f"here ({item}) and gives it its state"))
+            continue
+        groups.setdefault(item, []).append((idx, where, line))
+    new: list[tuple[int, dict]] = []
+    for item, rows in groups.items():
+        keys = [line_key(line) for _, _, line in rows]
+        start = 0
+        had = last.get(item)
+        if had is not None:
+            mine = line_key(had)
+            if mine not in keys:
+                end = rows[-1][2]
+                differs = (end.get("state"), end.get("by")) != (had.get("state"), had.get("by"))
+                if differs and any(k not in known for k in keys):
+                    who = f" by {had['who']}" if had.get("who") else ""
+                    notes.append((rows[-1][1], f"kept this project's own state of {item} "
+                                  f"({had.get('state')}{who} at {had.get('recorded_at')}): a "
+                                  "step the export does not hold; an import never overrides "
+                                  "a step made here"))
+                continue
+            start = max(i for i, k in enumerate(keys) if k == mine) + 1
+        for (idx, _, line), key in zip(rows[start:], keys[start:]):
+            if key not in known:
+                known.add(key)
+                new.append((idx, line))
+    return [line for _, line in sorted(new, key=lambda p: p[0])], notes
