@@ -18,7 +18,8 @@ from test_review import KEY, NOTES, held, repo
 OLD = "`refund` calls are retried three times by the zebra gateway client"
 NEW = "`refund` is never retried any more: the zebra gateway deduplicates"
 BUMP = ("Bump requests to 2.31.0 in the zebra lock file", "Bump requests to 2.32.3 in the zebra lock file")
-Q = "zebra importer gateway requests refund lock file"
+FILE = ("src/pay.py", "the zebra refund client")
+Q = "zebra importer gateway requests refund lock file client"
 
 
 def cli(*args: str, env: dict | None = None) -> dict:
@@ -52,7 +53,7 @@ def memory_files(root: Path) -> dict[str, bytes]:
 def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
     """A project in hold mode: three memories the hooks wrote (one accepted, one rejected, one
     pending), a supersession an LLM judged (proposed), and a held session's new value of a fact
-    (pending, proposing the older one possibly superseded)."""
+    (pending, proposing the older one possibly superseded) with a file's purpose (pending)."""
     root = repo(tmp_path / "a")
     ids = held(root)
     where = ("--project-dir", str(root))
@@ -78,7 +79,8 @@ def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[
             server.close()
     with Memory(None, root) as mem:
         mem.save_session_insights(2, {"discoveries": {"gotchas_encountered": [BUMP[0]]}})
-        mem.save_session_insights(3, {"discoveries": {"gotchas_encountered": [BUMP[1]]}},
+        mem.save_session_insights(3, {"discoveries": {"gotchas_encountered": [BUMP[1]],
+                                                      "files_understood": dict([FILE])}},
                                   hold=True)
     return root, ids
 
@@ -92,7 +94,7 @@ def export(root: Path, out: Path) -> Path:
 def test_a_hold_projects_review_state_arrives_as_it_was(tmp_path, monkeypatch):
     a, ids = source(tmp_path, monkeypatch)
     want = waiting(a)
-    assert want["pending"] == {NOTES["c"], BUMP[1]}
+    assert want["pending"] == {NOTES["c"], BUMP[1], ": ".join(FILE)}
     assert want["proposed"] == {(OLD, "superseded", NEW), (BUMP[0], "possibly superseded", BUMP[1])}
     shown = texts(a)
     assert NOTES["a"] in shown and not {NOTES["b"], NOTES["c"], BUMP[1]} & shown
@@ -106,11 +108,11 @@ def test_a_hold_projects_review_state_arrives_as_it_was(tmp_path, monkeypatch):
 
     b = repo(tmp_path / "b")
     report = cli("import", str(out), "--project-dir", str(b))
-    assert report["review"] == {"pending": 2, "proposed": 2, "rejected": 1, "kept_here": 0}
+    assert report["review"] == {"pending": 3, "proposed": 2, "rejected": 1, "kept_here": 0}
     assert waiting(b) == want  # the same memories wait, the same proposals with their reasons
     got = texts(b)
     assert NOTES["a"] in got and OLD in got and NEW in got and BUMP[0] in got
-    assert not {NOTES["b"], NOTES["c"], BUMP[1]} & got  # rejected and pending stay hidden
+    assert not {NOTES["b"], NOTES["c"], BUMP[1], ": ".join(FILE)} & got  # stay hidden
     marked = {h["text"]: h["metadata"].get("validity", {}).get("state")
               for h in cli("search", Q, "--project-dir", str(b), "--include-history", "--limit", "30")}
     assert marked[NOTES["b"]] == "rejected" and marked[NOTES["c"]] == "pending"
@@ -152,7 +154,8 @@ def test_a_step_made_here_is_kept_and_a_newer_step_there_is_taken(tmp_path, monk
     cli("review", "reject", here[NOTES["c"]], "--reason", "not here", "--project-dir", str(b))
     # there: c accepted, and the held value update too
     cli("review", "accept", ids["c"], "--project-dir", str(a))
-    bump = next(x["id"] for x in cli("review", "--project-dir", str(a))["pending"])
+    bump = next(x["id"] for x in cli("review", "--project-dir", str(a))["pending"]
+                if x["text"] == BUMP[1])
     cli("review", "accept", bump, "--project-dir", str(a))
     log = log_bytes(b)
     r = cli("import", str(export(a, tmp_path / "2.jsonl")), "--project-dir", str(b))
@@ -163,7 +166,8 @@ def test_a_step_made_here_is_kept_and_a_newer_step_there_is_taken(tmp_path, monk
     got = texts(b)
     assert NOTES["c"] not in got  # rejected here stays rejected
     assert BUMP[1] in got  # accepted there, undecided here: taken
-    assert waiting(b) == {"pending": set(), "proposed": waiting(a)["proposed"]}
+    assert waiting(b) == waiting(a) == {"pending": {": ".join(FILE)},
+                                        "proposed": waiting(a)["proposed"]}
 
 
 def test_garbage_review_lines_are_reported_by_line_and_field_and_not_applied(tmp_path):
