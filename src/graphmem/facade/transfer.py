@@ -253,19 +253,24 @@ class Transfer:
         failed = {src: f"another review line of this memory ({where}) is not valid"
                   for src, where in inputs.broken.items()}
 
+        memo: dict[tuple[str, str], str | None] = {}
+
         def here(old: Any, ids: dict[str, tuple[str, str]]) -> str | None:
             if not isinstance(old, str) or old not in ids:
                 return None
             kind, text = ids[old]
+            if (kind, text) in memo:
+                return memo[(kind, text)]
             if kind == "file":
-                new = stable_id(project, spec, "file", text)
+                new: str | None = stable_id(project, spec, "file", text)
             else:
                 try:
                     clean = parse(Note, {"text": text}, kind, wrapped=True).text
+                    new = stable_id(project, spec, kind, self.rules.clean(clean))
                 except ValidationError:
-                    return None
-                new = stable_id(project, spec, kind, self.rules.clean(clean))
-            return new if new in present else None
+                    new = None
+            memo[(kind, text)] = got = new if new in present else None
+            return got
 
         def moved(ev: dict, ids: dict[str, tuple[str, str]], at: str) -> dict:
             line = {k: v for k, v in ev.items() if k not in ("type", "spec")}
