@@ -185,6 +185,7 @@ def test_garbage_review_lines_are_reported_by_line_and_field_and_not_applied(tmp
     lines.append(no_item)
     reject = next(n for n, x in enumerate(lines) if x.get("action") == "reject")
     lines[reject]["was"] = "pending"  # a string where a line's event belongs
+    lines[at[ids["c"]]]["note"] = "x" * 5000  # a field graphmem does not write: not copied
     out.write_text("".join(json.dumps(x) + "\n" for x in lines))
     b = repo(tmp_path / "b")
     r = cli("import", str(out), "--project-dir", str(b))
@@ -199,6 +200,7 @@ def test_garbage_review_lines_are_reported_by_line_and_field_and_not_applied(tmp
     assert r["added"]["gotcha"] == 3  # the memories themselves came
     log = [json.loads(x) for x in log_bytes(b).decode().splitlines()]
     assert len(log) == 1 and log[0]["action"] == "hold"  # only c, whose lines are all fine
+    assert "note" not in log[0]
     assert {x["text"] for x in cli("review", "--project-dir", str(b))["pending"]} == {NOTES["c"]}
     p = run_cli("import", str(out), "--project-dir", str(b))  # the text report names them too
     assert p.returncode == 0 and f"{out.name} line {bad_action + 1}" in p.stdout

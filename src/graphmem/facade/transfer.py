@@ -273,7 +273,10 @@ class Transfer:
             return got
 
         def moved(ev: dict, ids: dict[str, tuple[str, str]], at: str) -> dict:
-            line = {k: v for k, v in ev.items() if k not in ("type", "spec")}
+            # the fields graphmem writes, nested no deeper than it nests them (was.before)
+            keep = ef.LOG_FIELDS if not at else ef.LOG_FIELDS[:-2] if at.count(".") > 1 \
+                else tuple(k for k in ef.LOG_FIELDS if k != "was")
+            line = {k: ev[k] for k in keep if k in ev}
             for key in ("item", "by"):
                 if line.get(key) is not None:
                     line[key] = here(ev[key], ids)

@@ -48,6 +48,10 @@ REVIEW_FIELDS: _Types = {"who": (str, type(None)), "act": str, "action": str,
                          "was": (dict, type(None))}
 REVIEW_EXTRA: _Types = {"proposes": (str, type(None)), "before": (dict, type(None)),
                         "undoes": (str, type(None)), "held_by": (str, type(None))}
+# what an import copies of a validity line into the log, in the log's order (``was`` and
+# ``before`` last: a nested event keeps the others)
+LOG_FIELDS = ("item", "state", "by", "reason", "invalid_at", "recorded_at", "who", "act", "action",
+              "proposes", "undoes", "held_by", "was", "before")
 _ACTION_STATE = {"hold": PENDING, "propose": PROPOSED}  # the state a line of that action logs
 
 
