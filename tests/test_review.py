@@ -98,6 +98,7 @@ def test_a_held_hook_session_stays_out_of_search_and_briefing_until_accepted(pro
                for h in marked)
     text = run_cli("context", queries[0], "--project-dir", str(proj)).stdout
     assert "pytest tests/test_pay.py` failed" not in text
+    assert "left out: retired or superseded, or not accepted in review" in text
     brief = context(fire(proj, "SessionStart", {"session_id": "s-next", "source": "startup"},
                          "startup"))
     assert "pytest tests/test_pay.py" not in brief

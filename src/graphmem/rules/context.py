@@ -255,6 +255,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
         they = "it describes is" if hidden == 1 else "they describe is"
         parts.append(f"\n_{_count(hidden)} left out: the code {they} gone._\n")
     if retired:
-        parts.append(f"\n_{_count(retired)} left out: retired or superseded._\n")
+        parts.append(f"\n_{_count(retired)} left out: retired or superseded, or not accepted "
+                     "in review._\n")
     parts.append(told)
     return "".join(parts)
