@@ -188,3 +188,22 @@ def test_an_older_export_says_why_its_session_items_stay_out(tmp_path):
     r = cli("import", str(path), "--project-dir", str(b))
     assert r["added"]["session"] == 0 and r["added"]["gotcha"] == 1
     assert any("version 2 export does not carry" in s["why"] for s in r["skipped"])
+
+
+def test_a_secret_in_an_exported_session_is_redacted_and_twice_is_still_nothing(tmp_path):
+    _, out = source(tmp_path)
+    token = "ghp_" + "b" * 36
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    first = next(x for x in lines if x["type"] == "session")
+    first["data"]["what_worked"].append(f"Pushing the quokka fix with token {token}")
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))  # a hand-edited export
+    b, _ = project(tmp_path / "b", {"README.md": "b\n"})
+    p = run_cli("import", str(out), "--project-dir", str(b))
+    assert p.returncode == 0, p.stderr
+    assert "Sessions written: 4" in p.stdout and "-> session_001-" in p.stdout
+    written = session_files(b / ".graphmem")
+    assert written and not any(token.encode() in v for v in written.values())
+    assert any(b"Pushing the quokka fix with token" in v for v in written.values())
+    before = memory_files(b)
+    again = cli("import", str(out), "--project-dir", str(b))
+    assert again["added"]["session"] == 0 and memory_files(b) == before

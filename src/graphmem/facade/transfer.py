@@ -6,8 +6,11 @@ be read (binary, a malformed ``.mdc`` front matter, an export line of the wrong 
 ``ValidationError`` naming it and nothing is written; a file found by walking a folder is skipped
 with its reason instead. Then one write per kind: the notes go through the same path as
 ``append_gotcha`` (size, redaction, deduplication, stable ids), so importing twice adds nothing.
-An export's validity events and review steps follow, their ids mapped to the ids here and
-appended in one write (``review_log.replay`` says which are new, and when a step made here wins).
+An export's session files are placed in the same entry (``files/session_transfer.py``: never
+over a session here, one already here not again), their learnings' exported ids mapped to the
+ids they get here. An export's validity events and review steps follow, their ids mapped to the
+ids here and appended in one write (``review_log.replay`` says which are new, and when a step
+made here wins).
 """
 
 from __future__ import annotations
