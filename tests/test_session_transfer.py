@@ -166,10 +166,14 @@ def test_a_garbage_session_line_is_refused_naming_line_and_field(tmp_path):
              ({"data": ["a list"]}, "'data' must be dict, got list"),
              ({"source": 7}, "'source' must be str, got int"),
              ({"source": "memory/notes.json"}, "'source' must end in session_001.json"),
-             ({"data": {"session_number": True}}, "'data.session_number' must be an integer")]
+             ({"data": {"session_number": True}}, "'data.session_number' must be an integer"),
+             ({"data": {"what_worked": ["\ud800 half a character"]}}, "'data.what_worked[0]'"),
+             ({"data": {"deep": json.loads("[" * 150 + "]" * 150)}}, "nests deeper than 100"),
+             ('{"type": "session", "data": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deep")]
     for change, why in cases:
         bad = list(lines)
-        bad[at] = json.dumps({**json.loads(lines[at]), **change})
+        bad[at] = change if isinstance(change, str) else json.dumps({**json.loads(lines[at]),
+                                                                     **change})
         path = tmp_path / "bad.jsonl"
         path.write_text("\n".join(bad) + "\n")
         p = run_cli("import", str(path), "--project-dir", str(b))

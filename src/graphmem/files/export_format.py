@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ValidationError
+from ..models import check_json
 from .review_log import ACTIONS
 from .session_names import NAME
 from .session_transfer import number_problem
@@ -101,6 +102,10 @@ def _check_session(rec: dict, where: str) -> None:
         raise ValidationError(f"'source' must end in session_{rec['session']:03d}.json (or "
                               f"session_{rec['session']:03d}-<tag>.json), got {name!r:.60}",
                               field=where)
+    try:  # what graphmem writes: no deeper than MAX_DEPTH (a deeper one would not be read)
+        check_json(rec["data"], "data")
+    except ValidationError as exc:
+        raise ValidationError(f"'{exc.field}' {str(exc).split(': ', 1)[-1]}", field=where) from None
     if "session_number" in rec["data"]:
         problem = number_problem(rec["data"]["session_number"])
         if problem:
@@ -207,6 +212,8 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
             rec = json.loads(line)
         except ValueError as exc:
             raise ValidationError(f"is not JSON: {exc}", field=where) from None
+        except RecursionError:
+            raise ValidationError("is nested too deep to read", field=where) from None
         if not isinstance(rec, dict):
             raise ValidationError(f"must be a JSON object, got {type(rec).__name__}", field=where)
         if head is None:
