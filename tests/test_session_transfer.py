@@ -211,3 +211,19 @@ def test_a_secret_in_an_exported_session_is_redacted_and_twice_is_still_nothing(
     before = memory_files(b)
     again = cli("import", str(out), "--project-dir", str(b))
     assert again["added"]["session"] == 0 and memory_files(b) == before
+
+
+def test_a_name_here_that_cannot_be_read_is_never_written_over(tmp_path):
+    _, out = source(tmp_path)
+    first = next(json.loads(x) for x in out.read_text().splitlines() if '"type": "session"' in x)
+    b, _ = project(tmp_path / "b", {"README.md": "b\n"})
+    folder = b / ".graphmem" / "memory" / "session_insights"
+    folder.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"what_worked": ["not mine to change"]}')
+    link = folder / first["source"].rsplit("/", 1)[-1]
+    link.symlink_to(elsewhere)
+    r = cli("import", str(out), "--project-dir", str(b))
+    assert r["added"]["session"] == 3
+    assert link.is_symlink() and elsewhere.read_text() == '{"what_worked": ["not mine to change"]}'
+    assert any("holds other content" in s["why"] for s in r["skipped"])

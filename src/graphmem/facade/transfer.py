@@ -278,7 +278,9 @@ class Transfer:
         store = self.notes.files
         with store.lock():
             here = {path.name: s.data for path, s in store.sessions()}
-            placed = st.place(sessions, here, store.committed, store.next_session_number())
+            taken = frozenset(os.listdir(store.insights_dir)) - set(here) \
+                if real_dir(store.insights_dir) else frozenset()
+            placed = st.place(sessions, here, store.committed, store.next_session_number(), taken)
             new = [p for p in placed if p.new]
             if new:
                 real_dir(store.insights_dir, create=True)

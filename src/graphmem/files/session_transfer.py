@@ -6,7 +6,8 @@ not written again (its content compared without ``session_number``, so an export
 re-imported where it came from adds nothing). Otherwise, in a project's own memory (committed,
 ``session_names.py``) it keeps its number under a name that carries its writer: the source's
 own tag when its name has one, else six hex digits of the source project, spec and file name;
-that name already holding other content here is kept as it is and the session is skipped. In a
+that name already holding other content here (or a link, or a file it cannot read) is kept as it
+is and the session is skipped. In a
 spec folder (``session_NNN.json``, numbers only) it takes the next free number, in export order,
 its ``session_number`` set to it. No session file here is ever overwritten or merged into.
 """
@@ -62,10 +63,11 @@ def source_tag(inc: Incoming) -> str:
     return hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:6]
 
 
-def place(incoming: list[Incoming], here: dict[str, dict], committed: bool,
-          next_number: int) -> list[Placed]:
+def place(incoming: list[Incoming], here: dict[str, dict], committed: bool, next_number: int,
+          taken: frozenset[str] = frozenset()) -> list[Placed]:
     """Where each incoming session goes, given the session files here (name -> content, updated
-    with the new ones) and the next free session number here."""
+    with the new ones), the next free session number here, and the names here that could not be
+    read (a link, a damaged file: never written over either)."""
     seen = {content_key(d): name for name, d in here.items()}
     out: list[Placed] = []
     for inc in incoming:
@@ -76,9 +78,10 @@ def place(incoming: list[Incoming], here: dict[str, dict], committed: bool,
             continue
         if committed:
             name, data = session_name(inc.number, source_tag(inc)), inc.data
-            if name in here:
-                out.append(Placed(inc, name, here[name], False, f"{name} here holds other "
-                                  "content: kept as it is (an import never overwrites a session)"))
+            if name in here or name in taken:
+                out.append(Placed(inc, name, here.get(name, {}), False, f"{name} here holds "
+                                  "other content: kept as it is (an import never overwrites a "
+                                  "session)"))
                 continue
         else:
             name, data = session_name(next_number), {**inc.data, "session_number": next_number}
