@@ -2,10 +2,11 @@
 
 A project in ``review.mode = hold`` whose N gotchas the agent hooks' path wrote held (N/5 sessions
 of five), a third of them accepted, a third rejected (two review steps), is exported; the export
-is imported into a fresh project as it is (every review step replayed) and with its review lines
-taken out (what an export without review state costs), each twice (cold, then again: the
-idempotent path). The imports index by words (``embed="later"``) so the model stays out of the
-figures. Prints a table and writes ``results/export_review.json``.
+is imported into a fresh project as it is (every review step replayed; the gotchas arrive in
+their session files, export version 3) and with its review lines taken out (what an export
+without review state costs), each twice (cold, then again: the idempotent path). The imports
+index by words (``embed="later"``) so the model stays out of the figures. Prints a table and
+writes ``results/export_review.json``.
 
     python bench/export_review.py [--memories 500]
 """
@@ -74,7 +75,8 @@ def main() -> None:
             with Memory(None, target) as m:
                 r = m.import_paths([tmp / f"{name}.jsonl"], embed="later")
             s, cpu = time.perf_counter() - t, time.process_time() - cpu
-            rows.append([name, run, r["added"]["gotcha"], r["added"]["validity"],
+            rows.append([name, run, r["added"]["gotcha"], r["added"].get("session", 0),
+                         r["added"]["validity"],
                          r["review"]["pending"], r["review"]["rejected"], len(r["skipped"]), s, cpu])
             data[f"{name}_{run}"] = {"seconds": round(s, 3), "cpu_seconds": round(cpu, 3),
                                      "added": r["added"], "review": r["review"]}
@@ -83,7 +85,7 @@ def main() -> None:
     table(f"export/import of a held project ({len(ids)} memories; export {export_s:.3f} s, "
           f"{len(lines)} lines, {len(review)} of them review steps, "
           f"{data['review_bytes'] / 1024:.0f} of {data['export_bytes'] / 1024:.0f} KiB)",
-          ["export", "run", "gotchas", "log lines", "pending", "rejected", "skipped", "seconds",
+          ["export", "run", "gotchas", "sessions", "log lines", "pending", "rejected", "skipped", "seconds",
            "cpu s"], rows)
     print(f"\nreview lines: +{data['full_cold']['seconds'] - data['bare_cold']['seconds']:.3f} s "
           f"cold, +{data['full_again']['seconds'] - data['bare_again']['seconds']:.3f} s again; "

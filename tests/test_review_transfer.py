@@ -100,7 +100,7 @@ def test_a_hold_projects_review_state_arrives_as_it_was(tmp_path, monkeypatch):
     assert NOTES["a"] in shown and not {NOTES["b"], NOTES["c"], BUMP[1]} & shown
     out = export(a, tmp_path / "a.jsonl")
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["version"] == 2
+    assert lines[0]["version"] == 3
     steps = [x for x in lines if x["type"] == "validity" and "act" in x]
     assert {x["action"] for x in steps} == {"hold", "accept", "reject", "propose"}
     rejected = next(x for x in steps if x["action"] == "reject")
@@ -138,7 +138,7 @@ def test_importing_the_same_export_twice_changes_no_byte(tmp_path, monkeypatch):
     assert first["added"]["validity"] > 0
     before, log = memory_files(b), log_bytes(b)
     again = cli("import", str(out), "--project-dir", str(b))
-    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "validity": 0}
+    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "validity": 0}
     assert log_bytes(b) == log and memory_files(b) == before
     # and the target's own export, imported into a third project, gives the same state again
     c = repo(tmp_path / "c")
@@ -197,7 +197,9 @@ def test_garbage_review_lines_are_reported_by_line_and_field_and_not_applied(tmp
     # b's hold line was fine, but its reject was not: none of its steps (nothing half-applied)
     hold_b = f"{out.name} line {at[ids['b']] + 1}"
     assert "none of this memory's steps" in why[hold_b]
-    assert r["added"]["gotcha"] == 3  # the memories themselves came
+    assert r["added"]["session"] == 1  # the memories themselves came, with their session
+    with Memory(None, b) as mem:
+        assert set(NOTES.values()) <= {i.text for i in mem.items()}
     log = [json.loads(x) for x in log_bytes(b).decode().splitlines()]
     assert len(log) == 1 and log[0]["action"] == "hold"  # only c, whose lines are all fine
     assert "note" not in log[0]

@@ -56,6 +56,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         c.print(f"Took {escape(took)}; added {escape(added)} to {escape(r['spec_dir'])}")
         for src, n in r["by_source"].items():
             c.print(f"  {escape(src)}: {n}")
+        moved = [x for x in r.get("sessions") or [] if x["new"]]
+        if moved:
+            c.print(f"Sessions written: {len(moved)}")
+            for x in moved[:20]:
+                c.print(f"  {escape(x['from'])} -> {escape(x['to'])}")
+            if len(moved) > 20:
+                c.print(f"  ... and {len(moved) - 20} more (--json lists them all)")
         review = r.get("review") or {}
         if any(review.get(k) for k in ("pending", "proposed", "rejected")):
             c.print(f"Review as exported: {review['pending']} pending, {review['proposed']} "

@@ -6,8 +6,11 @@ be read (binary, a malformed ``.mdc`` front matter, an export line of the wrong 
 ``ValidationError`` naming it and nothing is written; a file found by walking a folder is skipped
 with its reason instead. Then one write per kind: the notes go through the same path as
 ``append_gotcha`` (size, redaction, deduplication, stable ids), so importing twice adds nothing.
-An export's validity events and review steps follow, their ids mapped to the ids here and
-appended in one write (``review_log.replay`` says which are new, and when a step made here wins).
+An export's session files are placed in the same entry (``files/session_transfer.py``: never
+over a session here, one already here not again), their learnings' exported ids mapped to the
+ids they get here. An export's validity events and review steps follow, their ids mapped to the
+ids here and appended in one write (``review_log.replay`` says which are new, and when a step
+made here wins).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from ..errors import ValidationError
 from ..files import agent_files as af
 from ..files import export_format as ef
+from ..files import session_transfer as st
 from ..models import Note, SaveReport, parse, stable_id
 
 if TYPE_CHECKING:
@@ -44,6 +48,8 @@ class Inputs:
     # (where, event, exported id -> (kind, text or a file's path)) in export order
     events: list[tuple[str, dict, dict[str, tuple[str, str]]]]
     broken: dict[str, str] = field(default_factory=dict)  # exported id -> its bad review line
+    # (an exported session file as read, its export's id map) in export order
+    sessions: list[tuple[st.Incoming, dict[str, tuple[str, str]]]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -67,8 +73,15 @@ class Transfer:
         else:
             specs = [self.scope.spec_dir]
             items = spec_items(project, self.scope.spec_dir)
+        from ..files.session_names import NAME
+        from ..files.spec_store import SpecStore
+
         lines = [ef.header(project.key, None if self.scope.project_wide else self.scope.spec_key)]
         lines += [ef.item_line(i) for i in items]
+        for spec in specs:
+            key = project.rel(spec)
+            lines += [ef.session_line(key, project.rel(path), s.data)
+                      for path, s in SpecStore(spec, project).sessions() if NAME.fullmatch(path.name)]
         for spec in specs:
             key = project.rel(spec)
             lines += [ef.event_line(key, ev) for ev in _events(spec)]
@@ -106,10 +119,17 @@ class Transfer:
     def _read_one(self, path: Path, origin: str | None, out: Inputs) -> None:
         label = self._label(path)
         if origin == "export":
-            _head, items, events, bad = ef.read_export(path, af.read_text(path))
+            head, items, events, bad, sessions = ef.read_export(path, af.read_text(path))
             ids: dict[str, tuple[str, str]] = {}
+            held = {(rec["spec"], rec["source"]) for _, rec in sessions}
+            src = str(head.get("project") or "")
+            for n, rec in sessions:
+                out.sessions.append((st.Incoming(f"{label} line {n}", src, rec["spec"],
+                                                 rec["session"], rec["source"], rec["data"]), ids))
             for rec in items:
                 kind = rec["kind"]
+                if (rec["spec"], rec["source"]) in held:
+                    continue  # taken with its session file
                 if kind in NOTE_KINDS:
                     out.found.append(af.Found(kind, rec["text"], label, "graphmem"))
                     ids[rec["id"]] = (kind, rec["text"])
@@ -119,8 +139,7 @@ class Transfer:
                                               "graphmem", path=meta["path"]))
                     ids[rec["id"]] = ("file", meta["path"])
                 else:
-                    out.skipped.append((f"{label}: {rec['id']}", f"a {kind} item belongs to a "
-                                        "session's files; import takes gotchas, patterns and files"))
+                    out.skipped.append((f"{label}: {rec['id']}", _why_not(kind, rec, head)))
             for n, rec, name, why in bad:
                 out.skipped.append((f"{label} line {n}", f"review line not applied: '{name}' {why}"))
                 if isinstance(rec.get("item"), str):
@@ -161,32 +180,80 @@ class Transfer:
                 continue
             notes[kind].append(note)
             took[(f.origin, kind)] += 1
-        added = await self._write(notes, files, later=embed == "later")
+        incoming = self._incoming(inputs, skipped)
+        added, placed = await self._write(notes, files, [inc for inc, _, _ in incoming],
+                                          later=embed == "later")
+        moved = self._sessions_here(incoming, placed, skipped)
+        if moved:
+            took[("graphmem", "session")] += len(moved)
         review = await self._replay(inputs, skipped)
         added["validity"] = review.pop("lines")
         by_kind: Counter[str] = Counter()
         for (_, kind), n in took.items():
             by_kind[kind] += n
         return {"took": dict(by_kind), "by_source": {f"{o}/{k}": n for (o, k), n in sorted(took.items())},
-                "added": added, "review": review,
+                "added": added, "review": review, "sessions": moved,
                 "skipped": [{"where": w, "why": y} for w, y in skipped],
                 "spec_dir": str(self.scope.spec_dir), "embed": embed}
 
+    def _incoming(self, inputs: Inputs, skipped: list[tuple[str, str]]
+                  ) -> list[tuple[st.Incoming, dict, dict[str, tuple[str, str]]]]:
+        """The exported session files redacted, each with its content as exported and its
+        export's id map; one over the size limit is skipped with the reason."""
+        out = []
+        for inc, ids in inputs.sessions:
+            data = self.rules.clean(inc.data)
+            try:
+                self.rules.check_size(data, "insights")
+            except ValidationError as exc:
+                skipped.append((inc.where, str(exc)))
+                continue
+            out.append((st.Incoming(inc.where, inc.project, inc.spec, inc.number, inc.source,
+                                    data), inc.data, ids))
+        return out
+
+    def _sessions_here(self, incoming: list[tuple[st.Incoming, dict, dict[str, tuple[str, str]]]],
+                       placed: list[st.Placed], skipped: list[tuple[str, str]]) -> list[dict]:
+        """Map the ids of the learnings of each session now here (written or already here) in
+        its export's id map, report one kept out -> each session's ``from``, ``to`` and ``new``."""
+        here = (self.scope.project.key, self.scope.spec_key)
+        out = []
+        for (inc, raw, ids), p in zip(incoming, placed):
+            if not p.new and not p.why.startswith("already here"):
+                skipped.append((inc.where, f"session {inc.number} not written: {p.why}"))
+                continue
+            for old, new in st.id_map((inc.project, inc.spec or ""), raw, here, p.data).items():
+                ids[old] = ("id", new)
+            out.append({"from": f"{inc.where}: {inc.source}", "to": p.name, "new": p.new})
+        return out
+
     async def _write(self, notes: dict[str, list[str]], files: dict[str, str],
-                     later: bool = False) -> dict[str, int]:
-        """Append the notes (deduplicated) and merge the map entries in one journal entry;
-        ``later``: their index rows without vectors (``embed_later``)."""
+                     sessions: list[st.Incoming] | None = None,
+                     later: bool = False) -> tuple[dict[str, int], list[st.Placed]]:
+        """Append the notes (deduplicated), merge the map entries and place the session files
+        (``session_transfer.place``, under the folder's lock) in one journal entry; ``later``:
+        their index rows without vectors (``embed_later``) -> what was added, and where each
+        session went."""
         from contextlib import nullcontext
 
         from ..index.local_index import embed_later
 
         store = self.notes.files
-        added = {"gotcha": 0, "pattern": 0, "file": 0}
-        if not any(notes.values()) and not files:
-            return added
+        added = {"gotcha": 0, "pattern": 0, "file": 0, "session": 0}
+        placed: list[st.Placed] = []
+        if not any(notes.values()) and not files and not sessions:
+            return added, placed
         await self.sync.guard()
         with self.sync.journal() as entry:
             items = []
+            if sessions:
+                placed = self._place(sessions)
+                written = {p.name for p in placed if p.new}
+                added["session"] = len(written)
+                if written:
+                    ids = {i.id for path, s in store.sessions() if path.name in written
+                           for i in store.session_items(s.data, path)}
+                    items += [i for i in store.insight_items() if i.id in ids]
             for kind, texts in notes.items():
                 new = store.append_bullets(kind, [self.rules.clean(t) for t in texts])
                 added[kind] = len(new)
@@ -201,7 +268,25 @@ class Transfer:
                     added["file"] = len(changed)
             with embed_later() if later else nullcontext():
                 await self.sync.propagate(items, SaveReport(path=str(store.memory_dir)), entry)
-        return added
+        return added, placed
+
+    def _place(self, sessions: list[st.Incoming]) -> list[st.Placed]:
+        """Where each session goes here, the new ones written (atomically, never over a file)."""
+        from ..files.atomic import atomic_write_json
+        from ..files.safe import real_dir
+
+        store = self.notes.files
+        with store.lock():
+            here = {path.name: s.data for path, s in store.sessions()}
+            taken = frozenset(os.listdir(store.insights_dir)) - set(here) \
+                if real_dir(store.insights_dir) else frozenset()
+            placed = st.place(sessions, here, store.committed, store.next_session_number(), taken)
+            new = [p for p in placed if p.new]
+            if new:
+                real_dir(store.insights_dir, create=True)
+            for p in new:
+                atomic_write_json(store.insights_dir / p.name, p.data, sync=store.sync)
+        return placed
 
     async def _replay(self, inputs: Inputs, skipped: list[tuple[str, str]]) -> dict[str, Any]:
         """Log the exported validity events and review steps of the memories just imported,
@@ -261,8 +346,10 @@ class Transfer:
             kind, text = ids[old]
             if (kind, text) in memo:
                 return memo[(kind, text)]
-            if kind == "file":
-                new: str | None = stable_id(project, spec, "file", text)
+            if kind == "id":  # a session's learning: its id here (``session_transfer.id_map``)
+                new: str | None = text
+            elif kind == "file":
+                new = stable_id(project, spec, "file", text)
             else:
                 try:
                     clean = parse(Note, {"text": text}, kind, wrapped=True).text
@@ -344,6 +431,18 @@ class Transfer:
                 continue
             out["refreshed" if changed else "unchanged"].append(rel)
         return out
+
+
+def _why_not(kind: str, rec: dict, head: dict) -> str:
+    """Why an exported item is not imported."""
+    if kind in ("turn", "step"):
+        return (f"an episode's {kind}: import does not write the episode log (an episode is its "
+                "session.json, turns.jsonl and steps.jsonl, which the export does not carry whole)")
+    if rec["session"] is not None and head.get("version", 1) < 3:
+        return (f"a {kind} item of a session file, which a version {head.get('version')} export "
+                "does not carry: export it again with this graphmem")
+    return (f"a {kind} item of {rec['source']}, which import does not write (it takes gotchas, "
+            "patterns, files and session files)")
 
 
 def _events(spec_dir: Path) -> list[dict]:

@@ -17,6 +17,15 @@ review line keeps its ``who``, ``act``, ``action`` and ``was`` (and ``proposes``
 ``undoes``, ``held_by`` when it has them), so an import gives the memory the same review state.
 Version 1 (no review fields) is still read.
 
+Version 3 carries the session files themselves (``files/session_transfer.py``): the items of a
+session are collapsed across sessions (``insight_items``), so they alone cannot rebuild one::
+
+    {"type": "session", "spec": ".graphmem", "session": 3,
+     "source": ".graphmem/memory/session_insights/session_003-1f3a9c.json", "data": {...}}
+
+``data`` is the file's JSON as stored. An older graphmem refuses a version 3 export at its header
+(it would refuse the session lines anyway, at their line); versions 1 and 2 are still read.
+
 ``read_export`` checks every line before anything is written: a line of the wrong shape is a
 ``ValidationError`` naming the file and line number, except a review line, which is returned
 among the bad ones with the field at fault (an import reports it and skips that memory's review).
@@ -30,12 +39,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ValidationError
+from ..models import check_json
 from .review_log import ACTIONS
+from .session_names import NAME
+from .session_transfer import number_problem
 from .validity_log import _ID, PENDING, PROPOSED, REVIEW_STATES, STATES
 
 FORMAT = "graphmem-export"
-VERSION = 2  # 2: validity lines carry review's fields
-READS = (1, 2)
+VERSION = 3  # 2: validity lines carry review's fields; 3: session lines
+READS = (1, 2, 3)
 _Types = dict[str, Any]
 ITEM_FIELDS: _Types = {"id": str, "kind": str, "text": str, "spec": (str, type(None)),
                        "session": (str, type(None)), "time": (str, type(None)), "source": str,
@@ -43,6 +55,7 @@ ITEM_FIELDS: _Types = {"id": str, "kind": str, "text": str, "spec": (str, type(N
 EVENT_FIELDS: _Types = {"spec": (str, type(None)), "item": str, "state": str,
                         "by": (str, type(None)), "reason": (str, type(None)),
                         "invalid_at": (str, type(None)), "recorded_at": (str, type(None))}
+SESSION_FIELDS: _Types = {"spec": (str, type(None)), "session": int, "source": str, "data": dict}
 # a review line's own fields (``files/review_log.py``): required, then those it may have
 REVIEW_FIELDS: _Types = {"who": (str, type(None)), "act": str, "action": str,
                          "was": (dict, type(None))}
@@ -66,6 +79,37 @@ def item_line(item: Any) -> dict[str, Any]:
     return {"type": "item", "id": item.id, "kind": item.kind, "text": item.text, "spec": item.spec,
             "session": item.session, "time": item.time.isoformat() if item.time else None,
             "source": item.source, "metadata": item.metadata}
+
+
+def session_line(spec: str | None, source: str, data: dict) -> dict[str, Any]:
+    """One session file (``source``, relative to the project) as an export line."""
+    number = NAME.fullmatch(source.rsplit("/", 1)[-1])
+    return {"type": "session", "spec": spec, "session": int(number.group(1)) if number else None,
+            "source": source, "data": data}
+
+
+def _check_session(rec: dict, where: str) -> None:
+    """A session line's shape: ``ValidationError`` naming the line and the field at fault."""
+    _check(rec, {k: v for k, v in SESSION_FIELDS.items() if k != "session"}, where)
+    if "session" not in rec:
+        raise ValidationError("has no 'session'", field=where)
+    problem = number_problem(rec["session"])
+    if problem:
+        raise ValidationError(f"'session' {problem}", field=where)
+    name = rec["source"].rsplit("/", 1)[-1]
+    named = NAME.fullmatch(name)
+    if named is None or int(named.group(1)) != rec["session"]:
+        raise ValidationError(f"'source' must end in session_{rec['session']:03d}.json (or "
+                              f"session_{rec['session']:03d}-<tag>.json), got {name!r:.60}",
+                              field=where)
+    try:  # what graphmem writes: no deeper than MAX_DEPTH (a deeper one would not be read)
+        check_json(rec["data"], "data")
+    except ValidationError as exc:
+        raise ValidationError(f"'{exc.field}' {str(exc).split(': ', 1)[-1]}", field=where) from None
+    if "session_number" in rec["data"]:
+        problem = number_problem(rec["data"]["session_number"])
+        if problem:
+            raise ValidationError(f"'data.session_number' {problem}", field=where)
 
 
 def event_line(spec: str | None, ev: dict) -> dict[str, Any]:
@@ -150,11 +194,13 @@ Line = tuple[int, dict]  # (line number, the line)
 
 
 def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
-                                                list[tuple[int, dict, str, str]]]:
+                                                list[tuple[int, dict, str, str]], list[Line]]:
     """(header, item lines, validity lines with their numbers, bad review lines as (number,
-    line, field, why)) of an export; ``ValidationError`` naming the line (``<path> line N``) of
-    the first other line that is not JSON or not of its type's shape."""
+    line, field, why), session lines with their numbers) of an export; ``ValidationError``
+    naming the line (``<path> line N``) of the first other line that is not JSON or not of its
+    type's shape."""
     items: list[dict] = []
+    sessions: list[Line] = []
     events: list[Line] = []
     bad: list[tuple[int, dict, str, str]] = []
     head: dict | None = None
@@ -166,6 +212,8 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
             rec = json.loads(line)
         except ValueError as exc:
             raise ValidationError(f"is not JSON: {exc}", field=where) from None
+        except RecursionError:
+            raise ValidationError("is nested too deep to read", field=where) from None
         if not isinstance(rec, dict):
             raise ValidationError(f"must be a JSON object, got {type(rec).__name__}", field=where)
         if head is None:
@@ -181,6 +229,9 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
         if kind == "item":
             _check(rec, ITEM_FIELDS, where)
             items.append(rec)
+        elif kind == "session":
+            _check_session(rec, where)
+            sessions.append((n, rec))
         elif kind == "validity" and is_review(rec):
             problem = review_problem(rec)
             if problem is None:
@@ -191,7 +242,8 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
             _check(rec, EVENT_FIELDS, where)
             events.append((n, rec))
         else:
-            raise ValidationError(f"'type' must be 'item' or 'validity', got {kind!r}", field=where)
+            raise ValidationError(f"'type' must be 'item', 'session' or 'validity', got {kind!r}",
+                                  field=where)
     if head is None:
         raise ValidationError("is empty: an export starts with its header line", field=str(path))
-    return head, items, events, bad
+    return head, items, events, bad, sessions
