@@ -8,7 +8,8 @@ re-imported where it came from adds nothing). Otherwise, in a project's own memo
 own tag when its name has one, else six hex digits of the source project, spec and file name;
 that name already holding other content here (or a link, or a file it cannot read) is kept as it
 is and the session is skipped. In a spec folder (``session_NNN.json``, numbers only) it takes the
-next free number, in export order, its ``session_number`` set to it. No session file here is ever overwritten or merged into.
+next free number, in export order, its ``session_number`` set to it. No session file here is
+ever overwritten or merged into.
 """
 
 from __future__ import annotations
