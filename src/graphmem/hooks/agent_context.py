@@ -32,7 +32,10 @@ async def answer(mem: "AsyncMemory", req: dict[str, Any]) -> str:
     """The text for one hook request (``{"action": "brief"|"prompt"|"file", ...}``)."""
     action = req.get("action")
     if action == "brief":
-        return await brief(mem, req.get("budget") or BRIEF_BUDGET)
+        budget = req.get("budget") or BRIEF_BUDGET
+        if budget != BRIEF_BUDGET or not isinstance(req.get("key"), str):
+            return await brief(mem, budget)
+        return await remember_brief(mem, req["key"], req.get("project_dir"))
     if action == "prompt":
         return await prompt_context(mem, req.get("prompt"), req.get("budget") or PROMPT_BUDGET)
     if action == "file":
@@ -64,6 +67,18 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
     lessons = fit(body, left, line_chars=BRIEF_LINE_CHARS) if body.strip() else ""
     text = work + lessons
     return TITLE + text.lstrip("\n") if text.strip() else ""
+
+
+async def remember_brief(mem: "AsyncMemory", key: str, project: str | None = None) -> str:
+    """The briefing, also kept on disk for a SessionStart that finds no warm server
+    (``brief_cache.py``; ``key``: the search server's, which the hook checks it against)."""
+    import os
+
+    from graphmem.hooks.brief_cache import remember
+
+    return await remember(project or str(mem.project_dir), key,
+                          os.path.realpath(mem.settings.home), mem.project.key,
+                          lambda: brief(mem))
 
 
 TITLE = "## graphmem: this project's memory\n"

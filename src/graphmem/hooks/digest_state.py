@@ -86,11 +86,12 @@ def worker_running(project: Project) -> bool:
         os.close(fd)
 
 
-def start_worker(project: Project) -> int:
-    """Start ``python -m graphmem.hooks.digest PROJECT`` detached (own session, no
-    terminal, output to ``digest.log``), so the hook returns at once; the worker's pid."""
+def start_worker(project: Project, key: str | None = None) -> int:
+    """Start ``python -m graphmem.hooks.digest PROJECT [KEY]`` detached (own session, no
+    terminal, output to ``digest.log``), so the hook returns at once; the worker's pid. ``key``:
+    the search server's, under which the worker keeps the briefing it computes (``brief_cache``)."""
     log = os.path.join(spool.spool_dir(project), "digest.log")
-    argv = [sys.executable, "-P", "-m", "graphmem.hooks.digest", str(project)]
+    argv = [sys.executable, "-P", "-m", "graphmem.hooks.digest", str(project), *([key] if key else [])]
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, log,
                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
