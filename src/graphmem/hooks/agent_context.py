@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, AbstractSet, Any
 
 from graphmem.errors import ValidationError
 
@@ -51,7 +51,7 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
     from graphmem.rules.context import build_context, estimate_tokens
 
     snap = _snapshot(mem.project_dir)
-    recent = _recent_work(mem.project_dir, snap)
+    recent = _recent_work(mem.project_dir, snap, await _held_sessions(mem))
     work = "".join(_work_line(task, files) for task, files in recent[:RECENT_SESSIONS])
     work = fit("### Recent work (files under their current names)\n" + work,
                min(RECENT_BUDGET, budget)) if work else ""
@@ -254,19 +254,32 @@ async def file_note(mem: "AsyncMemory", path: Any) -> str:
     return out if out.count("\n") > 1 else ""
 
 
-def _recent_work(root: Path, snap: Any) -> list[tuple[str, list[str]]]:
+async def _held_sessions(mem: "AsyncMemory") -> set[str]:
+    """The names of the session insight files whose insight waits for a person
+    (``review.mode = hold``): their tasks are left out of the recent work, as their memories are
+    out of search until accepted."""
+    try:
+        waiting = await mem.review_pending()
+    except Exception:
+        return set()
+    return {Path(str(r["source"])).name for r in waiting.get("pending", [])
+            if r.get("kind") == "insight" and r.get("source")}
+
+
+def _recent_work(root: Path, snap: Any, held: AbstractSet[str] = frozenset()) -> list[tuple[str, list[str]]]:
     """The project's latest hook sessions that edited files, newest first (``digest.py`` writes
     them): each task (paths in it renamed since under their current names, gone ones marked),
     and the files it edited that are still in the tree, under their current names. One line per
-    task: a session digested in parts wrote it more than once."""
+    task: a session digested in parts wrote it more than once. Files named in ``held`` (pending
+    review) are left out."""
     import json
 
     from graphmem.files.session_names import name_order
 
     folder = Path(root) / ".graphmem" / "memory" / "session_insights"
     try:
-        files = sorted(folder.glob("session_*.json"), key=lambda f: name_order(f.name),
-                       reverse=True)[:12]
+        files = sorted((f for f in folder.glob("session_*.json") if f.name not in held),
+                       key=lambda f: name_order(f.name), reverse=True)[:12]
     except OSError:
         return []
     out: dict[str, list[str]] = {}
