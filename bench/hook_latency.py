@@ -14,8 +14,9 @@ of the CPU time (user + system of the hook process and what it waited for: the d
 and digest worker are not counted), which load on a shared machine inflates far less than wall.
 Reference rows: ``python -I -S -c pass`` and ``python -c pass`` (the interpreter's floor with
 and without ``site``), and the warm server's own answer time per action, asked directly (the
-part of a hook's wall time that is not its process). Also a cold start: SessionStart and
-UserPromptSubmit with no server running (the hook starts one and answers within its deadline).
+part of a hook's wall time that is not its process). Also the very first SessionStart and
+UserPromptSubmit of the run, with no server and no briefing kept yet (SessionStart starts one
+and waits for it up to 1.5 s; the prompt does not wait).
 The load average is recorded with the run. The home is the default one (``platformdirs``, under
 a temporary ``XDG_DATA_HOME``), as a user who set no ``GRAPHMEM_HOME`` has it.
 

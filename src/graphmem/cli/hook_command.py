@@ -34,6 +34,7 @@ DEADLINES = {"brief": 6.0, "prompt": 4.0, "file": 3.0, "capture": 8.0, "digest":
 # prompt or a file answers nothing rather than keep the agent waiting.
 WAIT_FOR_SERVER = {"brief": 1.5, "prompt": 0.0, "file": 0.0}
 IN_PROCESS_DEADLINE = 8.0  # with the search server off (under the installed timeouts)
+AFTER: list = []  # what the hook does once its answer is written (a server's start, see ``_ask``)
 
 
 class Deadline(Exception):
@@ -67,6 +68,8 @@ def main(argv: list[str]) -> int:
         if out:
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
+        for then in AFTER:  # a server started for the next event, once this one is answered
+            then()
     except Deadline:
         _log(name, event, "gave up at its deadline")
     except Exception as exc:
@@ -250,12 +253,14 @@ def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
 
     got, wrong = current()
     if got is None:
+        wait = WAIT_FOR_SERVER.get(action, 0.0)
+        kept = _kept_brief(project, cfg) if action == "brief" else None
+        if kept is not None or not wait:
+            # started once the answer is out: its loading does not slow this hook down
+            AFTER.append(lambda: spawn(cfg, replace=wrong))
+            return kept or ""
         started = spawn(cfg, replace=wrong)  # None: one is loading, or failed lately
-        if action == "brief":
-            kept = _kept_brief(project, cfg)
-            if kept is not None:
-                return kept
-        until = time.monotonic() + WAIT_FOR_SERVER.get(action, 0.0)
+        until = time.monotonic() + wait
         while got is None and time.monotonic() < until:
             time.sleep(0.1)
             got, again = current()
