@@ -237,6 +237,9 @@ def test_a_broken_cache_is_ignored_with_one_line(proj, auto):
         lines = out.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("graphmem hook"), out.stderr
         assert "briefing.json" in lines[0]
+    cfg.err.unlink()  # a server again: its briefing replaces the garbage, whole
+    told = kept_by_a_warm_start(proj)
+    assert context([cold_start(proj, "b-2")]) == told
 
 
 def test_cold_prompt_and_file_hooks_answer_nothing_at_once_and_start_the_server(proj, auto):

@@ -210,10 +210,7 @@ def _digest(agent: Agent, event: str, payload: dict[str, Any]) -> str:
     if agent.ends_session(event):
         spool.append(project, f["session"], {"kind": "end"})
     if pending(project, f["session"]) and not worker_running(project):
-        from graphmem.cli.search_client import client_config
-
-        cfg = client_config(cwd=project)  # the worker keeps the briefing under its key
-        start_worker(project, cfg.key if cfg is not None and cfg.mode != "off" else None)
+        start_worker(project)
     return ""
 
 

@@ -13,7 +13,8 @@ differ from the server's give the client another key, hence another server (``se
 Protocol: one JSON line in, one JSON line out. In: ``{"op": "search"|"context"|"hook"|"ping",
 "key", "spec_dir", "project_dir"}`` (absolute paths) plus ``query, scope, kinds, limit, rerank``,
 ``task, max_tokens, files`` or, for ``hook``, ``action`` and its fields
-(``hooks/agent_context.py``). Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
+(``hooks/agent_context.py``; a briefing is also kept on disk for a hook that finds no server,
+``hooks/brief_cache.py``). Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
 ``{"error": "field: problem", "exit": n}``, ``{"wrong_server": true}`` (another key), or
 ``{"internal_error": "..."}`` (a bug: the client searches in-process instead).
 """
