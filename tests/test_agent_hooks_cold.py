@@ -15,7 +15,7 @@ import pytest
 
 from conftest import _home_under, run_cli
 from test_agent_hooks import context, digested, fire, install, proj, session  # noqa: F401
-from test_code_freshness import commit
+from test_code_freshness import PAY, commit, git
 
 GOTCHA = "`pytest tests/test_pay.py` failed (Exit code 1); it passed as `pytest tests/test_pay.py -p no:randomly`"
 HELD = "The zebra importer must run after the currency table loads"
@@ -150,28 +150,40 @@ def test_a_cold_session_start_tells_the_kept_briefing_and_starts_the_server(proj
     assert again == told and json.loads(cache_file(proj).read_text())["text"] == told
 
 
-@pytest.mark.parametrize("change", ["memory", "commit", "settings"])
-def test_a_kept_briefing_is_not_told_once_what_it_was_made_from_changed(proj, auto, change):
+@pytest.mark.parametrize("change", ["memory", "edit", "rename", "settings", "elsewhere"])
+def test_a_kept_briefing_is_told_only_while_what_it_was_made_from_is_unchanged(proj, auto,
+                                                                               change):
+    """Stale: a memory written, a file it names edited (not committed) or renamed (committed),
+    other settings. Still current: a commit touching no file it names."""
     install(proj)
     remember(proj, 1, [GOTCHA])
-    kept_by_a_warm_start(proj)
+    assert "src/pay.py" in kept_by_a_warm_start(proj)
     mark_cache(proj, "## graphmem: kept briefing MARK-2\n")
     env = None
     if change == "memory":
         remember(proj, 2, ["The refund rounding must use Decimal, never float arithmetic"])
-    elif change == "commit":
+    elif change == "edit":
+        (proj / "src" / "pay.py").write_text(PAY.replace("order.total", "round(order.total)"))
+    elif change == "rename":
+        git(proj, "mv", "src/pay.py", "src/payments.py")
+        commit(proj, "rename")
+    elif change == "settings":
+        env = {"GRAPHMEM_REVIEW": "hold"}  # another setting: another server's key
+    else:
         (proj / "src" / "cart.py").write_text("def total(items):\n    return sum(items) or 0\n")
         commit(proj, "cart")
-    else:
-        env = {"GRAPHMEM_REVIEW": "hold"}  # another setting: another server's key
     out = cold_start(proj, "c-1", env)
-    assert "MARK-2" not in out.stdout and out.stderr == ""
+    assert out.stderr == ""
+    if change == "elsewhere":
+        assert context([out]) == "## graphmem: kept briefing MARK-2\n"
+        return
+    assert "MARK-2" not in out.stdout
     if change != "memory":
         stop_server(proj, env)  # the one the hook started in the background
-    else:  # the server the hook started keeps the new briefing
-        wait_for_server(proj)
-        told = context(fire(proj, "SessionStart", {"session_id": "c-2", **START}, "startup"))
-        assert "Decimal" in told and json.loads(cache_file(proj).read_text())["text"] == told
+        return
+    wait_for_server(proj)  # the server the hook started keeps the new briefing
+    told = context(fire(proj, "SessionStart", {"session_id": "c-2", **START}, "startup"))
+    assert "Decimal" in told and json.loads(cache_file(proj).read_text())["text"] == told
 
 
 def test_memories_pending_review_are_never_kept_nor_told_cold(proj, auto):

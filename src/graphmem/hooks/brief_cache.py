@@ -20,20 +20,23 @@ unchanged (``stamp``):
 - the size and time of the validity log of each of the project's memory folders (a retirement,
   a review's accept, reject or undo: searches read the log, the index is not written);
 - the folder of the session insights (the briefing's recent work reads the files);
-- git's ``HEAD`` (branch and commit): the briefing names files under their current names and
-  marks the code that changed, so a commit, a checkout or a rebase makes it stale.
+- the size and time of every file the briefing names: it names files under their current
+  names, leaves gone ones out and marks the code that changed, so an edit, a rename, a deletion
+  or a checkout touching one of them makes it stale, committed or not (a commit elsewhere does
+  not).
 
-What it can miss: uncommitted edits to the working tree made since it was written (a file
-deleted, renamed or changed without a commit); the digest worker rewrites it after each
-session, and the first commit or checkout invalidates it. It holds what the live briefing
-printed, so pending-review memories, ``<private>`` spans and secrets are no more in it than
-there. Standard library only, read by the hook process (``cli/hook_command.py``).
+What it can miss: a file the briefing left out because it was gone when it was written, and that
+came back since (a checkout of an older branch); the digest worker rewrites the briefing after
+each session, the server whenever it answers one. It holds what the live briefing printed, so
+pending-review memories, ``<private>`` spans and secrets are no more in it than there.
+Standard library only, read by the hook process (``cli/hook_command.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
 if TYPE_CHECKING:
@@ -42,6 +45,10 @@ if TYPE_CHECKING:
 NAME = "briefing.json"
 VERSION = 1
 OWN = ".graphmem"  # the project's own memory folder (``facade/scope.py``)
+MAX_FILES = 64  # names in a briefing whose files are checked, at most
+# a relative file name (``README.md``, ``src/pay.py``): a dot and a suffix, no scheme or spaces
+_NAME = re.compile(r"(?<![\w./@+~:-])[\w@+~-][\w.@+~-]*(?:/[\w.@+~-]+)*\.\w+(?![\w/])")
+RECENT_NS = 50_000_000  # a named file changed this close to the briefing's start: not kept
 
 
 class BadCache(ValueError):
@@ -81,8 +88,13 @@ def stamp(project: str, home: str, project_key: str) -> dict[str, Any] | None:
     logs = {spec: _stat(os.path.join(project, spec, "memory", "validity.jsonl"))
             for spec in sorted({OWN, *(s for s in specs if isinstance(s, str))})}
     return {"index": [instance, count, gen], "validity": logs,
-            "insights": _stat(os.path.join(project, OWN, "memory", "session_insights")),
-            "head": git_head(project)}
+            "insights": _stat(os.path.join(project, OWN, "memory", "session_insights"))}
+
+
+def named_files(project: str, text: str) -> dict[str, list[int] | None]:
+    """The size and time of each file of the project ``text`` names (None: not there)."""
+    names = [n for n in dict.fromkeys(_NAME.findall(text)) if ".." not in n.split("/")]
+    return {n: _stat(os.path.join(project, n)) for n in names[:MAX_FILES]}
 
 
 def _stat(path: str) -> list[int] | None:
@@ -91,55 +103,6 @@ def _stat(path: str) -> list[int] | None:
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns]
-
-
-def git_head(project: str) -> str:
-    """The branch and commit checked out in the repository holding ``project`` ('' outside
-    one), read from the files: ``HEAD``, the ref's file, or ``packed-refs``."""
-    folder = project
-    while True:
-        dot = os.path.join(folder, ".git")
-        if os.path.exists(dot):
-            break
-        up = os.path.dirname(folder)
-        if up == folder:
-            return ""
-        folder = up
-    try:
-        if os.path.isfile(dot):  # a worktree or a submodule: ``gitdir: <path>``
-            with open(dot, encoding="utf-8") as fh:
-                line = fh.read().strip()
-            if not line.startswith("gitdir:"):
-                return ""
-            dot = os.path.join(folder, line[len("gitdir:"):].strip())
-        with open(os.path.join(dot, "HEAD"), encoding="utf-8") as fh:
-            head = fh.read().strip()
-    except OSError:
-        return ""
-    if not head.startswith("ref:"):
-        return head  # detached: the commit itself
-    ref = head[len("ref:"):].strip()
-    common = dot
-    try:
-        with open(os.path.join(dot, "commondir"), encoding="utf-8") as fh:
-            common = os.path.join(dot, fh.read().strip())
-    except OSError:
-        pass
-    for base in (dot, common):
-        try:
-            with open(os.path.join(base, ref), encoding="utf-8") as fh:
-                return f"{head} {fh.read().strip()}"
-        except OSError:
-            pass
-    try:
-        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as fh:
-            for line in fh:
-                sha, _, name = line.strip().partition(" ")
-                if name == ref:
-                    return f"{head} {sha}"
-    except OSError:
-        pass
-    return head  # a branch with no commit yet
 
 
 def load(project: str, key: str, home: str) -> str | None:
@@ -162,9 +125,13 @@ def load(project: str, key: str, home: str) -> str | None:
         raise BadCache(f"{path}: not a briefing cache of version {VERSION}")
     if data.get("key") != key:
         return None  # made under other settings or code
+    files = data.get("files")
+    if not isinstance(files, dict) or len(files) > MAX_FILES or any(
+            _stat(os.path.join(project, str(n))) != st for n, st in files.items()):
+        return None  # a file it names changed, moved or went since
     now = stamp(project, home, data["project_key"])
     if now is None or now != data.get("stamp"):
-        return None  # the memory or the checkout changed since
+        return None  # the memory changed since
     return data["text"]
 
 
@@ -172,15 +139,21 @@ async def remember(project: str, key: str | None, home: str, project_key: str,
                    compute: Callable[[], Awaitable[str]]) -> str:
     """``compute()``'s briefing, kept on disk for ``key`` when nothing it depends on changed
     while it was computed (tried twice: the first briefing may settle writes still queued)."""
+    import time
+
     text = ""
     for _ in range(2):
         before = stamp(project, home, project_key) if key else None
+        started = time.time_ns() - RECENT_NS
         text = await compute()
         if before is None:
             return text
+        files = named_files(project, text)
+        if any(st and st[1] >= started for st in files.values()):
+            return text  # a file it names changed while it was made: not kept this time
         if stamp(project, home, project_key) == before:
             _write(project, {"version": VERSION, "key": key, "project_key": project_key,
-                             "stamp": before, "text": text})
+                             "stamp": before, "files": files, "text": text})
             return text
     return text
 
