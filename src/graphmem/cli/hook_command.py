@@ -30,7 +30,7 @@ MAX_STDIN = 8 << 20  # bytes of event JSON read at most
 DEADLINES = {"brief": 6.0, "prompt": 4.0, "file": 3.0, "capture": 8.0, "digest": 8.0,
              "capture_file": 8.0}
 # Seconds waited for a server starting up. Only a briefing with no usable cache waits (a first
-# session, or the memory or checkout changed since it was kept, ``hooks/brief_cache.py``); a
+# session, or the memory or a file it names changed since it was kept, ``hooks/brief_cache.py``); a
 # prompt or a file answers nothing rather than keep the agent waiting.
 WAIT_FOR_SERVER = {"brief": 1.5, "prompt": 0.0, "file": 0.0}
 IN_PROCESS_DEADLINE = 8.0  # with the search server off (under the installed timeouts)
