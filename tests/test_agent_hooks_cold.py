@@ -279,3 +279,34 @@ def test_cold_prompt_and_file_hooks_answer_nothing_at_once_and_start_the_server(
     assert not (ask(cfg, {"op": "ping"}) or {}).get("pid")
     wait_for_server(proj)
     stop_server(proj)
+
+
+def test_after_an_upgrade_a_kept_briefing_is_told_and_a_new_server_replaces_the_old(proj, auto):
+    """The warm server's graphmem changed on disk: it answers ``wrong_server`` and exits; the
+    SessionStart tells the kept briefing at once, and the server it starts (``--replace``)
+    waits for the old one's lock, then answers."""
+    import graphmem.errors
+    from graphmem.cli.search_client import ask
+
+    install(proj)
+    remember(proj, 1, [GOTCHA])
+    kept_by_a_warm_start(proj)
+    mark_cache(proj, "## graphmem: kept briefing MARK-4\n")
+    cfg = start_server(proj)
+    old = ask(cfg, {"op": "ping"})["pid"]
+    module = graphmem.errors.__file__
+    st = os.stat(module)
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        out = cold_start(proj, "u-1")
+        assert context([out]) == "## graphmem: kept briefing MARK-4\n" and out.stderr == ""
+        deadline = time.monotonic() + 120
+        new = None
+        while new in (None, old):
+            assert time.monotonic() < deadline, cfg.log.read_text() if cfg.log.exists() else "-"
+            time.sleep(0.2)
+            new = (ask(cfg, {"op": "ping"}) or {}).get("pid")
+        assert "--replace" in Path(f"/proc/{new}/cmdline").read_bytes().decode(errors="replace")
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))  # the new one is outdated now
+        stop_server(proj)
