@@ -69,7 +69,7 @@ def stamp(project: str, home: str, project_key: str) -> dict[str, Any] | None:
     if not os.path.isfile(db):
         return None
     try:
-        conn = sqlite3.connect(db, timeout=1.0, isolation_level=None)
+        conn = sqlite3.connect(db, timeout=0.2, isolation_level=None)  # readers never wait in WAL
         try:
             row = conn.execute("SELECT value FROM search_meta WHERE key='instance'").fetchone()
             instance = row[0] if row else ""
@@ -83,7 +83,7 @@ def stamp(project: str, home: str, project_key: str) -> dict[str, Any] | None:
                     "NULL", (row[0],))]
         finally:
             conn.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, OSError):
         return None
     logs = {spec: _stat(os.path.join(project, spec, "memory", "validity.jsonl"))
             for spec in sorted({OWN, *(s for s in specs if isinstance(s, str))})}
