@@ -14,12 +14,19 @@ of the CPU time (user + system of the hook process and what it waited for: the d
 and digest worker are not counted), which load on a shared machine inflates far less than wall.
 Reference rows: ``python -I -S -c pass`` and ``python -c pass`` (the interpreter's floor with
 and without ``site``), and the warm server's own answer time per action, asked directly (the
-part of a hook's wall time that is not its process). Also a cold start: SessionStart and
-UserPromptSubmit with no server running (the hook starts one and answers within its deadline).
+part of a hook's wall time that is not its process). Also the very first SessionStart and
+UserPromptSubmit of the run, with no server and no briefing kept yet (SessionStart starts one
+and waits for it up to 1.5 s; the prompt does not wait).
 The load average is recorded with the run. The home is the default one (``platformdirs``, under
 a temporary ``XDG_DATA_HOME``), as a user who set no ``GRAPHMEM_HOME`` has it.
 
     .venv/bin/python bench/hook_latency.py [--rounds 8] [--exe CMD]   # about 2 minutes
+    .venv/bin/python bench/hook_latency.py --rounds 2 --cold 8          # plus cold rows
+
+``--cold N`` adds N cold rounds after the warm ones: before each of SessionStart,
+UserPromptSubmit and PreToolUse (Read) the search server is stopped, as after its idle exit, a
+reboot or an upgrade, so the hook finds none; rows ``cold <event>`` give p50/p95 and how many
+answers had context (SessionStart's briefing from the cache on disk, see README: Agent hooks).
 
 ``--exe`` replaces the installed command's program (before `` hook ``) to compare entry points, e.g.
 ``--exe "$PWD/.venv/bin/python -m graphmem.cli"``. Writes bench/results/hook_latency.json.
@@ -190,24 +197,49 @@ def server_times(project: Path, env: dict, n: int) -> dict[str, list[float]]:
 
 
 def stop_servers(env: dict) -> None:
-    """Stop the search server this run's home started (by the pid in its lock file)."""
+    """Stop the search server this run's home started (by the pid in its lock file), also one
+    still loading; return once none holds the lock."""
+    import signal
+
     code = ("from graphmem.cli.search_client import client_config, holder\n"
             "c = client_config(cwd=%r)\nprint(holder(c) or '' if c else '')" % env["PWD"])
-    out = subprocess.run([interpreter(), "-c", code], env=env, capture_output=True, text=True)
-    pid = out.stdout.strip()
-    if pid.isdigit() and int(pid) > 0:
-        import signal
-
-        try:
-            os.kill(int(pid), signal.SIGTERM)
-        except ProcessLookupError:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        out = subprocess.run([interpreter(), "-c", code], env=env, capture_output=True, text=True)
+        pid = out.stdout.strip()
+        if not pid:
             return
-        for _ in range(100):
+        if pid.lstrip("-").isdigit() and int(pid) > 0:
             try:
-                os.kill(int(pid), 0)
+                os.kill(int(pid), signal.SIGTERM)
             except ProcessLookupError:
-                return
-            time.sleep(0.05)
+                pass
+        time.sleep(0.05)  # -1: holding the lock, its pid not written yet
+
+
+def cold_rounds(project: Path, env: dict, transcripts: Path, n: int) -> TimedRunner:
+    """``n`` rounds of SessionStart, UserPromptSubmit and PreToolUse (Read), each with no search
+    server running (stopped just before): what a hook costs when the server is cold."""
+    runner = TimedRunner(project, env=env, max_timeout=30)
+    told: dict[str, list[bool]] = {}  # event -> whether each answer had context
+    files = list(FILES)
+    for i in range(n):
+        s = ClaudeSession(runner, f"cold-{i}", transcripts)
+        for event in ("SessionStart", "UserPromptSubmit", "PreToolUse"):
+            stop_servers(env)
+            if event == "SessionStart":
+                res = s.start()
+            elif event == "UserPromptSubmit":
+                res = s.prompt(PROMPTS[i % len(PROMPTS)])
+            else:
+                res = s.fire("PreToolUse", {**s._common("PreToolUse"), "tool_name": "Read",
+                                            "tool_input": {"file_path": str(project / files[i % 4])},
+                                            "tool_use_id": f"toolu_cold{i}"})
+            told.setdefault(event, []).append(bool(res.text.strip()))
+        runner.settle(5.0)
+    stop_servers(env)
+    runner.told = told  # type: ignore[attr-defined]
+    return runner
 
 
 def main() -> None:
@@ -217,6 +249,8 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=20.0,
                     help="seconds waited at most for the digest worker between turns")
     ap.add_argument("--name", default="hook_latency", help="bench/results/<name>.json")
+    ap.add_argument("--cold", type=int, default=0,
+                    help="rounds with the search server stopped before each answering event")
     args = ap.parse_args()
     load = os.getloadavg()
     root = Path(tempfile.mkdtemp(prefix="hook-latency-"))
@@ -247,6 +281,7 @@ def main() -> None:
             session(runner, n, transcripts, args.settle)
         played = time.perf_counter() - t0
         served = server_times(project, env, 20)
+        cold_runner = cold_rounds(project, env, transcripts, args.cold) if args.cold else None
         fl = {"python -I -S -c pass": floor([sys.executable, "-I", "-S", "-c", "pass"], 20),
               "python -c pass": floor([sys.executable, "-c", "pass"], 20)}
         stop_servers(env)
@@ -277,6 +312,19 @@ def main() -> None:
     for event, (w, c) in cold_rows.items():
         out[f"cold {event}"] = {"n": 1, "wall": w, "cpu": c}
         rows.append([f"cold {event} (no server)", 1, round(w, 1), "", round(c, 1), "", "", ""])
+    if cold_runner is not None:
+        for event in ("SessionStart", "UserPromptSubmit", "PreToolUse"):
+            w, c = cold_runner.walls.get(event, []), cold_runner.cpus.get(event, [])
+            told = cold_runner.told.get(event, [])  # type: ignore[attr-defined]
+            if not w:
+                continue
+            target = TARGET.get(event, 100)
+            out[f"cold {event}"] = {"n": len(w), "wall_p50": pct(w, 50), "wall_p95": pct(w, 95),
+                                    "cpu_p50": pct(c, 50), "cpu_p95": pct(c, 95),
+                                    "target_p95": target, "with_context": sum(told)}
+            rows.append([f"cold {event} ({sum(told)}/{len(told)} told)", len(w),
+                         round(pct(w, 50), 1), round(pct(w, 95), 1), round(pct(c, 50), 1),
+                         round(pct(c, 95), 1), target, ""])
     loads = f"load {load[0]:.2f} before, {load_after[0]:.2f} after; {played:.0f} s played"
     table(f"Hook processes ({loads}; {commands[0]})",
           ["event", "n", "wall p50", "wall p95", "cpu p50", "cpu p95", "target", "fail"], rows)

@@ -29,8 +29,12 @@ MAX_STDIN = 8 << 20  # bytes of event JSON read at most
 # A capture or a digest start takes milliseconds; their deadline only bounds a stuck disk.
 DEADLINES = {"brief": 6.0, "prompt": 4.0, "file": 3.0, "capture": 8.0, "digest": 8.0,
              "capture_file": 8.0}
-WAIT_FOR_SERVER = {"brief": 5.0, "prompt": 2.5, "file": 0.0}  # a server starting up
+# Seconds waited for a server starting up. Only a briefing with no usable cache waits (a first
+# session, or the memory or a file it names changed since it was kept, ``hooks/brief_cache.py``); a
+# prompt or a file answers nothing rather than keep the agent waiting.
+WAIT_FOR_SERVER = {"brief": 1.5, "prompt": 0.0, "file": 0.0}
 IN_PROCESS_DEADLINE = 8.0  # with the search server off (under the installed timeouts)
+AFTER: list = []  # what the hook does once its answer is written (a server's start, see ``_ask``)
 
 
 class Deadline(Exception):
@@ -64,6 +68,8 @@ def main(argv: list[str]) -> int:
         if out:
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
+        for then in AFTER:  # a server started for the next event, once this one is answered
+            then()
     except Deadline:
         _log(name, event, "gave up at its deadline")
     except Exception as exc:
@@ -222,10 +228,13 @@ ACTIONS = {"capture": _capture, "prompt": _prompt, "brief": _brief, "file": _fil
 
 # ---- asking the warm search server -----------------------------------------------------------
 def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
-    """The text for ``action`` from the warm server (started when none runs; waited for up to
-    ``WAIT_FOR_SERVER``), or computed here when the server is off. A server whose graphmem
-    changed on disk (an upgrade) answers ``wrong_server`` and exits: one is started in its place,
-    as when none runs."""
+    """The text for ``action`` from the warm server, or computed here when the server is off.
+
+    No server answering: one is started in the background, never waited for, and the event
+    answers nothing, except a briefing: the one kept on disk when it is still current
+    (``hooks/brief_cache.py``), else the new server's, waited for up to ``WAIT_FOR_SERVER``. A
+    server whose graphmem changed on disk (an upgrade) answers ``wrong_server`` and exits: the
+    one started replaces it as soon as it is gone (``--replace``)."""
     from graphmem.cli.search_client import ask, client_config, spawn
 
     req = {"op": "hook", "action": action, "project_dir": project, **fields}
@@ -234,21 +243,26 @@ def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
         _arm(IN_PROCESS_DEADLINE)  # no server by choice: the models load here, slowly
         return _in_process(req)
 
-    def current() -> dict[str, Any] | None:
+    def current() -> tuple[dict[str, Any] | None, bool]:
         got = ask(cfg, req, timeout=DEADLINES[action])
-        return None if got is not None and got.get("wrong_server") else got
+        wrong = got is not None and bool(got.get("wrong_server"))
+        return (None if wrong else got), wrong
 
-    got = current()
+    got, wrong = current()
     if got is None:
-        started = spawn(cfg)  # None while the outdated server still holds the lock
-        until = time.monotonic() + WAIT_FOR_SERVER.get(action, 0.0)
+        wait = WAIT_FOR_SERVER.get(action, 0.0)
+        kept = _kept_brief(project, cfg) if action == "brief" else None
+        if kept is not None or not wait:
+            # started once the answer is out: its loading does not slow this hook down
+            AFTER.append(lambda: spawn(cfg, replace=wrong))
+            return kept or ""
+        started = spawn(cfg, replace=wrong)  # None: one is loading, or failed lately
+        until = time.monotonic() + wait
         while got is None and time.monotonic() < until:
             time.sleep(0.1)
-            got = current()
-            if got is None and started is None:
-                started = spawn(cfg)
-        if got is None and started is None:
-            spawn(cfg)  # warm for the next event
+            got, again = current()
+            if again and started is None:
+                started = spawn(cfg, replace=True)
     if got is None:
         return ""  # no server yet: quiet this time, warm for the next event
     if got.get("internal_error"):
@@ -256,6 +270,18 @@ def _ask(action: str, project: str, fields: dict[str, Any]) -> str:
     if "error" in got:
         raise RuntimeError(got["error"])
     return got.get("context") or ""
+
+
+def _kept_brief(project: str, cfg: Any) -> str | None:
+    """The briefing kept on disk when still current, else None (a file that is not a cache
+    of ours is said in one log line, and ignored)."""
+    from graphmem.hooks.brief_cache import BadCache, load
+
+    try:
+        return load(project, cfg.key, cfg.home)
+    except BadCache as exc:
+        print(f"graphmem hook: briefing cache ignored: {exc}", file=sys.stderr)
+        return None
 
 
 def _in_process(req: dict[str, Any]) -> str:

@@ -201,13 +201,15 @@ def _ours(path: str) -> bool:
     return st.st_uid == os.getuid() and not os.path.islink(path)
 
 
-def spawn(cfg: ServerConfig) -> int | None:
+def spawn(cfg: ServerConfig, replace: bool = False) -> int | None:
     """Start a detached server for ``cfg`` unless one holds the lock or one failed lately.
 
     Returns the new process id, or None. Two CLIs racing here may both start one: the loser
-    finds the lock taken and exits at once (see ``search_server.serve``).
+    finds the lock taken and exits at once (see ``search_server.serve``). ``replace``: the
+    server holding the lock answered ``wrong_server`` and is exiting; the new one waits for its
+    lock (``--replace``) instead of exiting, so the caller need not wait.
     """
-    if cfg.mode != "auto" or holder(cfg) is not None or not all(
+    if cfg.mode != "auto" or (not replace and holder(cfg) is not None) or not all(
             _ours(cfg.base + ext) for ext in (".sock", ".lock", ".log", ".err")):
         return None
     try:
@@ -219,7 +221,8 @@ def spawn(cfg: ServerConfig) -> int | None:
         pass
     # -P: the caller's folder must not shadow modules; stdin/stdout are not the caller's, so a
     # tool that waits for the CLI's output to close is not kept waiting by the server.
-    argv = [sys.executable, "-P", "-m", "graphmem.cli", "search-server", "--auto"]
+    argv = [sys.executable, "-P", "-m", "graphmem.cli", "search-server", "--auto",
+            *(["--replace"] if replace else [])]
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, cfg.base + ".log",
                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),

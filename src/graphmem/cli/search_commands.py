@@ -255,6 +255,7 @@ def _server_args(p: argparse.ArgumentParser) -> None:
                    help="exit after this many seconds without a request (default: the "
                         "search_server.idle setting, GRAPHMEM_SEARCH_SERVER_IDLE, 900)")
     p.add_argument("--auto", action="store_true", help=argparse.SUPPRESS)  # started by the CLI
+    p.add_argument("--replace", action="store_true", help=argparse.SUPPRESS)  # of an outdated one
 
 
 def _cmd_server(args: argparse.Namespace) -> int:
@@ -270,7 +271,8 @@ def _cmd_server(args: argparse.Namespace) -> int:
     ready = None if args.auto else (
         lambda path: print(f"graphmem search server on {path}", flush=True))
     try:
-        asyncio.run(serve(settings, idle=args.idle, ready=ready, auto=args.auto))
+        asyncio.run(serve(settings, idle=args.idle, ready=ready, auto=args.auto,
+                          replace=args.replace))
     except KeyboardInterrupt:
         pass
     return 0

@@ -13,7 +13,8 @@ differ from the server's give the client another key, hence another server (``se
 Protocol: one JSON line in, one JSON line out. In: ``{"op": "search"|"context"|"hook"|"ping",
 "key", "spec_dir", "project_dir"}`` (absolute paths) plus ``query, scope, kinds, limit, rerank``,
 ``task, max_tokens, files`` or, for ``hook``, ``action`` and its fields
-(``hooks/agent_context.py``). Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
+(``hooks/agent_context.py``; a briefing is also kept on disk for a hook that finds no server,
+``hooks/brief_cache.py``). Out: ``{"hits": [...]}``, ``{"context": "..."}``, ``{"pid", "served"}``,
 ``{"error": "field: problem", "exit": n}``, ``{"wrong_server": true}`` (another key), or
 ``{"internal_error": "..."}`` (a bug: the client searches in-process instead).
 """
@@ -215,9 +216,14 @@ def _write_err(cfg: ServerConfig, text: str) -> None:
         pass
 
 
-def _take_lock(cfg: ServerConfig) -> int | None:
-    """Hold ``cfg.lock`` for the server's life (its pid inside); None when another holds it."""
+REPLACE_WAIT = 10.0  # seconds a ``--replace`` server waits for the outdated one's lock
+
+
+def _take_lock(cfg: ServerConfig, wait: float = 0.0) -> int | None:
+    """Hold ``cfg.lock`` for the server's life (its pid inside); None when another holds it
+    (still, after ``wait`` seconds)."""
     import fcntl
+    import time
 
     from graphmem.errors import StorageError
 
@@ -230,22 +236,32 @@ def _take_lock(cfg: ServerConfig) -> int | None:
         os.close(fd)
         raise StorageError(f"refusing to use {cfg.lock}: it belongs to uid {owner}, not to you "
                            f"(uid {os.getuid()}); remove it")
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    until = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() >= until:
+                os.close(fd)
+                return None
+            time.sleep(0.05)
+    if wait and os.fstat(fd).st_nlink == 0:  # the old server unlinked it as it left
         os.close(fd)
-        return None
+        return _take_lock(cfg)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
 async def serve(settings: Any, idle: float | None = None, ready: Any = None,
-                auto: bool = False) -> None:
+                auto: bool = False, replace: bool = False) -> None:
     """Answer on the settings' socket until ``idle`` seconds pass without a request.
 
     ``auto`` (started by the CLI): exit quietly if another server holds the lock, and leave
     ``cfg.err`` behind if loading fails, so that CLIs do not start one again at once.
+    ``replace`` (started for an outdated server that is exiting): wait up to ``REPLACE_WAIT``
+    seconds for its lock first.
     """
     from graphmem.errors import ConfigError, StorageError
 
@@ -253,7 +269,7 @@ async def serve(settings: Any, idle: float | None = None, ready: Any = None,
     if cfg is None or cfg.home != os.path.realpath(settings.home):
         raise ConfigError("the search server could not work out its socket from the settings")
     idle = cfg.idle if idle is None else idle
-    lock = _take_lock(cfg)
+    lock = _take_lock(cfg, wait=REPLACE_WAIT if replace else 0.0)
     if lock is None:
         if auto:
             return  # another CLI started one first

@@ -10,5 +10,6 @@
   answered by ``agent_context.py`` inside the warm search server; captures append one redacted
   line to a per-session spool (``spool.py``); the end of a turn or session starts the project's
   digest worker (``digest_state.py``), which turns the spools into memories with no LLM
-  (``digest.py``).
+  (``digest.py``). A SessionStart that finds no warm server tells the briefing kept on disk
+  while it is current (``brief_cache.py``) and starts the server in the background.
 """

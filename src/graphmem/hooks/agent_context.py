@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, AbstractSet, Any
 
 from graphmem.errors import ValidationError
 
@@ -32,7 +32,10 @@ async def answer(mem: "AsyncMemory", req: dict[str, Any]) -> str:
     """The text for one hook request (``{"action": "brief"|"prompt"|"file", ...}``)."""
     action = req.get("action")
     if action == "brief":
-        return await brief(mem, req.get("budget") or BRIEF_BUDGET)
+        budget = req.get("budget") or BRIEF_BUDGET
+        if budget != BRIEF_BUDGET or not isinstance(req.get("key"), str):
+            return await brief(mem, budget)
+        return await remember_brief(mem, req["key"], req.get("project_dir"))
     if action == "prompt":
         return await prompt_context(mem, req.get("prompt"), req.get("budget") or PROMPT_BUDGET)
     if action == "file":
@@ -48,7 +51,7 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
     from graphmem.rules.context import build_context, estimate_tokens
 
     snap = _snapshot(mem.project_dir)
-    recent = _recent_work(mem.project_dir, snap)
+    recent = _recent_work(mem.project_dir, snap, await _held_sessions(mem))
     work = "".join(_work_line(task, files) for task, files in recent[:RECENT_SESSIONS])
     work = fit("### Recent work (files under their current names)\n" + work,
                min(RECENT_BUDGET, budget)) if work else ""
@@ -64,6 +67,18 @@ async def brief(mem: "AsyncMemory", budget: int = BRIEF_BUDGET) -> str:
     lessons = fit(body, left, line_chars=BRIEF_LINE_CHARS) if body.strip() else ""
     text = work + lessons
     return TITLE + text.lstrip("\n") if text.strip() else ""
+
+
+async def remember_brief(mem: "AsyncMemory", key: str, project: str | None = None) -> str:
+    """The briefing, also kept on disk for a SessionStart that finds no warm server
+    (``brief_cache.py``; ``key``: the search server's, which the hook checks it against)."""
+    import os
+
+    from graphmem.hooks.brief_cache import remember
+
+    return await remember(project or str(mem.project_dir), key,
+                          os.path.realpath(mem.settings.home), mem.project.key,
+                          lambda: brief(mem))
 
 
 TITLE = "## graphmem: this project's memory\n"
@@ -239,19 +254,32 @@ async def file_note(mem: "AsyncMemory", path: Any) -> str:
     return out if out.count("\n") > 1 else ""
 
 
-def _recent_work(root: Path, snap: Any) -> list[tuple[str, list[str]]]:
+async def _held_sessions(mem: "AsyncMemory") -> set[str]:
+    """The names of the session insight files whose insight waits for a person
+    (``review.mode = hold``): their tasks are left out of the recent work, as their memories are
+    out of search until accepted."""
+    try:
+        waiting = await mem.review_pending()
+    except Exception:
+        return set()
+    return {Path(str(r["source"])).name for r in waiting.get("pending", [])
+            if r.get("kind") == "insight" and r.get("source")}
+
+
+def _recent_work(root: Path, snap: Any, held: AbstractSet[str] = frozenset()) -> list[tuple[str, list[str]]]:
     """The project's latest hook sessions that edited files, newest first (``digest.py`` writes
     them): each task (paths in it renamed since under their current names, gone ones marked),
     and the files it edited that are still in the tree, under their current names. One line per
-    task: a session digested in parts wrote it more than once."""
+    task: a session digested in parts wrote it more than once. Files named in ``held`` (pending
+    review) are left out."""
     import json
 
     from graphmem.files.session_names import name_order
 
     folder = Path(root) / ".graphmem" / "memory" / "session_insights"
     try:
-        files = sorted(folder.glob("session_*.json"), key=lambda f: name_order(f.name),
-                       reverse=True)[:12]
+        files = sorted((f for f in folder.glob("session_*.json") if f.name not in held),
+                       key=lambda f: name_order(f.name), reverse=True)[:12]
     except OSError:
         return []
     out: dict[str, list[str]] = {}

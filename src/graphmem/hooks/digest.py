@@ -187,10 +187,12 @@ def digest(mem: Any, project: Path, session_id: str) -> dict[str, Any]:
     return {"records": len(records), **out}
 
 
-def run(project: Path, log: Any = print) -> int:
+def run(project: Path, log: Any = print, key: str | None = None) -> int:
     """Digest every session with unread lines, again until none is left, under the project's
     digest lock; after letting go, look once more (a hook that found the lock held did not
-    start a worker for the lines it had just appended). Returns the sessions digested."""
+    start a worker for the lines it had just appended). Returns the sessions digested. With
+    ``key`` (the search server's) the briefing is then computed again and kept for a cold
+    SessionStart (``brief_cache.py``)."""
     from graphmem.hooks.digest_state import pending_sessions, try_lock, worker_lock
 
     done = 0
@@ -223,6 +225,8 @@ def run(project: Path, log: Any = print) -> int:
         finally:
             if mem is not None:
                 _refresh_agents_md(mem, log)
+                if key:
+                    _refresh_briefing(mem, project, key, log)
                 mem.close()
     finally:
         os.close(fd)
@@ -238,6 +242,18 @@ def _refresh_agents_md(mem: Any, log: Any) -> None:
         return
     if got["refreshed"] or got["failed"]:
         log(f"{_now()} agents-md refresh: {got}")
+
+
+def _refresh_briefing(mem: Any, project: Path, key: str, log: Any) -> None:
+    """The briefing kept on disk, computed from what was just digested, so that a SessionStart
+    finding no warm server tells the latest session (``brief_cache.py``)."""
+    from graphmem import _sync
+    from graphmem.hooks.agent_context import remember_brief
+
+    try:
+        _sync.run(remember_brief(mem.aio, key, str(project)))
+    except Exception as exc:
+        log(f"{_now()} briefing: not kept: {type(exc).__name__}: {exc}")
 
 
 def _now() -> str:
@@ -324,13 +340,14 @@ def _llm_summary(mem: Any, facts: dict[str, Any], prompts: list[str]) -> str | N
 
 
 def main(argv: list[str]) -> int:
-    """``digest PROJECT``: digest the project's spools; one log line per session."""
+    """``digest PROJECT [KEY]``: digest the project's spools; one log line per session."""
     os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
-    if len(argv) != 1:
-        print("usage: python -m graphmem.hooks.digest PROJECT", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: python -m graphmem.hooks.digest PROJECT [KEY]", file=sys.stderr)
         return 2
     try:
-        run(Path(argv[0]), log=lambda line: print(line, flush=True))
+        run(Path(argv[0]), log=lambda line: print(line, flush=True),
+            key=argv[1] if len(argv) == 2 else None)
     except Exception as exc:
         print(f"{_now()} digest: failed: {type(exc).__name__}: {exc}", flush=True)
         return 1

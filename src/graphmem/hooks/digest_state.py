@@ -87,10 +87,12 @@ def worker_running(project: Project) -> bool:
 
 
 def start_worker(project: Project) -> int:
-    """Start ``python -m graphmem.hooks.digest PROJECT`` detached (own session, no
-    terminal, output to ``digest.log``), so the hook returns at once; the worker's pid."""
+    """Start the digest worker detached (own session, no terminal, output to ``digest.log``),
+    so the hook returns at once; the worker's pid. It is ``python -m
+    graphmem.cli.digest_worker PROJECT``: ``digest.py`` with the search server's key, under which
+    it keeps the briefing it computes (``brief_cache.py``)."""
     log = os.path.join(spool.spool_dir(project), "digest.log")
-    argv = [sys.executable, "-P", "-m", "graphmem.hooks.digest", str(project)]
+    argv = [sys.executable, "-P", "-m", "graphmem.cli.digest_worker", str(project)]
     actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                (os.POSIX_SPAWN_OPEN, 1, log,
                 os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
