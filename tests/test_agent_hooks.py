@@ -520,6 +520,11 @@ def test_checks_are_told_by_their_program_and_long_quotes_are_cut_within_budget(
     long = fit("### Lessons\n- " + "plan " * 100 + "_(session 53)_ [files: " + ", ".join(deep)
                + "; cmd/x.go changed since this was learned]\n", 800)
     assert all(p in long for p in deep) and long.endswith(", \u2026]\n")  # no half path
+    terse = fit("### Lessons from past sessions\n- " + "plan " * 100 + "_(session 5)_ [files: a.go]"
+                "\n\n### From past conversations\n- \"" + "said " * 100 + "\" (user in session s)\n",
+                800).splitlines()
+    assert len(terse[1]) <= 240 and terse[1].endswith("_(session 5)_ [files: a.go]")
+    assert 300 < len(terse[4]) <= 360  # a quote keeps more of its words than a lesson
 
 
 def test_a_prompt_sent_twice_with_a_word_changed_is_quoted_once():

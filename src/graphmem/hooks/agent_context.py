@@ -154,21 +154,28 @@ async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_B
 
 LINE_CHARS = 360  # a quoted line is cut to this many characters (its marks kept)
 TAIL_CHARS = 200  # of which its source and marks (files named whole) take at most this many
+# A lesson's or a file's line is cut shorter: what it is for is said in its first words, the
+# files it names are what the agent opens (a budget-bound context names more of them).
+TERSE = ("### Lessons from past sessions", "### Files")
+TERSE_CHARS = 240
 _TAIL = re.compile(r" (?:_\(source: |_\(session \d| \(user in session |\(\w+ in session |\[files: )")
 
 
 def fit(text: str, budget: int, line_chars: int = LINE_CHARS) -> str:
-    """``text`` with each long bullet cut to ``line_chars`` (its source and marks kept), then its
-    lines up to ``budget`` tokens; a section title left with no bullet is dropped."""
+    """``text`` with each long bullet cut to ``line_chars`` (``TERSE_CHARS`` under a ``TERSE``
+    title; its source and marks kept), then its lines up to ``budget`` tokens; a section title
+    left with no bullet is dropped."""
     from graphmem.rules.context import estimate_tokens
 
-    lines = []
+    lines, cap = [], line_chars
     for line in text.splitlines(keepends=True):
-        if line.startswith("- ") and len(line) > line_chars:
+        if line.startswith("### "):
+            cap = min(line_chars, TERSE_CHARS) if line.strip() in TERSE else line_chars
+        if line.startswith("- ") and len(line) > cap:
             m = _TAIL.search(line, 40)
             body, tail = (line[:m.start()], line[m.start():]) if m else (line.rstrip("\n"), "\n")
             tail = _cut_tail(tail)
-            keep = max(80, line_chars - len(tail))
+            keep = max(80, cap - len(tail))
             line = body[:keep].rstrip() + "\u2026" + tail
         lines.append(line)
     out, used = [], 0
