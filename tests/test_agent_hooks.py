@@ -516,6 +516,62 @@ def test_checks_are_told_by_their_program_and_long_quotes_are_cut_within_budget(
     assert len(out) / 4 <= 120 and "_(source: s.json, session 3)_ [files: a.go]" in out
     assert "- b.go: edited for: y" in out and "plan plan" in out
     assert fit("## Memory relevant to: x\n\n### Files\n- " + "z" * 4000 + "\n", 30) == ""
+    deep = [f"cmd/entire/cli/strategy/manual_commit_{n}.go" for n in ("test", "hooks", "git")]
+    long = fit("### Lessons\n- " + "plan " * 100 + "_(session 53)_ [files: " + ", ".join(deep)
+               + "; cmd/x.go changed since this was learned]\n", 800)
+    assert all(p in long for p in deep) and long.endswith(", \u2026]\n")  # no half path
+    terse = fit("### Lessons from past sessions\n- " + "plan " * 100 + "_(session 5)_ [files: a.go]"
+                "\n\n### From past conversations\n- \"" + "said " * 100 + "\" (user in session s)\n",
+                800).splitlines()
+    assert len(terse[1]) <= 240 and terse[1].endswith("_(session 5)_ [files: a.go]")
+    assert 300 < len(terse[4]) <= 360  # a quote keeps more of its words than a lesson
+
+
+def test_a_prompt_sent_twice_with_a_word_changed_is_quoted_once():
+    from graphmem.models import Hit
+    from graphmem.rules.context import build_context
+
+    said = ("yeah let's use sonnet, then after you commit and push create a linear issue to "
+            "document the handle large transcript summarisation - just note the potential option")
+
+    def turn(i: str, text: str, who: str = "user") -> Hit:
+        return Hit(id=i, kind="turn", text=text, score=1.0, project="p", session="s",
+                   metadata={"speaker": who})
+    hits = [turn("a", said), turn("b", said + "s"), turn("c", said + "s", "assistant"),
+            turn("d", said.replace("sonnet", "opus").replace("linear", "github"))]
+    out = build_context("large transcript summarisation with sonnet", hits, 800, None)
+    assert out.count("potential option") == 3, out  # a, c (another speaker), d (other words)
+    assert 'options" (assistant' in out and 'options" (user' not in out and "use opus" in out
+
+
+def test_a_prompt_context_names_a_lessons_session_not_its_insight_file(proj, warm):
+    """A long lesson keeps its files whole and names its session, not the path of its insight
+    file (70 characters a line the files need more)."""
+    install(proj)
+    deep = ["internal/checkout/gateway/retry_policy_handler.go",
+            "internal/checkout/gateway/retry_policy_handler_test.go",
+            "internal/checkout/orders/order_failure_reporting.go"]
+    for path in deep:
+        (proj / path).parent.mkdir(parents=True, exist_ok=True)
+        (proj / path).write_text("package x\n")
+    commit(proj, "gateway")
+    plan = ("Make the checkout retry the payment gateway twice before it fails the order, log "
+            "each gateway timeout with the order id and the attempt number, keep the retry "
+            "budget under two seconds in total, and report an order that still fails to the "
+            "order failure reporting so support sees it the next morning in their queue")
+    steps = [("Edit", {"file_path": str(proj / p), "old_string": "a", "new_string": "b"}, None)
+             for p in deep] + [("Bash", {"command": "go test ./internal/..."}, "Exit code 1"),
+                               ("Bash", {"command": "go test ./internal/..."}, None)]
+    session(proj, "r-1", plan, steps)
+    digested(proj, "r-1")
+    again = plan.replace("each gateway timeout", "every gateway timeout")
+    session(proj, "r-2", again, [])
+    digested(proj, "r-2")
+    told = context(fire(proj, "UserPromptSubmit", {
+        "session_id": "r-3", "prompt": "the payment gateway retry still fails orders on timeout"}))
+    assert all(p in told for p in deep), told
+    assert "session_insights/" not in told and "_(session 1)_" in told
+    assert len(told) / 4 <= 800
 
 
 # ---- the process: the server it asks, its deadline, its paths ----------------------------------

@@ -88,7 +88,8 @@ RECENT_FILES = 4  # files named per session
 RECENT_BUDGET = 110  # tokens of the briefing's recent work, at most
 BRIEF_LINE_CHARS = 240  # a briefing's gotcha is cut to this many characters (its marks kept)
 _INSIGHT_SOURCE = re.compile(r"(?<=_\()source: \.graphmem/memory/session_insights/"
-                             r"session_(\d+)(?:-[0-9a-f]{6})?\.json")  # a writer's tag or none
+                             r"session_(\d+)(?:-[0-9a-f]{6})?\.json"  # a writer's tag or none
+                             r"(?:, session \d+)?")  # the session it names once
 
 
 def _work_line(task: str, files: list[str]) -> str:
@@ -162,26 +163,35 @@ async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_B
         hits = await mem.search(prompt, scope="project", limit=5)
         if not hits or not await _relevant(prompt, hits, mem):
             return ""
-    return fit(await mem.context(prompt, max_tokens=budget * 2), budget)
+    text = await mem.context(prompt, max_tokens=budget * 2)
+    return fit(_INSIGHT_SOURCE.sub(lambda m: f"session {int(m.group(1))}", text), budget)
 
 
 LINE_CHARS = 360  # a quoted line is cut to this many characters (its marks kept)
+TAIL_CHARS = 200  # of which its source and marks (files named whole) take at most this many
+# A lesson's or a file's line is cut shorter: what it is for is said in its first words, the
+# files it names are what the agent opens (a budget-bound context names more of them).
+TERSE = ("### Lessons from past sessions", "### Files")
+TERSE_CHARS = 240
 _TAIL = re.compile(r" (?:_\(source: |_\(session \d| \(user in session |\(\w+ in session |\[files: )")
 
 
 def fit(text: str, budget: int, line_chars: int = LINE_CHARS) -> str:
-    """``text`` with each long bullet cut to ``line_chars`` (its source and marks kept), then its
-    lines up to ``budget`` tokens; a section title left with no bullet is dropped."""
+    """``text`` with each long bullet cut to ``line_chars`` (``TERSE_CHARS`` under a ``TERSE``
+    title; its source and marks kept), then its lines up to ``budget`` tokens; a section title
+    left with no bullet is dropped."""
     from graphmem.rules.context import estimate_tokens
 
-    lines = []
+    lines, cap = [], line_chars
     for line in text.splitlines(keepends=True):
-        if line.startswith("- ") and len(line) > line_chars:
+        if line.startswith("### "):
+            cap = min(line_chars, TERSE_CHARS) if line.strip() in TERSE else line_chars
+        if line.startswith("- ") and len(line) > cap:
             m = _TAIL.search(line, 40)
             body, tail = (line[:m.start()], line[m.start():]) if m else (line.rstrip("\n"), "\n")
-            keep = max(80, line_chars - len(tail[:160]))
-            line = body[:keep].rstrip() + "\u2026" + (tail if len(tail) <= 160 else
-                                                      tail[:159].rstrip() + "\u2026\n")
+            tail = _cut_tail(tail)
+            keep = max(80, cap - len(tail))
+            line = body[:keep].rstrip() + "\u2026" + tail
         lines.append(line)
     out, used = [], 0
     for line in lines:
@@ -196,6 +206,20 @@ def fit(text: str, budget: int, line_chars: int = LINE_CHARS) -> str:
             if not line.startswith("### ") or next(
                 (x for x in out[i + 1:] if x.strip()), "").startswith("- ")]
     return "".join(kept).rstrip() + "\n" if any(x.startswith("- ") for x in kept) else ""
+
+
+def _cut_tail(tail: str, chars: int = TAIL_CHARS) -> str:
+    """A bullet's source and marks within about ``chars``, cut between two items of its lists
+    (a file path is named whole or not at all: half a path points nowhere)."""
+    if len(tail) <= chars:
+        return tail
+    end = tail.rstrip("\n")
+    marks = end.find(" [")  # the list of files and notes after the source
+    cut = max(end.rfind(", ", 0, chars), end.rfind("; ", 0, chars))
+    if marks < 0 or cut < marks:
+        return end[:chars - 1].rstrip() + "\u2026\n"
+    head = end[:cut]
+    return head + (", \u2026" if head.rfind("]") > marks else ", \u2026]") + "\n"
 
 
 async def _relevant(prompt: str, hits: list, mem: "AsyncMemory") -> bool:

@@ -35,6 +35,10 @@ RAW_KINDS = ("turn",)
 RAW_TERMS = 2
 RAW_STRONG = 0.85
 FILES_PER_LINE = 3  # anchored files named after a lesson
+# Two quotes of one speaker whose terms overlap this much (Jaccard, NEAR_TERMS terms or more)
+# say the same: a prompt sent twice with a word changed is shown once.
+NEAR_SAME = 0.9
+NEAR_TERMS = 6
 
 
 def estimate_tokens(text: str) -> int:
@@ -132,7 +136,7 @@ def _line(hit: Hit, project_dir: Path | None) -> str:
     if was:
         notes.insert(0, was)
     if hit.kind == "turn":
-        who = hit.metadata.get("speaker") or hit.metadata.get("role") or "user"
+        who = _speaker(hit)
         when = f", {hit.time:%Y-%m-%d}" if hit.time else ""
         body = f'"{text}" ({who} in session {hit.session}{when})'
     else:
@@ -183,6 +187,21 @@ def _defined_now(task: str, project_dir: Path | None, budget: int) -> str:
     return block if estimate_tokens(block) <= budget else ""
 
 
+def _speaker(hit: Hit) -> str:
+    """Who said a quoted turn (``user`` when its metadata does not say)."""
+    return str(hit.metadata.get("speaker") or hit.metadata.get("role") or "user")
+
+
+def _repeats(hit: Hit, quoted: list[tuple[str, frozenset[str]]]) -> bool:
+    """Whether a turn already shown has the same speaker and nearly the same terms
+    (``NEAR_SAME``): a near-duplicate quote would spend the budget twice on one thing."""
+    terms = term_set(hit.text)
+    if len(terms) < NEAR_TERMS:
+        return False
+    who = _speaker(hit)
+    return any(w == who and len(terms & t) >= NEAR_SAME * len(terms | t) for w, t in quoted)
+
+
 def _count(n: int) -> str:
     """"1 matching memory", "2 matching memories"."""
     return f"{n} matching {'memory' if n == 1 else 'memories'}"
@@ -214,6 +233,7 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
     task_terms = None
     hidden = 0
     folded: set[str] = set()  # older values a shown line names ("was 2.31.0 until session 3")
+    quoted: list[tuple[str, frozenset[str]]] = []  # (speaker, terms) of the turns shown
     # Walk hits by relevance so the budget goes to the best ones whatever their kind.
     for hit in hits:
         if hit.kind not in section_of:
@@ -232,12 +252,16 @@ def build_context(task: str, hits: list[Hit], max_tokens: int, project_dir: Path
             hidden += 1
             seen.add(key)
             continue
+        if hit.kind == "turn" and _repeats(hit, quoted):
+            continue  # the same words from the same speaker are already quoted
         title = "Current value" if hit.metadata.get("current_value") else section_of[hit.kind]
         line = _line(hit, project_dir)
         cost = estimate_tokens(line) + (0 if chosen[title] else estimate_tokens(f"\n### {title}\n"))
         if cost > budget:
             continue  # a shorter, less relevant line may still fit
         seen.add(key)
+        if hit.kind == "turn":
+            quoted.append((_speaker(hit), term_set(hit.text)))
         chosen[title].append(line)
         budget -= cost
         if replaced_note(hit.metadata):  # the older values it names: their lines are folded
