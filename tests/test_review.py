@@ -195,6 +195,15 @@ def test_an_undo_refuses_when_the_memory_changed_since(tmp_path, isolated_env):
             ids["a"] not in {x["id"] for x in mem.review_pending()["pending"]}
 
 
+def retry_reversal_judge(body: dict) -> str:
+    """A loopback LLM's answer: the new note (its text says "never") supersedes every listed
+    candidate; any other note supersedes nothing."""
+    content = body["messages"][-1]["content"]
+    listed = [int(x[1:].split("]")[0]) for x in content.splitlines() if x.startswith("[")]
+    return json.dumps({"updates": listed if "never" in content.split("\n", 1)[0] else [],
+                       "reason": "the retry policy was reversed"})
+
+
 # ---- an LLM's supersession proposed ---------------------------------------------------------------
 def test_an_llm_supersession_is_proposed_and_applied_only_on_accept(tmp_path, isolated_env,
                                                                      monkeypatch):
@@ -202,13 +211,7 @@ def test_an_llm_supersession_is_proposed_and_applied_only_on_accept(tmp_path, is
     old_text = "`refund` calls are retried three times by src/pay.py"
     new_text = "`refund` is never retried any more: the gateway deduplicates"
 
-    def answer(body):
-        content = body["messages"][-1]["content"]
-        listed = [int(x[1:].split("]")[0]) for x in content.splitlines() if x.startswith("[")]
-        return json.dumps({"updates": listed if "never" in content.split("\n", 1)[0] else [],
-                           "reason": "the retry policy was reversed"})
-
-    server = FakeOpenAI(answer)
+    server = FakeOpenAI(retry_reversal_judge)
     env = {"GRAPHMEM_LLM_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
            "OPENAI_BASE_URL": server.url, "GRAPHMEM_REVIEW": "hold"}
     for k, v in env.items():

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 from graphmem import Memory
 from test_consolidate import FakeOpenAI
-from test_review import KEY, NOTES, held, repo
+from test_review import KEY, NOTES, held, repo, retry_reversal_judge
 
 OLD = "`refund` calls are retried three times by the zebra gateway client"
 NEW = "`refund` is never retried any more: the zebra gateway deduplicates"
@@ -60,13 +60,7 @@ def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[
     cli("review", "accept", ids["a"], *where)
     cli("review", "reject", ids["b"], "--reason", "blanks are zero here", *where)
 
-    def answer(body):
-        content = body["messages"][-1]["content"]
-        listed = [int(x[1:].split("]")[0]) for x in content.splitlines() if x.startswith("[")]
-        return json.dumps({"updates": listed if "never" in content.split("\n", 1)[0] else [],
-                           "reason": "the retry policy was reversed"})
-
-    server = FakeOpenAI(answer)
+    server = FakeOpenAI(retry_reversal_judge)
     with monkeypatch.context() as env:
         for k, v in {"GRAPHMEM_LLM_PROVIDER": "openai", "OPENAI_API_KEY": KEY,
                      "OPENAI_BASE_URL": server.url, "GRAPHMEM_REVIEW": "hold"}.items():
