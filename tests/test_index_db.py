@@ -50,3 +50,29 @@ def test_a_transaction_commits_or_leaves_nothing_and_the_connection_writes_again
     with db.transaction(conn):
         conn.execute("INSERT INTO t VALUES (3)")
     assert sorted(r[0] for r in other.execute("SELECT x FROM t")) == [1, 3]
+
+
+def test_a_fresh_database_held_by_another_connection_is_waited_for_not_refused(tmp_path):
+    """Switching a new database to WAL is refused at once, without SQLite's busy handler, while
+    another connection holds its write lock (two processes or a write-behind thread opening a
+    fresh home together); ``connect`` waits for it instead of failing "database is locked"."""
+    import sqlite3
+    import threading
+
+    other = sqlite3.connect(db.db_path(tmp_path), isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE t (x INTEGER)")  # a database still in rollback-journal mode
+    other.execute("BEGIN IMMEDIATE")  # as another opener does while it switches to WAL
+    other.execute("INSERT INTO t VALUES (1)")
+    released = threading.Event()
+
+    def release() -> None:
+        released.set()
+        other.execute("COMMIT")
+
+    threading.Timer(0.3, release).start()
+    conn = db.connect(tmp_path, busy_timeout=10)
+    assert released.is_set()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert [tuple(r) for r in conn.execute("SELECT x FROM t")] == [(1,)]
+    conn.close()
+    other.close()
