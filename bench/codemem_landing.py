@@ -171,6 +171,31 @@ def where(sid: str, after: int, landed: dict, files_of: dict, data: dict, replay
     return "landed: nothing changed on main since"
 
 
+def landings(data: dict, src: Source | None) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
+    """(session -> {its commit on main: the replay session whose tree first holds it}, commit
+    -> its code files); without ``src`` (a commit dataset) a session's commit is its own tree
+    change."""
+    times = [datetime.fromisoformat(s["time"].replace("Z", "+00:00")) for s in data["sessions"]]
+    landed: dict[str, dict[str, int]] = {}
+    files_of: dict[str, set[str]] = {}
+    for i, s in enumerate(data["sessions"]):
+        if src is None:
+            tc = s.get("tree_changes") or {}
+            landed[s["id"]] = {s["id"]: i}
+            files_of[s["id"]] = {p for p, b in tc.items() if b is not None and p.endswith(CODE)}
+            continue
+        shas = src.by_checkpoint.get(s["id"].removeprefix("ck-"), [])
+        if not shas:
+            continue
+        landed[s["id"]] = {}
+        for sha in shas:
+            at = src.landing(sha)
+            if at is not None:
+                landed[s["id"]][sha] = bisect.bisect_left(times, at)
+                files_of[sha] = src.code_files(sha)
+    return landed, files_of
+
+
 def staleleak(rows: list[dict], extra) -> float:
     """StaleLeak@10 of the dump, per task then averaged, with ``extra(row)`` hits also marked."""
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -195,25 +220,9 @@ def main() -> int:
     data = load_dataset(DATA / args.dataset)
     replay = Replay(data)
     src = Source(args.repo, args.branch) if args.repo else None
-    times = [datetime.fromisoformat(s["time"].replace("Z", "+00:00")) for s in data["sessions"]]
-    landed: dict[str, dict[str, int]] = {}  # session -> {its commit on main: replay index}
-    commits: dict[str, list[str]] = {}
-    files_of: dict[str, set[str]] = {}
-    for i, s in enumerate(data["sessions"]):
-        if src is None:  # a commit session: its own commit is its tree change
-            tc = s.get("tree_changes") or {}
-            landed[s["id"]] = {s["id"]: i}
-            files_of[s["id"]] = {p for p, b in tc.items() if b is not None and p.endswith(CODE)}
-            continue
-        shas = src.by_checkpoint.get(s["id"].removeprefix("ck-"), [])
-        if not shas:
-            continue
-        commits[s["id"]], landed[s["id"]] = shas, {}
-        for sha in shas:
-            at = src.landing(sha)
-            if at is not None:
-                landed[s["id"]][sha] = bisect.bisect_left(times, at)
-                files_of[sha] = src.code_files(sha)
+    landed, files_of = landings(data, src)
+    commits = {s["id"]: src.by_checkpoint[s["id"].removeprefix("ck-")] for s in data["sessions"]
+               if src is not None and s["id"].removeprefix("ck-") in src.by_checkpoint}
     tasks = {t["id"]: t for t in data["tasks"]}
     rows = [json.loads(x) for x in Path(args.leaks).read_text().splitlines() if x.strip()]
     rows = [r for r in rows if r.get("dataset", args.dataset) == args.dataset
