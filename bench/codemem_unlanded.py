@@ -112,6 +112,14 @@ class Hits:
                               and not defs.get(n.rsplit(".", 1)[-1])}
         return self._loose[i]
 
+    def came_and_went(self, r: dict) -> tuple[int, int]:
+        """(its own names that reached the tree after its write, before the query; how many of
+        those are defined nowhere again at the query): its work landed, then left."""
+        i, a = self.at(r)
+        names = {n for _, n in self.own_names(i)}
+        came = {n for j in range(i + 1, a + 1) for n in names if self.replay.defs(j).get(n)}
+        return len(came), sum(1 for n in came if not self.replay.defs(a).get(n))
+
     def days(self, r: dict) -> float:
         """Days from the session's write to the query."""
         i, a = self.at(r)
@@ -168,6 +176,8 @@ def rules(h: Hits, landed: Callable[[dict], str] | None) -> dict[str, Callable[[
         "own names (3+) nowhere, and a file of it changed since": lambda r: own(3)(r) and since(r),
         "own names (1+) nowhere, a day or more after its write": own(1, 1.0),
         "own names (2+) nowhere, two days or more after": own(2, 2.0),
+        "own names that reached the tree later (1+), all gone again":
+            lambda r: (c := h.came_and_went(r))[0] >= 1 and c[1] == c[0],
         "a file it edited has its blob of the write still": h.unchanged_edits,
         "code names in its texts (3+) the tree lacked at its write, none defined now":
             lambda r: len(h.loose_names(h.at(r)[0])) >= 3 and not any(
@@ -204,7 +214,8 @@ def main() -> int:
     data = load_dataset(DATA / args.dataset)
     replay = Replay(data)
     rows = [json.loads(x) for x in Path(args.leaks).read_text().splitlines() if x.strip()]
-    rows = [r for r in rows if r.get("dataset", args.dataset) == args.dataset]
+    tasks = {t["id"] for t in data["tasks"]}  # the value questions are not the data's tasks
+    rows = [r for r in rows if r.get("dataset", args.dataset) == args.dataset and r["task"] in tasks]
     h = Hits(data, replay, rows)
     landed = None
     if args.repo:
