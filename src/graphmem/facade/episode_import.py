@@ -1,0 +1,85 @@
+"""An import's episodes on the façade: each checked against this memory's size limits and
+redacted, written whole (``files/episode_transfer.py``: never over a session here), then its rows
+in the episodes index (``graphmem sessions``, ``get_session``) and its turns, steps and summary in
+the search index and the graph, in one index-journal entry as any spec write.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
+
+from ..errors import ValidationError
+from ..files import episode_transfer as et
+from ..files.episode_items import summary_item
+from ..models import MemoryItem, SaveReport
+
+if TYPE_CHECKING:
+    from .derived_sync import DerivedSync
+    from .episode_log import EpisodeLog, _EpisodeState
+    from .scope import Scope
+    from .write_rules import WriteRules
+
+
+async def import_episodes(log: EpisodeLog, scope: Scope, rules: WriteRules, sync: DerivedSync,
+                          incoming: list[et.Incoming], skipped: list[tuple[str, str]],
+                          later: bool = False) -> tuple[int, list[dict]]:
+    """Write the exported episodes here -> how many were written, and each one taken (written or
+    already here) as its ``from``, ``to`` (its session id), ``new``, ``turns`` and ``steps``; one
+    over a size limit, or whose id here holds other content, is added to ``skipped``. ``later``:
+    indexed by their words, embedded by the next ``reindex`` (``embed_later``)."""
+    from ..index.local_index import embed_later
+
+    if not incoming:
+        return 0, []
+    state = log.state  # opened (so caught up with the files here) before anything is written
+    ready = []
+    for raw in incoming:
+        inc = et.prepare(raw, rules.clean, scope.root, state.store.spec_dir)
+        try:
+            _fits(rules, inc)
+        except ValidationError as exc:
+            skipped.append((inc.where, f"episode {inc.sid} not written: {exc}"))
+            continue
+        ready.append(inc)
+    await sync.guard()
+    with sync.journal() as entry:
+        placed = et.place(state.store, ready)
+        items: list[MemoryItem] = []
+        for p in placed:
+            if p.new:
+                state.resync(p.incoming.sid)  # its episodes rows, with the sizes of its files
+                items += _items(state, scope, p.incoming)
+        with embed_later() if later else nullcontext():
+            await sync.propagate(items, SaveReport(path=str(state.store.root)), entry)
+    out = []
+    for p in placed:
+        inc = p.incoming
+        if not p.new and not p.why.startswith("already here"):
+            skipped.append((inc.where, f"episode {inc.sid} not written: {p.why}"))
+            continue
+        out.append({"from": f"{inc.where}: {inc.source}", "to": inc.sid, "new": p.new,
+                    "turns": len(inc.turns), "steps": len(inc.steps)})
+    return sum(p.new for p in placed), out
+
+
+def _fits(rules: WriteRules, inc: et.Incoming) -> None:
+    """Refuse an episode holding what ``record_turn``, ``record_step`` or
+    ``set_session_summary`` would refuse here by size (``ValidationError`` naming the field)."""
+    for n, t in enumerate(inc.turns):
+        rules.check_size(t["content"], f"turns[{n}].content")
+        rules.check_json_size(t.get("metadata"), f"turns[{n}].metadata")
+    for n, s in enumerate(inc.steps):
+        rules.check_json_size(s.get("payload"), f"steps[{n}].payload")
+    if isinstance(inc.meta.get("summary"), str):
+        rules.check_size(inc.meta["summary"], "meta.summary")
+
+
+def _items(state: _EpisodeState, scope: Scope, inc: et.Incoming) -> list[MemoryItem]:
+    """The searchable items of an episode written here: its turns, steps and summary."""
+    items = state.items(inc.sid, inc.turns, inc.steps)
+    if inc.meta.get("summary"):
+        proj = scope.project
+        items.append(summary_item(proj.key, proj.rel(state.store.spec_dir), inc.meta,
+                                  proj.rel(state.store.session_file(inc.sid))))
+    return items
