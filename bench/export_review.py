@@ -96,7 +96,7 @@ def main() -> None:
             s, cpu = time.perf_counter() - t, time.process_time() - cpu
             rows.append([name, run, r["added"]["gotcha"], r["added"].get("session", 0),
                          r["added"]["validity"], r["added"].get("episode", 0),
-                         r["added"].get("turn", 0),
+                         sum(e["turns"] for e in r.get("episodes", []) if e["new"]),
                          r["review"]["pending"], r["review"]["rejected"], len(r["skipped"]), s, cpu])
             data[f"{name}_{run}"] = {"seconds": round(s, 3), "cpu_seconds": round(cpu, 3),
                                      "added": r["added"], "review": r["review"]}

@@ -177,6 +177,21 @@ def test_a_secret_in_an_exported_turn_is_redacted_and_twice_is_still_nothing(tmp
     assert again["added"]["episode"] == 0 and memory_files(b) == before
 
 
+def test_an_export_past_a_rules_files_size_still_imports(tmp_path):
+    a, _, _ = source(tmp_path)
+    big = "the wombat ledger batch timed out and was retried; " * 12_000  # 0.6 MB a turn
+    with Memory(None, a) as m:
+        sid = m.start_session()
+        m.record_turns(sid, [{"role": "assistant", "content": f"{n} {big}"} for n in range(2)])
+    out = tmp_path / "big.jsonl"
+    assert run_cli("export", "--output", str(out), "--project-dir", str(a)).returncode == 0
+    assert out.stat().st_size > 2_000_000  # each turn twice: its item line, its episode line
+    b, _ = project(tmp_path / "b", {"README.md": "b\n"})
+    r = cli("import", str(out), "--project-dir", str(b))
+    assert isinstance(r, dict) and r["added"]["episode"] == 2
+    assert episode_files(b, sid)["turns.jsonl"] == episode_files(a, sid)["turns.jsonl"]
+
+
 def test_a_garbage_episode_line_is_refused_naming_line_and_field(tmp_path):
     _, sid, out = source(tmp_path)
     lines = out.read_text().splitlines()

@@ -129,7 +129,8 @@ class Transfer:
     def _read_one(self, path: Path, origin: str | None, out: Inputs) -> None:
         label = self._label(path)
         if origin == "export":
-            head, items, events, bad, sessions, episodes = ef.read_export(path, af.read_text(path))
+            head, items, events, bad, sessions, episodes = ef.read_export(
+                path, af.read_text(path, ef.MAX_BYTES))
             ids: dict[str, tuple[str, str]] = {}
             held = {(rec["spec"], rec["source"]) for _, rec in sessions}
             src = str(head.get("project") or "")

@@ -61,6 +61,9 @@ from .validity_log import _ID, PENDING, PROPOSED, REVIEW_STATES, STATES
 FORMAT = "graphmem-export"
 VERSION = 4  # 2: validity lines carry review's fields; 3: session lines; 4: episode lines
 READS = (1, 2, 3, 4)
+# bytes of an export import reads (held in memory whole): its episodes make it far larger than
+# an agent's rules file (``agent_files.MAX_FILE``)
+MAX_BYTES = 256 << 20
 _Types = dict[str, Any]
 ITEM_FIELDS: _Types = {"id": str, "kind": str, "text": str, "spec": (str, type(None)),
                        "session": (str, type(None)), "time": (str, type(None)), "source": str,
