@@ -6,10 +6,11 @@ the search index and the graph, in one index-journal entry as any spec write.
 
 from __future__ import annotations
 
+import logging
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
-from ..errors import ValidationError
+from ..errors import StorageError, ValidationError
 from ..files import episode_transfer as et
 from ..files.episode_items import summary_item
 from ..models import MemoryItem, SaveReport
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
     from .scope import Scope
     from .write_rules import WriteRules
 
+log = logging.getLogger("graphmem.sessions")
 
-async def import_episodes(log: EpisodeLog, scope: Scope, rules: WriteRules, sync: DerivedSync,
+
+async def import_episodes(episodes: EpisodeLog, scope: Scope, rules: WriteRules, sync: DerivedSync,
                           incoming: list[et.Incoming], skipped: list[tuple[str, str]],
                           later: bool = False) -> tuple[int, list[dict]]:
     """Write the exported episodes here -> how many were written, and each one taken (written or
@@ -32,7 +35,7 @@ async def import_episodes(log: EpisodeLog, scope: Scope, rules: WriteRules, sync
 
     if not incoming:
         return 0, []
-    state = log.state  # opened (so caught up with the files here) before anything is written
+    state = episodes.state  # opened (so caught up with the files here) before anything is written
     ready = []
     for raw in incoming:
         inc = et.prepare(raw, rules.clean, scope.root, state.store.spec_dir)
@@ -43,13 +46,18 @@ async def import_episodes(log: EpisodeLog, scope: Scope, rules: WriteRules, sync
             continue
         ready.append(inc)
     await sync.guard()
+
+    def rows(inc: et.Incoming) -> None:  # under the session's lock: sizes and lines agree
+        try:
+            state.index.replace_session(state.spec, inc.meta, inc.turns, inc.steps,
+                                        state.store.sizes(inc.sid))
+        except StorageError as exc:  # the files have it; the next open re-reads them
+            log.warning("episode %s: episodes index not updated: %s", inc.sid, exc)
+
+    state.writer.settle()  # this process's queued rows first
     with sync.journal() as entry:
-        placed = et.place(state.store, ready)
-        items: list[MemoryItem] = []
-        for p in placed:
-            if p.new:
-                state.resync(p.incoming.sid)  # its episodes rows, with the sizes of its files
-                items += _items(state, scope, p.incoming)
+        placed = et.place(state.store, ready, then=rows)
+        items = [i for p in placed if p.new for i in _items(state, scope, p.incoming)]
         with embed_later() if later else nullcontext():
             await sync.propagate(items, SaveReport(path=str(state.store.root)), entry)
     out = []

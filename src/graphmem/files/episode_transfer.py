@@ -15,6 +15,7 @@ folders (``project``, ``spec``, and ``workspace`` when that was the project).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import StorageError, ValidationError
 from ..models import check_json
-from .atomic import atomic_write_bytes, atomic_write_json, fsync_dir
+from .atomic import fsync_dir, write_all
 from .episodes import STEPS, TURNS, EpisodeStore, check_session_id, encode_lines
 
 if TYPE_CHECKING:
@@ -161,8 +162,10 @@ def prepare(inc: Incoming, clean: Callable[[Any], Any], root: Path, spec_dir: Pa
                     clean(inc.steps))
 
 
-def place(store: EpisodeStore, incoming: list[Incoming]) -> list[Placed]:
-    """Write each new episode whole (``incoming`` prepared); one whose id is here is left as it is."""
+def place(store: EpisodeStore, incoming: list[Incoming],
+          then: Callable[[Incoming], None] | None = None) -> list[Placed]:
+    """Write each new episode whole (``incoming`` prepared); one whose id is here is left as it
+    is. ``then(episode)`` runs after each write, under the session's lock (its derived rows)."""
     out: list[Placed] = []
     for inc in incoming:
         with store.lock(inc.sid):
@@ -171,7 +174,11 @@ def place(store: EpisodeStore, incoming: list[Incoming]) -> list[Placed]:
                 out.append(Placed(inc, False, _compare(store, inc)))
                 continue
             _write(store, folder, inc)
+            if then is not None:
+                then(inc)
         out.append(Placed(inc, True))
+    if store.fsync and any(p.new for p in out):
+        fsync_dir(store.root)  # the renames, once
     return out
 
 
@@ -198,16 +205,29 @@ def _bare(meta: dict) -> dict:
 
 def _write(store: EpisodeStore, folder: Path, inc: Incoming) -> None:
     """The episode's files in a hidden folder, renamed to ``folder`` (caller holds the lock)."""
-    tmp = Path(tempfile.mkdtemp(dir=store.root, prefix=f".importing-{inc.sid}."))
+    tmp = Path(tempfile.mkdtemp(dir=store.root, prefix=f".importing-{inc.sid}."))  # mode 0o700
     try:
-        os.chmod(tmp, 0o700)
-        for name, records in ((TURNS, inc.turns), (STEPS, inc.steps)):
-            if records:
-                atomic_write_bytes(tmp / name, encode_lines(records), sync=store.fsync)
-        atomic_write_json(tmp / "session.json", inc.meta, sync=store.fsync)
-        os.rename(tmp, folder)
+        files = [(TURNS, encode_lines(inc.turns)), (STEPS, encode_lines(inc.steps))]
+        files.append(("session.json", json.dumps(inc.meta, indent=2, ensure_ascii=False)
+                      .encode("utf-8")))  # as ``atomic_write_json`` writes it
+        for name, data in files:
+            if data:  # no turns: no turns.jsonl, as an append leaves it
+                _new_file(tmp / name, data, store.fsync)
+        if store.fsync:
+            fsync_dir(tmp)
+        os.rename(tmp, folder)  # the lock is held and the name is free: nobody else renames
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if store.fsync:
-        fsync_dir(store.root)
+
+
+def _new_file(path: Path, data: bytes, sync: bool) -> None:
+    """``data`` in a new file of the private hidden folder (no temp name needed: the folder is
+    renamed whole)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
