@@ -177,6 +177,19 @@ def test_a_secret_in_an_exported_turn_is_redacted_and_twice_is_still_nothing(tmp
     assert again["added"]["episode"] == 0 and memory_files(b) == before
 
 
+def test_an_episode_over_the_size_limit_here_is_skipped_with_the_reason(tmp_path):
+    _, sid, out = source(tmp_path)
+    b, _ = project(tmp_path / "b", {"README.md": "b\n"})
+    p = run_cli("import", str(out), "--project-dir", str(b), "--json",
+                env={"GRAPHMEM_MAX_ITEM_BYTES": "100"})
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["added"]["episode"] == 0 and r["added"]["gotcha"] == 1
+    [why] = [s["why"] for s in r["skipped"] if sid in s["why"]]
+    assert "turns[1].content" in why and "over the limit of 100" in why, why
+    assert not (b / ".graphmem" / "memory" / "episodes" / sid).exists()
+
+
 def test_an_export_past_a_rules_files_size_still_imports(tmp_path):
     a, _, _ = source(tmp_path)
     big = "the wombat ledger batch timed out and was retried; " * 12_000  # 0.6 MB a turn

@@ -76,7 +76,7 @@ def test_import_finds_the_rules_and_paths_of_three_public_repositories(tmp_path)
     with Memory(None, root) as m:  # importing twice adds nothing
         again = m.import_paths([FIXTURES / "langfuse", FIXTURES / "pydantic-ai", FIXTURES / "llm"])
     assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
-                                "validity": 0}
+                              "validity": 0}
     assert _memory_files(root) == before  # not a byte changed
 
 
@@ -146,8 +146,8 @@ def test_export_holds_the_history_and_imports_elsewhere_with_it(tmp_path):
         (ids["Refunds round half-up."], "retired", None),
         (ids["Pin requests 2.31.0."], "superseded", ids["Pin requests 2.32.3."])}
     with Memory(None, b) as m:  # idempotent: no second event
-        assert m.import_paths([out])["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
-                                "validity": 0}
+        assert m.import_paths([out])["added"] == {"gotcha": 0, "pattern": 0, "file": 0,
+                                                  "session": 0, "episode": 0, "validity": 0}
 
 
 def test_garbage_input_is_refused_naming_it_and_nothing_is_written(tmp_path):

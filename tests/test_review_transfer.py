@@ -133,7 +133,7 @@ def test_importing_the_same_export_twice_changes_no_byte(tmp_path, monkeypatch):
     before, log = memory_files(b), log_bytes(b)
     again = cli("import", str(out), "--project-dir", str(b))
     assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
-                                "validity": 0}
+                              "validity": 0}
     assert log_bytes(b) == log and memory_files(b) == before
     # and the target's own export, imported into a third project, gives the same state again
     c = repo(tmp_path / "c")

@@ -111,7 +111,7 @@ def test_importing_twice_or_back_where_it_came_from_adds_nothing(tmp_path):
     before = memory_files(b)
     again = cli("import", str(out), "--project-dir", str(b))
     assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
-                                "validity": 0}
+                              "validity": 0}
     assert {s["new"] for s in again["sessions"]} == {False}
     assert memory_files(b) == before  # not a byte changed
     back = tmp_path / "b.jsonl"
@@ -119,7 +119,7 @@ def test_importing_twice_or_back_where_it_came_from_adds_nothing(tmp_path):
     was = memory_files(a)
     r = cli("import", str(back), "--project-dir", str(a))
     assert r["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
-                                "validity": 0}
+                          "validity": 0}
     assert memory_files(a) == was
 
 

@@ -47,7 +47,10 @@ async def import_episodes(episodes: EpisodeLog, scope: Scope, rules: WriteRules,
         ready.append(inc)
     await sync.guard()
 
+    written: list[MemoryItem] = []
+
     def rows(inc: et.Incoming) -> None:  # under the session's lock: sizes and lines agree
+        written.extend(_items(state, scope, inc))
         try:
             state.index.replace_session(state.spec, inc.meta, inc.turns, inc.steps,
                                         state.store.sizes(inc.sid))
@@ -56,10 +59,11 @@ async def import_episodes(episodes: EpisodeLog, scope: Scope, rules: WriteRules,
 
     state.writer.settle()  # this process's queued rows first
     with sync.journal() as entry:
-        placed = et.place(state.store, ready, then=rows)
-        items = [i for p in placed if p.new for i in _items(state, scope, p.incoming)]
-        with embed_later() if later else nullcontext():
-            await sync.propagate(items, SaveReport(path=str(state.store.root)), entry)
+        try:
+            placed = et.place(state.store, ready, then=rows)
+        finally:  # the episodes written, also when a later one could not be (a full disk)
+            with embed_later() if later else nullcontext():
+                await sync.propagate(written, SaveReport(path=str(state.store.root)), entry)
     out = []
     for p in placed:
         inc = p.incoming

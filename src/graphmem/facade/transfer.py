@@ -138,18 +138,16 @@ class Transfer:
                 out.sessions.append((st.Incoming(f"{label} line {n}", src, rec["spec"],
                                                  rec["session"], rec["source"], rec["data"]), ids))
             for n, rec in episodes:
-                out.episodes.append(et.Incoming(f"{label} line {n}", rec["spec"], rec["session"],
-                                                rec["source"], rec["meta"], rec["turns"],
-                                                rec["steps"]))
+                out.episodes.append(et.incoming(f"{label} line {n}", rec))
                 held |= et.held_sources(rec["spec"], rec["source"])
             lost: Counter[str] = Counter()  # an episode's folder -> its items not carried whole
             for rec in items:
                 kind = rec["kind"]
                 if (rec["spec"], rec["source"]) in held:
                     continue  # taken with its session file or episode
-                if kind in ("turn", "step") or "/episodes/" in rec["source"] \
-                        and rec["source"].endswith("/session.json"):
-                    lost[rec["source"].rsplit("/", 1)[0]] += 1
+                folder = et.folder_of(kind, rec["source"])
+                if folder is not None:
+                    lost[folder] += 1
                 elif kind in NOTE_KINDS:
                     out.found.append(af.Found(kind, rec["text"], label, "graphmem"))
                     ids[rec["id"]] = (kind, rec["text"])
@@ -160,8 +158,8 @@ class Transfer:
                     ids[rec["id"]] = ("file", meta["path"])
                 else:
                     out.skipped.append((f"{label}: {rec['id']}", _why_not(kind, rec, head)))
-            for folder, count in lost.items():
-                out.skipped.append((f"{label}: {folder}", et.lost(count, head.get("version", 1))))
+            for where, count in lost.items():
+                out.skipped.append((f"{label}: {where}", et.lost(count, head.get("version", 1))))
             for n, rec, name, why in bad:
                 out.skipped.append((f"{label} line {n}", f"review line not applied: '{name}' {why}"))
                 if isinstance(rec.get("item"), str):

@@ -146,6 +146,20 @@ def _names(types: Any) -> str:
     return " or ".join("null" if t is NULL else t.__name__ for t in types)
 
 
+def incoming(where: str, rec: dict) -> Incoming:
+    """An episode line (``problem`` found none) as an incoming episode."""
+    return Incoming(where, rec["spec"], rec["session"], rec["source"], rec["meta"], rec["turns"],
+                    rec["steps"])
+
+
+def folder_of(kind: str, source: str) -> str | None:
+    """The episode folder an exported item comes from (a turn, a step, a session's summary), or
+    None for an item of another file."""
+    if kind in ("turn", "step") or "/episodes/" in source and source.endswith("/session.json"):
+        return source.rsplit("/", 1)[0]
+    return None
+
+
 def held_sources(spec: str | None, source: str) -> set[tuple[str | None, str]]:
     """The (spec, source) of the item lines an episode line carries (its turns, steps, summary)."""
     return {(spec, f"{source}/{name}") for name in (TURNS, STEPS, "session.json")}
