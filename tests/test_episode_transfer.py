@@ -177,6 +177,20 @@ def test_a_secret_in_an_exported_turn_is_redacted_and_twice_is_still_nothing(tmp
     assert again["added"]["episode"] == 0 and memory_files(b) == before
 
 
+def test_clear_removes_a_folder_an_import_died_writing(tmp_path):
+    _, sid, out = source(tmp_path)
+    b, _ = project(tmp_path / "b", {"README.md": "b\n"})
+    cli("import", str(out), "--project-dir", str(b))
+    episodes = b / ".graphmem" / "memory" / "episodes"
+    died = episodes / f".importing-{sid}.k3j9x_2q"  # a power cut before its rename
+    died.mkdir()
+    (died / "turns.jsonl").write_text(json.dumps({"index": 0, "content": "half"}) + "\n")
+    assert [s["session_id"] for s in cli("sessions", "--project-dir", str(b))] == [sid]
+    p = run_cli("clear", "--project-dir", str(b), "--spec-dir", str(b / ".graphmem"), "--yes")
+    assert p.returncode == 0, p.stderr
+    assert not died.exists() and not (episodes / sid).exists()
+
+
 def test_an_episode_over_the_size_limit_here_is_skipped_with_the_reason(tmp_path):
     _, sid, out = source(tmp_path)
     b, _ = project(tmp_path / "b", {"README.md": "b\n"})
