@@ -75,7 +75,8 @@ def test_import_finds_the_rules_and_paths_of_three_public_repositories(tmp_path)
     before = _memory_files(root)
     with Memory(None, root) as m:  # importing twice adds nothing
         again = m.import_paths([FIXTURES / "langfuse", FIXTURES / "pydantic-ai", FIXTURES / "llm"])
-    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "validity": 0}
+    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
+                              "validity": 0}
     assert _memory_files(root) == before  # not a byte changed
 
 
@@ -127,7 +128,7 @@ def test_export_holds_the_history_and_imports_elsewhere_with_it(tmp_path):
         out = tmp_path / "export.jsonl"
         m.export(out)
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["format"] == "graphmem-export" and lines[0]["version"] == 3
+    assert lines[0]["format"] == "graphmem-export" and lines[0]["version"] == 4
     items = {x["text"]: x for x in lines if x["type"] == "item"}
     assert {"Refunds round half-up.", "Pin requests 2.31.0.", "Pin requests 2.32.3."} <= set(items)
     events = [x for x in lines if x["type"] == "validity"]
@@ -145,7 +146,8 @@ def test_export_holds_the_history_and_imports_elsewhere_with_it(tmp_path):
         (ids["Refunds round half-up."], "retired", None),
         (ids["Pin requests 2.31.0."], "superseded", ids["Pin requests 2.32.3."])}
     with Memory(None, b) as m:  # idempotent: no second event
-        assert m.import_paths([out])["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "validity": 0}
+        assert m.import_paths([out])["added"] == {"gotcha": 0, "pattern": 0, "file": 0,
+                                                  "session": 0, "episode": 0, "validity": 0}
 
 
 def test_garbage_input_is_refused_naming_it_and_nothing_is_written(tmp_path):
@@ -262,10 +264,10 @@ def test_an_export_of_the_wrong_shape_is_refused_naming_the_line(tmp_path):
 
     head = '{"type": "header", "format": "graphmem-export", "version": 1, "project": "p", "spec": null}'
     cases = [("", "is empty"), ('{"format": "other"}', "line 1: must be the header"),
-             (head.replace('"version": 1', '"version": 4'), "line 1: version 4 is not one"),
+             (head.replace('"version": 1', '"version": 5'), "line 1: version 5 is not one"),
              (head + "\nnot json", "line 2: is not JSON"),
              (head + "\n[1, 2]", "line 2: must be a JSON object, got list"),
-             (head + '\n{"type": "note"}', "line 2: 'type' must be 'item', 'session' or 'validity'"),
+             (head + '\n{"type": "note"}', "line 2: 'type' must be 'item', 'session', 'episode' or 'validity'"),
              (head + '\n\n{"type": "validity", "item": "x"}', "line 3: has no 'spec'")]
     for text, why in cases:
         with pytest.raises(ValidationError, match=why):

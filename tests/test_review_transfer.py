@@ -94,7 +94,7 @@ def test_a_hold_projects_review_state_arrives_as_it_was(tmp_path, monkeypatch):
     assert NOTES["a"] in shown and not {NOTES["b"], NOTES["c"], BUMP[1]} & shown
     out = export(a, tmp_path / "a.jsonl")
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["version"] == 3
+    assert lines[0]["version"] == 4
     steps = [x for x in lines if x["type"] == "validity" and "act" in x]
     assert {x["action"] for x in steps} == {"hold", "accept", "reject", "propose"}
     rejected = next(x for x in steps if x["action"] == "reject")
@@ -132,7 +132,8 @@ def test_importing_the_same_export_twice_changes_no_byte(tmp_path, monkeypatch):
     assert first["added"]["validity"] > 0
     before, log = memory_files(b), log_bytes(b)
     again = cli("import", str(out), "--project-dir", str(b))
-    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "validity": 0}
+    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
+                              "validity": 0}
     assert log_bytes(b) == log and memory_files(b) == before
     # and the target's own export, imported into a third project, gives the same state again
     c = repo(tmp_path / "c")

@@ -77,7 +77,7 @@ def source(tmp: Path) -> tuple[Path, Path]:
 def test_sessions_arrive_searchable_with_their_number_and_review_state(tmp_path):
     a, out = source(tmp_path)
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["version"] == 3
+    assert lines[0]["version"] == 4
     assert [x["session"] for x in lines if x["type"] == "session"] == [1, 2, 3, 4]
     b, _ = project(tmp_path / "b", {"README.md": "b\n"})
     r = cli("import", str(out), "--project-dir", str(b))
@@ -110,14 +110,16 @@ def test_importing_twice_or_back_where_it_came_from_adds_nothing(tmp_path):
     cli("import", str(out), "--project-dir", str(b))
     before = memory_files(b)
     again = cli("import", str(out), "--project-dir", str(b))
-    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "validity": 0}
+    assert again["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
+                              "validity": 0}
     assert {s["new"] for s in again["sessions"]} == {False}
     assert memory_files(b) == before  # not a byte changed
     back = tmp_path / "b.jsonl"
     assert run_cli("export", "--output", str(back), "--project-dir", str(b)).returncode == 0
     was = memory_files(a)
     r = cli("import", str(back), "--project-dir", str(a))
-    assert r["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "validity": 0}
+    assert r["added"] == {"gotcha": 0, "pattern": 0, "file": 0, "session": 0, "episode": 0,
+                          "validity": 0}
     assert memory_files(a) == was
 
 

@@ -63,6 +63,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
                 c.print(f"  {escape(x['from'])} -> {escape(x['to'])}")
             if len(moved) > 20:
                 c.print(f"  ... and {len(moved) - 20} more (--json lists them all)")
+        episodes = [x for x in r.get("episodes") or [] if x["new"]]
+        if episodes:
+            c.print(f"Episodes written: {len(episodes)} ({sum(x['turns'] for x in episodes)} "
+                    f"turns, {sum(x['steps'] for x in episodes)} steps)")
         review = r.get("review") or {}
         if any(review.get(k) for k in ("pending", "proposed", "rejected")):
             c.print(f"Review as exported: {review['pending']} pending, {review['proposed']} "

@@ -109,7 +109,8 @@ class AsyncMemory:
         self._review = Review(settings, self._scope, self._validity)
         self._sessions = Episodes(*args, rules, self._episodes, self._sync)
         self._recall = Recall(*args, rules, self._episodes, self._sync)
-        self._transfer = Transfer(self._scope, rules, self._sync, self._notes, self._validity)
+        self._transfer = Transfer(self._scope, rules, self._sync, self._notes, self._validity,
+                                  self._episodes)
         self._about = About(*args, self._episodes, self._recall.hits_by_id)
 
     def _register_root(self) -> None:

@@ -10,7 +10,8 @@ An export's session files are placed in the same entry (``files/session_transfer
 over a session here, one already here not again), their learnings' exported ids mapped to the
 ids they get here. An export's validity events and review steps follow, their ids mapped to the
 ids here and appended in one write (``review_log.replay`` says which are new, and when a step
-made here wins).
+made here wins). An export's episodes (turns and steps) are written whole, never over one here
+(``files/episode_transfer.py``), with their episodes index rows and search items.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..errors import ValidationError
 from ..files import agent_files as af
+from ..files import episode_transfer as et
 from ..files import export_format as ef
 from ..files import session_transfer as st
 from ..models import Note, SaveReport, parse, stable_id
+from .episode_import import import_episodes
 
 if TYPE_CHECKING:
     from .derived_sync import DerivedSync
+    from .episode_log import EpisodeLog
     from .notes import SpecNotes
     from .scope import Scope
     from .validity import Validity
@@ -50,6 +54,7 @@ class Inputs:
     broken: dict[str, str] = field(default_factory=dict)  # exported id -> its bad review line
     # (an exported session file as read, its export's id map) in export order
     sessions: list[tuple[st.Incoming, dict[str, tuple[str, str]]]] = field(default_factory=list)
+    episodes: list[et.Incoming] = field(default_factory=list)  # in export order
 
 
 @dataclass(eq=False)
@@ -61,6 +66,7 @@ class Transfer:
     sync: DerivedSync
     notes: SpecNotes
     validity: Validity
+    episodes: EpisodeLog
 
     # ---- export -------------------------------------------------------------------------
     def export_lines(self) -> list[dict]:
@@ -82,6 +88,10 @@ class Transfer:
             key = project.rel(spec)
             lines += [ef.session_line(key, project.rel(path), s.data)
                       for path, s in SpecStore(spec, project).sessions() if NAME.fullmatch(path.name)]
+        from ..files.walk import episode_specs
+
+        lines += et.episode_lines(project, episode_specs(project.root)
+                                  if self.scope.project_wide else specs)
         for spec in specs:
             key = project.rel(spec)
             lines += [ef.event_line(key, ev) for ev in _events(spec)]
@@ -119,18 +129,26 @@ class Transfer:
     def _read_one(self, path: Path, origin: str | None, out: Inputs) -> None:
         label = self._label(path)
         if origin == "export":
-            head, items, events, bad, sessions = ef.read_export(path, af.read_text(path))
+            head, items, events, bad, sessions, episodes = ef.read_export(
+                path, af.read_text(path, ef.MAX_BYTES))
             ids: dict[str, tuple[str, str]] = {}
             held = {(rec["spec"], rec["source"]) for _, rec in sessions}
             src = str(head.get("project") or "")
             for n, rec in sessions:
                 out.sessions.append((st.Incoming(f"{label} line {n}", src, rec["spec"],
                                                  rec["session"], rec["source"], rec["data"]), ids))
+            for n, rec in episodes:
+                out.episodes.append(et.incoming(f"{label} line {n}", rec))
+                held |= et.held_sources(rec["spec"], rec["source"])
+            lost: Counter[str] = Counter()  # an episode's folder -> its items not carried whole
             for rec in items:
                 kind = rec["kind"]
                 if (rec["spec"], rec["source"]) in held:
-                    continue  # taken with its session file
-                if kind in NOTE_KINDS:
+                    continue  # taken with its session file or episode
+                folder = et.folder_of(kind, rec["source"])
+                if folder is not None:
+                    lost[folder] += 1
+                elif kind in NOTE_KINDS:
                     out.found.append(af.Found(kind, rec["text"], label, "graphmem"))
                     ids[rec["id"]] = (kind, rec["text"])
                 elif kind == "file" and isinstance(rec["metadata"].get("path"), str):
@@ -140,6 +158,8 @@ class Transfer:
                     ids[rec["id"]] = ("file", meta["path"])
                 else:
                     out.skipped.append((f"{label}: {rec['id']}", _why_not(kind, rec, head)))
+            for where, count in lost.items():
+                out.skipped.append((f"{label}: {where}", et.lost(count, head.get("version", 1))))
             for n, rec, name, why in bad:
                 out.skipped.append((f"{label} line {n}", f"review line not applied: '{name}' {why}"))
                 if isinstance(rec.get("item"), str):
@@ -186,13 +206,18 @@ class Transfer:
         moved = self._sessions_here(incoming, placed, skipped)
         if moved:
             took[("graphmem", "session")] += len(moved)
+        added["episode"], episodes = await import_episodes(
+            self.episodes, self.scope, self.rules, self.sync, inputs.episodes, skipped,
+            later=embed == "later")
+        if episodes:
+            took[("graphmem", "episode")] += len(episodes)
         review = await self._replay(inputs, skipped)
         added["validity"] = review.pop("lines")
         by_kind: Counter[str] = Counter()
         for (_, kind), n in took.items():
             by_kind[kind] += n
         return {"took": dict(by_kind), "by_source": {f"{o}/{k}": n for (o, k), n in sorted(took.items())},
-                "added": added, "review": review, "sessions": moved,
+                "added": added, "review": review, "sessions": moved, "episodes": episodes,
                 "skipped": [{"where": w, "why": y} for w, y in skipped],
                 "spec_dir": str(self.scope.spec_dir), "embed": embed}
 
@@ -435,9 +460,6 @@ class Transfer:
 
 def _why_not(kind: str, rec: dict, head: dict) -> str:
     """Why an exported item is not imported."""
-    if kind in ("turn", "step"):
-        return (f"an episode's {kind}: import does not write the episode log (an episode is its "
-                "session.json, turns.jsonl and steps.jsonl, which the export does not carry whole)")
     if rec["session"] is not None and head.get("version", 1) < 3:
         return (f"a {kind} item of a session file, which a version {head.get('version')} export "
                 "does not carry: export it again with this graphmem")

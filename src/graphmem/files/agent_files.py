@@ -312,12 +312,13 @@ def origin_of(path: Path) -> str | None:
     return None
 
 
-def read_text(path: Path) -> str:
-    """A file's text; ``ValidationError`` naming it when it is binary, not UTF-8 or too big."""
+def read_text(path: Path, limit: int = MAX_FILE) -> str:
+    """A file's text; ``ValidationError`` naming it when it is binary, not UTF-8 or over
+    ``limit`` bytes."""
     try:
         size = path.stat().st_size
-        if size > MAX_FILE:
-            raise ValidationError(f"is {size} bytes, over {MAX_FILE}", field=str(path))
+        if size > limit:
+            raise ValidationError(f"is {size} bytes, over {limit}", field=str(path))
         raw = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot be read: {exc.strerror or exc}", field=str(path)) from None

@@ -26,7 +26,9 @@ MEMORY_FILES = re.compile(r"codebase_map\.json|patterns\.md|gotchas\.md|graph_ou
                           r"anchor_states\.json")  # a cleared memory's ids must not come back retired
 INSIGHT_FILES = re.compile(r"session_\d+\.json")
 EPISODE_FILES = re.compile(r"session\.json|turns\.jsonl|steps\.jsonl")
-SESSION_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}|\.deleted-.+")  # see episodes.py
+# a session's folder, one being deleted (episodes.py), one an import was writing when it died
+# (episode_transfer.py)
+SESSION_FOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}|\.deleted-.+|\.importing-.+")
 _QUARANTINED = re.compile(r"(.+)\.corrupt-[^/]+")
 _TEMPORARY = re.compile(r"\.(.+)\.[^./]+\.tmp")  # atomic.atomic_write_bytes's temp names
 

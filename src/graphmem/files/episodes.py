@@ -435,6 +435,11 @@ def _line(record: dict) -> str:
     return _ENCODER.encode(record) + "\n"
 
 
+def encode_lines(records: list[dict]) -> bytes:
+    """Records as the bytes of a turns or steps file: one line each, as an append writes them."""
+    return "".join(_line(r) for r in records).encode("utf-8")
+
+
 def _size(path: Path) -> int:
     try:
         return os.lstat(path).st_size  # a link's own size: links are never followed

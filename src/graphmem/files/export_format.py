@@ -26,6 +26,18 @@ session are collapsed across sessions (``insight_items``), so they alone cannot 
 ``data`` is the file's JSON as stored. An older graphmem refuses a version 3 export at its header
 (it would refuse the session lines anyway, at their line); versions 1 and 2 are still read.
 
+Version 4 carries the episodes (``files/episode_transfer.py``): a turn's or a step's item line is
+what search reads, not the record (its ``at``, ``index``, ``model``, a step's ``payload`` as
+stored), so one line per session folder carries its three files::
+
+    {"type": "episode", "spec": ".graphmem", "session": "ses-1f3a9c...",
+     "source": ".graphmem/memory/episodes/ses-1f3a9c...", "meta": {...}, "turns": [...],
+     "steps": [...]}
+
+``meta`` is its ``session.json``, ``turns`` and ``steps`` the lines of its JSON Lines files, as
+stored (``episode_transfer.episode_lines`` writes them, ``episode_transfer.problem`` checks
+one). A version 1 to 3 export is still read (its turns and steps reported skipped).
+
 ``read_export`` checks every line before anything is written: a line of the wrong shape is a
 ``ValidationError`` naming the file and line number, except a review line, which is returned
 among the bad ones with the field at fault (an import reports it and skips that memory's review).
@@ -36,18 +48,22 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from ..errors import ValidationError
 from ..models import check_json
+from .episode_transfer import problem as episode_problem
 from .review_log import ACTIONS
 from .session_names import NAME
 from .session_transfer import number_problem
 from .validity_log import _ID, PENDING, PROPOSED, REVIEW_STATES, STATES
 
 FORMAT = "graphmem-export"
-VERSION = 3  # 2: validity lines carry review's fields; 3: session lines
-READS = (1, 2, 3)
+VERSION = 4  # 2: validity lines carry review's fields; 3: session lines; 4: episode lines
+READS = (1, 2, 3, 4)
+# bytes of an export import reads (held in memory whole): its episodes make it far larger than
+# an agent's rules file (``agent_files.MAX_FILE``)
+MAX_BYTES = 256 << 20
 _Types = dict[str, Any]
 ITEM_FIELDS: _Types = {"id": str, "kind": str, "text": str, "spec": (str, type(None)),
                        "session": (str, type(None)), "time": (str, type(None)), "source": str,
@@ -193,14 +209,24 @@ def _names(types: Any) -> str:
 Line = tuple[int, dict]  # (line number, the line)
 
 
-def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
-                                                list[tuple[int, dict, str, str]], list[Line]]:
-    """(header, item lines, validity lines with their numbers, bad review lines as (number,
-    line, field, why), session lines with their numbers) of an export; ``ValidationError``
-    naming the line (``<path> line N``) of the first other line that is not JSON or not of its
-    type's shape."""
+class Export(NamedTuple):
+    """An export as read: its header and its lines by type."""
+
+    head: dict
+    items: list[dict]
+    events: list[Line]  # validity lines, with their numbers
+    bad: list[tuple[int, dict, str, str]]  # review lines that cannot be replayed: (n, line, field, why)
+    sessions: list[Line]
+    episodes: list[Line]
+
+
+def read_export(path: Path, text: str) -> Export:
+    """An export's lines by type; ``ValidationError`` naming the line (``<path> line N``) of
+    the first line that is not JSON or not of its type's shape (but a review line's, which is
+    among the ``bad``)."""
     items: list[dict] = []
     sessions: list[Line] = []
+    episodes: list[Line] = []
     events: list[Line] = []
     bad: list[tuple[int, dict, str, str]] = []
     head: dict | None = None
@@ -232,6 +258,11 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
         elif kind == "session":
             _check_session(rec, where)
             sessions.append((n, rec))
+        elif kind == "episode":
+            problem = episode_problem(rec)
+            if problem:
+                raise ValidationError(f"'{problem[0]}' {problem[1]}", field=where)
+            episodes.append((n, rec))
         elif kind == "validity" and is_review(rec):
             problem = review_problem(rec)
             if problem is None:
@@ -242,8 +273,8 @@ def read_export(path: Path, text: str) -> tuple[dict, list[dict], list[Line],
             _check(rec, EVENT_FIELDS, where)
             events.append((n, rec))
         else:
-            raise ValidationError(f"'type' must be 'item', 'session' or 'validity', got {kind!r}",
-                                  field=where)
+            raise ValidationError(f"'type' must be 'item', 'session', 'episode' or 'validity', "
+                                  f"got {kind!r:.40}", field=where)
     if head is None:
         raise ValidationError("is empty: an export starts with its header line", field=str(path))
-    return head, items, events, bad, sessions
+    return Export(head, items, events, bad, sessions, episodes)
