@@ -23,12 +23,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src providers tests bench
 	$(VENV)/bin/mypy
 
+# the tests in WORKERS processes (pytest-xdist), each test file whole in one of them; WORKERS=0
+# runs them in this process
+WORKERS ?= 2
+XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+
 test: lint
-	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q
+	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q $(XDIST)
 
 # the inner loop: the tests not marked slow, in under a minute
 test-fast: $(STAMP)
-	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m "not slow"
+	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m "not slow" $(XDIST)
 
 # re-measure which tests are slow (tests/slow_tests.txt) after adding or speeding up tests
 slow-list: $(STAMP)

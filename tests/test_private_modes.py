@@ -7,6 +7,7 @@ where ``os.chown`` to uid 65534 (nobody) fakes a folder another user made; elsew
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -81,14 +82,18 @@ def long_home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def fallback_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``tempfile.gettempdir()`` pointed at a folder of this test, and no ``XDG_RUNTIME_DIR``."""
-    shared = tmp_path / "shared-tmp"
-    shared.mkdir()
+def fallback_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``tempfile.gettempdir()`` pointed at a folder of this test, and no ``XDG_RUNTIME_DIR``.
+
+    The folder is made directly in the system's temporary folder, as short as /tmp's own
+    fallback would be: under ``tmp_path`` (longer under pytest-xdist) the socket path itself
+    would pass sun_path's 108 bytes."""
+    shared = Path(tempfile.mkdtemp(prefix="gmt-"))
     os.chmod(shared, 0o1777)  # like /tmp
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(shared))
-    return shared / f"graphmem-{os.getuid()}"
+    yield shared / f"graphmem-{os.getuid()}"
+    shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_falkordb_data_log_and_socket_folder_are_private(tmp_path: Path, fallback_tmp: Path):
