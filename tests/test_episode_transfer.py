@@ -12,6 +12,7 @@ from pathlib import Path
 from conftest import run_cli
 from graphmem import Memory
 from test_code_freshness import project
+from test_session_transfer import older_export
 
 TURNS = [("user", "Why does the wombat payroll export drop the overtime column?"),
          ("assistant", "The wombat CSV writer filters columns by the header whitelist; overtime "
@@ -145,10 +146,7 @@ def test_an_id_here_holding_other_content_is_kept_as_it_is(tmp_path):
 
 def test_an_older_export_says_its_episodes_were_skipped_and_to_export_again(tmp_path):
     _, sid, out = source(tmp_path)
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
-    old = [dict(lines[0], version=3)] + [x for x in lines[1:] if x["type"] != "episode"]
-    path = tmp_path / "v3.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in old))
+    path = older_export(out, 3, "episode")
     b, _ = project(tmp_path / "b", {"README.md": "b\n"})
     r = cli("import", str(path), "--project-dir", str(b))
     assert isinstance(r, dict)

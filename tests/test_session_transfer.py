@@ -184,12 +184,18 @@ def test_a_garbage_session_line_is_refused_naming_line_and_field(tmp_path):
         assert not (b / ".graphmem" / "memory").exists()  # nothing partial: not even the gotcha
 
 
+def older_export(out: Path, version: int, dropped: str) -> Path:
+    """``out`` as an export of an older ``version`` writes it: no lines of type ``dropped``."""
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    old = [dict(lines[0], version=version)] + [x for x in lines[1:] if x["type"] != dropped]
+    path = out.with_name(f"v{version}.jsonl")
+    path.write_text("".join(json.dumps(x) + "\n" for x in old))
+    return path
+
+
 def test_an_older_export_says_why_its_session_items_stay_out(tmp_path):
     _, out = source(tmp_path)
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
-    old = [dict(lines[0], version=2)] + [x for x in lines[1:] if x["type"] != "session"]
-    path = tmp_path / "v2.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in old))
+    path = older_export(out, 2, "session")
     b, _ = project(tmp_path / "b", {"README.md": "b\n"})
     r = cli("import", str(path), "--project-dir", str(b))
     assert r["added"]["session"] == 0 and r["added"]["gotcha"] == 1
