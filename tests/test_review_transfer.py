@@ -122,6 +122,13 @@ def test_a_hold_projects_review_state_arrives_as_it_was(tmp_path, monkeypatch):
     prop = next(x for x in cli("review", "--project-dir", str(b))["proposed"] if x["text"] == OLD)
     cli("review", "accept", prop["id"], "--project-dir", str(b))
     assert OLD not in texts(b)
+    # and reject the other: the memory it would have marked gets back the state it had before
+    prop = next(x for x in cli("review", "--project-dir", str(b))["proposed"] if x["text"] == BUMP[0])
+    cli("review", "reject", prop["id"], "--project-dir", str(b))
+    assert cli("review", "--project-dir", str(b))["proposed"] == []
+    marked = {h["text"]: h["metadata"].get("validity", {}).get("state")
+              for h in cli("search", Q, "--project-dir", str(b), "--include-history", "--limit", "30")}
+    assert BUMP[0] in texts(b) and marked[BUMP[0]] is None and marked[OLD] == "superseded"
 
 
 def test_importing_the_same_export_twice_changes_no_byte(tmp_path, monkeypatch):
