@@ -323,7 +323,7 @@ def test_an_episode_that_grew_there_gets_its_new_turns_and_steps_appended(tmp_pa
     assert [(e["new"], e["grew"]) for e in again["episodes"]] == [(False, False)]
     old = cli("import", str(first), "--project-dir", str(b))  # the older export: it is behind
     assert isinstance(old, dict) and memory_files(b) == before
-    assert any(sid in s["why"] and "holds other content" in s["why"] for s in old["skipped"])
+    assert any(sid in s["why"] and "gone on past this export's" in s["why"] for s in old["skipped"])
 
 
 def test_a_diverged_copy_stays_skipped_while_a_grown_one_follows(tmp_path):

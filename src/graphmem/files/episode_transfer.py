@@ -229,6 +229,9 @@ def _compare(store: EpisodeStore, inc: Incoming) -> str | tuple[dict, int, int]:
         return f"already here as session {inc.sid}"
     if inc.turns[:len(turns)] != turns or inc.steps[:len(steps)] != steps \
             or not _goes_on(meta, inc.meta):
+        if turns[:len(inc.turns)] == inc.turns and steps[:len(inc.steps)] == inc.steps \
+                and _goes_on(inc.meta, meta):
+            return f"session {inc.sid} here has gone on past this export's: kept as it is"
         return kept
     return meta, len(turns), len(steps)
 
