@@ -356,6 +356,14 @@ def test_a_diverged_copy_stays_skipped_while_a_grown_one_follows(tmp_path):
     r = cli("import", str(second), "--project-dir", str(b))
     assert isinstance(r, dict) and episode_files(b, sid) == kept
     assert any(sid in s["why"] and "holds other content" in s["why"] for s in r["skipped"])
+    # its records a start of the export's, but summarised here after the source did: kept too
+    (folder / "turns.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    with Memory(None, b) as m:
+        m.set_session_summary(sid, "A summary written on the target, later than the source's")
+    kept = episode_files(b, sid)
+    r = cli("import", str(second), "--project-dir", str(b))
+    assert isinstance(r, dict) and episode_files(b, sid) == kept
+    assert any(sid in s["why"] and "holds other content" in s["why"] for s in r["skipped"])
 
 
 def test_a_tail_a_crash_left_half_appended_is_finished_by_the_next_import(tmp_path):

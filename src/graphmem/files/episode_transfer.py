@@ -214,7 +214,7 @@ def _compare(store: EpisodeStore, inc: Incoming) -> str | tuple[dict, int, int]:
     """Why an episode whose id is here is not written, or (its session.json, turns, steps here)
     when it grew there since (caller holds the session's lock)."""
     kept = f"session {inc.sid} here holds other content: kept as it is (an import never " \
-           "overwrites an episode, and it is not a start of the exported one)"
+           "overwrites an episode; it appends only to one that grew at the source)"
     if not os.path.isfile(store.session_file(inc.sid)) or os.path.islink(store.session_file(inc.sid)):
         return kept  # read, it would be rebuilt from its turns: this import changes nothing here
     try:
