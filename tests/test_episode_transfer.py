@@ -258,3 +258,147 @@ def test_a_garbage_episode_line_is_refused_naming_line_and_field(tmp_path):
         assert p.returncode != 0 and f"bad.jsonl line {at + 1}" in p.stderr, (why, p.stderr)
         assert why in p.stderr, (why, p.stderr)
         assert not (b / ".graphmem" / "memory").exists()  # nothing partial: not even the gotcha
+
+
+MORE = [("user", "And the numbat timesheet export drops the night shift too?"),
+        ("assistant", "Same whitelist: add NIGHT_SHIFT to PAYROLL_COLUMNS as well.")]
+MORE_STEP = ("pytest tests/test_numbat_timesheet.py", "passed", {"passed": 5})
+
+
+def grown(tmp: Path) -> tuple[Path, Path, str, Path, Path]:
+    """A session exported while going on, imported into a second project, then grown at the
+    source (two turns and a step more, summarised, ended) and exported again -> (source, target,
+    its id, the first export, the second)."""
+    root, _ = project(tmp / "a", {"src/payroll.py": "x = 1\n"})
+    with Memory(None, root) as m:
+        sid = m.start_session(model="model-w", mode="build")
+        m.record_turns(sid, [{"role": r, "content": c, "tokens": 30} for r, c in TURNS])
+        m.record_step(sid, *STEP)
+    first, second = tmp / "first.jsonl", tmp / "second.jsonl"
+    assert run_cli("export", "--output", str(first), "--project-dir", str(root)).returncode == 0
+    b, _ = project(tmp / "b", {"README.md": "b\n"})
+    r = cli("import", str(first), "--project-dir", str(b))
+    assert isinstance(r, dict) and r["added"]["episode"] == 1
+    with Memory(None, root) as m:
+        m.record_turns(sid, [{"role": r, "content": c, "tokens": 20} for r, c in MORE])
+        m.record_step(sid, *MORE_STEP)
+        m.set_session_summary(sid, SUMMARY)
+        m.end_session(sid)
+    assert run_cli("export", "--output", str(second), "--project-dir", str(root)).returncode == 0
+    return root, b, sid, first, second
+
+
+def test_an_episode_that_grew_there_gets_its_new_turns_and_steps_appended(tmp_path):
+    a, b, sid, first, second = grown(tmp_path)
+    turns = b / ".graphmem" / "memory" / "episodes" / sid / "turns.jsonl"
+    ino = turns.stat().st_ino
+    assert MORE[1][1] not in found(b, "numbat night shift")
+    p = run_cli("import", str(second), "--project-dir", str(b))
+    assert p.returncode == 0, p.stderr
+    assert "Episodes grown: 1 (2 new turns, 1 new steps)" in p.stdout, p.stdout
+    here, there = episode_files(b, sid), episode_files(a, sid)
+    assert here["turns.jsonl"] == there["turns.jsonl"] and here["steps.jsonl"] == there["steps.jsonl"]
+    assert turns.stat().st_ino == ino  # appended, never rewritten
+    meta = json.loads(here["session.json"])
+    assert meta["project"] == str(b) and meta["status"] == "ended" and meta["summary"] == SUMMARY
+    assert meta["total_tokens"] == 100
+    # search finds a new turn, the summary; the old turn once
+    hit = found(b, "numbat night shift")[MORE[1][1]]
+    assert hit["kind"] == "turn" and hit["session"] == sid
+    assert SUMMARY in found(b, "wombat payroll export fixed overtime")
+    hits = cli("search", Q, "--project-dir", str(b), "--limit", "20")
+    assert [h["text"] for h in hits if h["kind"] == "turn"].count(TURNS[1][1]) == 1
+    assert any(h["kind"] == "step" and h["session"] == sid
+               for h in found(b, "pytest numbat timesheet passed").values())
+    got = cli("session", sid, "--project-dir", str(b))
+    assert isinstance(got, dict)
+    assert [t["content"] for t in got["turns"]] == [c for _, c in TURNS + MORE]
+    assert [s["name"] for s in got["steps"]] == [STEP[0], MORE_STEP[0]]
+    listed = cli("sessions", "--project-dir", str(b))
+    assert [(s["session_id"], s["turns"], s["total_tokens"], s["status"]) for s in listed] == \
+        [(sid, 4, 100, "ended")]
+    before = memory_files(b)
+    again = cli("import", str(second), "--project-dir", str(b))
+    assert isinstance(again, dict) and memory_files(b) == before  # not a byte changed
+    assert [(e["new"], e["grew"]) for e in again["episodes"]] == [(False, False)]
+    old = cli("import", str(first), "--project-dir", str(b))  # the older export: it is behind
+    assert isinstance(old, dict) and memory_files(b) == before
+    assert any(sid in s["why"] and "gone on past this export's" in s["why"] for s in old["skipped"])
+
+
+def test_a_diverged_copy_stays_skipped_while_a_grown_one_follows(tmp_path):
+    a, b, sid, _, second = grown(tmp_path)
+    with Memory(None, a) as m:  # a second session, imported, then changed here: diverged
+        other = m.start_session()
+        m.record_turn(other, "user", "The quokka roster question")
+    mid = tmp_path / "mid.jsonl"
+    assert run_cli("export", "--output", str(mid), "--project-dir", str(a)).returncode == 0
+    r = cli("import", str(mid), "--project-dir", str(b))  # the new one written, the grown one grown
+    assert isinstance(r, dict) and r["added"]["episode"] == 1
+    assert [e["to"] for e in r["episodes"] if e["grew"]] == [sid]
+    with Memory(None, b) as m:
+        m.record_turn(other, "user", "A quokka turn of the target's own")
+    with Memory(None, a) as m:
+        m.record_turn(other, "assistant", "The quokka roster answer")
+    assert run_cli("export", "--output", str(second), "--project-dir", str(a)).returncode == 0
+    kept = episode_files(b, other)
+    r = cli("import", str(second), "--project-dir", str(b))
+    assert isinstance(r, dict)
+    assert episode_files(b, other) == kept
+    assert any(other in s["why"] and "holds other content" in s["why"] for s in r["skipped"])
+    assert episode_files(b, sid)["turns.jsonl"] == episode_files(a, sid)["turns.jsonl"]
+    # a record that differs, not one more: kept too
+    folder = b / ".graphmem" / "memory" / "episodes" / sid
+    lines = (folder / "turns.jsonl").read_text().splitlines()
+    lines = lines[:2] + [lines[2].replace("numbat", "bilby")]  # and one record less
+    (folder / "turns.jsonl").write_text("\n".join(lines) + "\n")
+    kept = episode_files(b, sid)
+    r = cli("import", str(second), "--project-dir", str(b))
+    assert isinstance(r, dict) and episode_files(b, sid) == kept
+    assert any(sid in s["why"] and "holds other content" in s["why"] for s in r["skipped"])
+    # its records a start of the export's, but summarised here after the source did: kept too
+    (folder / "turns.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    with Memory(None, b) as m:
+        m.set_session_summary(sid, "A summary written on the target, later than the source's")
+    kept = episode_files(b, sid)
+    r = cli("import", str(second), "--project-dir", str(b))
+    assert isinstance(r, dict) and episode_files(b, sid) == kept
+    assert any(sid in s["why"] and "holds other content" in s["why"] for s in r["skipped"])
+
+
+def test_a_tail_a_crash_left_half_appended_is_finished_by_the_next_import(tmp_path):
+    a, b, sid, _, second = grown(tmp_path)
+    folder = b / ".graphmem" / "memory" / "episodes" / sid
+    there = episode_files(a, sid)
+    new_lines = there["turns.jsonl"].splitlines(keepends=True)[2:]
+    with open(folder / "turns.jsonl", "ab") as f:  # one new turn whole, the next torn
+        f.write(new_lines[0] + new_lines[1][:25])
+    meta = (folder / "session.json").read_bytes()
+    p = run_cli("import", str(second), "--project-dir", str(b), "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert [(e["grew"], e["new_turns"], e["new_steps"]) for e in r["episodes"]] == [(True, 1, 1)]
+    here = episode_files(b, sid)
+    assert here["turns.jsonl"] == there["turns.jsonl"] and here["steps.jsonl"] == there["steps.jsonl"]
+    assert here["session.json"] != meta
+    [aside] = [k for k in here if ".corrupt-torn-" in k]
+    assert here[aside] == new_lines[1][:25]  # the torn bytes kept, not read as a turn
+    got = cli("session", sid, "--project-dir", str(b))
+    assert isinstance(got, dict) and [t["index"] for t in got["turns"]] == [0, 1, 2, 3]
+    assert MORE[1][1] in found(b, "numbat night shift")
+
+
+def test_a_garbage_tail_is_refused_naming_line_and_field_and_changes_nothing(tmp_path):
+    _, b, sid, _, second = grown(tmp_path)
+    lines = second.read_text().splitlines()
+    at = next(n for n, x in enumerate(lines) if json.loads(x)["type"] == "episode")
+    rec = json.loads(lines[at])
+    rec["turns"][3] = {k: v for k, v in rec["turns"][3].items() if k != "role"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines[:at] + [json.dumps(rec)] + lines[at + 1:]) + "\n")
+    before = memory_files(b)
+    p = run_cli("import", str(bad), "--project-dir", str(b))
+    assert p.returncode != 0 and f"bad.jsonl line {at + 1}" in p.stderr, p.stderr
+    assert "'turns[3].role' is missing" in p.stderr and memory_files(b) == before
+    r = cli("import", str(second), "--project-dir", str(b))
+    assert isinstance(r, dict) and [e["new_turns"] for e in r["episodes"]] == [2]

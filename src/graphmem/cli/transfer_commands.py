@@ -67,6 +67,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
         if episodes:
             c.print(f"Episodes written: {len(episodes)} ({sum(x['turns'] for x in episodes)} "
                     f"turns, {sum(x['steps'] for x in episodes)} steps)")
+        grown = [x for x in r.get("episodes") or [] if x.get("grew")]
+        if grown:
+            c.print(f"Episodes grown: {len(grown)} ({sum(x['new_turns'] for x in grown)} new "
+                    f"turns, {sum(x['new_steps'] for x in grown)} new steps)")
         review = r.get("review") or {}
         if any(review.get(k) for k in ("pending", "proposed", "rejected")):
             c.print(f"Review as exported: {review['pending']} pending, {review['proposed']} "

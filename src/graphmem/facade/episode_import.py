@@ -1,5 +1,6 @@
 """An import's episodes on the façade: each checked against this memory's size limits and
-redacted, written whole (``files/episode_transfer.py``: never over a session here), then its rows
+redacted, written whole or its new tail appended (``files/episode_transfer.py``: never over
+other content here), then its rows
 in the episodes index (``graphmem sessions``, ``get_session``) and its turns, steps and summary in
 the search index and the graph, in one index-journal entry as any spec write.
 """
@@ -27,9 +28,10 @@ log = logging.getLogger("graphmem.sessions")
 async def import_episodes(episodes: EpisodeLog, scope: Scope, rules: WriteRules, sync: DerivedSync,
                           incoming: list[et.Incoming], skipped: list[tuple[str, str]],
                           later: bool = False) -> tuple[int, list[dict]]:
-    """Write the exported episodes here -> how many were written, and each one taken (written or
-    already here) as its ``from``, ``to`` (its session id), ``new``, ``turns`` and ``steps``; one
-    over a size limit, or whose id here holds other content, is added to ``skipped``. ``later``:
+    """Write the exported episodes here -> how many were written, and each one taken (written,
+    grown or already here) as its ``from``, ``to`` (its session id), ``new``, ``grew``, ``turns``,
+    ``steps``, ``new_turns`` and ``new_steps``; one over a size limit, or whose id here holds
+    other content, is added to ``skipped``. ``later``:
     indexed by their words, embedded by the next ``reindex`` (``embed_later``)."""
     from ..index.local_index import embed_later
 
@@ -49,8 +51,10 @@ async def import_episodes(episodes: EpisodeLog, scope: Scope, rules: WriteRules,
 
     written: list[MemoryItem] = []
 
-    def rows(inc: et.Incoming) -> None:  # under the session's lock: sizes and lines agree
-        written.extend(_items(state, scope, inc))
+    def rows(p: et.Placed) -> None:  # under the session's lock: sizes and lines agree
+        inc = p.incoming
+        written.extend(_items(state, scope, inc, p.since or (0, 0),
+                              p.since is None or inc.meta.get("summary") != p.summary_was))
         try:
             state.index.replace_session(state.spec, inc.meta, inc.turns, inc.steps,
                                         state.store.sizes(inc.sid))
@@ -67,11 +71,13 @@ async def import_episodes(episodes: EpisodeLog, scope: Scope, rules: WriteRules,
     out = []
     for p in placed:
         inc = p.incoming
-        if not p.new and not p.why.startswith("already here"):
+        if not p.new and p.since is None and not p.why.startswith("already here"):
             skipped.append((inc.where, f"episode {inc.sid} not written: {p.why}"))
             continue
+        was = (0, 0) if p.new else p.since or (len(inc.turns), len(inc.steps))
         out.append({"from": f"{inc.where}: {inc.source}", "to": inc.sid, "new": p.new,
-                    "turns": len(inc.turns), "steps": len(inc.steps)})
+                    "grew": p.since is not None, "turns": len(inc.turns), "steps": len(inc.steps),
+                    "new_turns": len(inc.turns) - was[0], "new_steps": len(inc.steps) - was[1]})
     return sum(p.new for p in placed), out
 
 
@@ -87,10 +93,12 @@ def _fits(rules: WriteRules, inc: et.Incoming) -> None:
         rules.check_size(inc.meta["summary"], "meta.summary")
 
 
-def _items(state: _EpisodeState, scope: Scope, inc: et.Incoming) -> list[MemoryItem]:
-    """The searchable items of an episode written here: its turns, steps and summary."""
-    items = state.items(inc.sid, inc.turns, inc.steps)
-    if inc.meta.get("summary"):
+def _items(state: _EpisodeState, scope: Scope, inc: et.Incoming, since: tuple[int, int],
+           summary: bool) -> list[MemoryItem]:
+    """The searchable items an episode written or grown here adds: its turns and steps past the
+    first ``since`` and (``summary``) its summary."""
+    items = state.items(inc.sid, inc.turns[since[0]:], inc.steps[since[1]:])
+    if summary and inc.meta.get("summary"):
         proj = scope.project
         items.append(summary_item(proj.key, proj.rel(state.store.spec_dir), inc.meta,
                                   proj.rel(state.store.session_file(inc.sid))))

@@ -7,7 +7,11 @@ episode keeps its session id (``ses-`` and 16 random hex digits, so two projects
 meet). An id already here (a session, a link, anything by that name) is never written over:
 "already here" when its turns, steps and ``session.json`` (but for this machine's paths) are what
 the export holds, so importing twice, or importing this project's export back where its episodes
-came from, writes nothing; else it is kept as it is and the episode is reported skipped. A new
+came from, writes nothing. One that "grew" there since (its turns and steps here are the first
+of the export's, its ``session.json`` differs only in what changes as a session goes on: ended,
+token total, a newer summary) gets the new tail appended as ``record_turn`` appends (a torn last
+line here is cut off first, so a crash mid-append is finished by the next import) and its
+``session.json`` replaced atomically. Else it is kept as it is and reported skipped. A new
 one is written whole into a hidden folder beside the others and renamed into place under the
 session's lock: a reader sees all of it or none of it. Its ``session.json`` names this machine's
 folders (``project``, ``spec``, and ``workspace`` when that was the project).
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import StorageError, ValidationError
-from ..models import check_json
+from ..models import check_json, parse_iso
 from .atomic import fsync_dir, write_all
 from .episodes import STEPS, TURNS, EpisodeStore, check_session_id, encode_lines
 
@@ -44,6 +48,7 @@ META: tuple[dict[str, _T], dict[str, _T]] = (
     {k: (str, NULL) for k in ("workspace", "project", "spec", "model", "mode", "ended_at", "status",
                               "summary", "summary_updated_at")} | {"total_tokens": (int, NULL)})
 PATHS = ("project", "spec", "workspace")  # this machine's folders: set here, never compared
+GROWS = ("ended_at", "status", "total_tokens", "summary", "summary_updated_at")  # as it goes on
 
 
 @dataclass
@@ -66,6 +71,8 @@ class Placed:
     incoming: Incoming
     new: bool
     why: str = ""
+    since: tuple[int, int] | None = None  # grown: the turns and steps it held here before
+    summary_was: str | None = None  # grown: its summary here before
 
 
 def episode_lines(project: "Project", specs: list[Path]) -> list[dict]:
@@ -177,44 +184,86 @@ def prepare(inc: Incoming, clean: Callable[[Any], Any], root: Path, spec_dir: Pa
 
 
 def place(store: EpisodeStore, incoming: list[Incoming],
-          then: Callable[[Incoming], None] | None = None) -> list[Placed]:
-    """Write each new episode whole (``incoming`` prepared); one whose id is here is left as it
-    is. ``then(episode)`` runs after each write, under the session's lock (its derived rows)."""
+          then: Callable[[Placed], None] | None = None) -> list[Placed]:
+    """Write each new episode whole (``incoming`` prepared) and the new tail of each one that grew
+    there; any other whose id is here is left as it is. ``then(placed)`` runs after each write,
+    under the session's lock (its derived rows)."""
     out: list[Placed] = []
     for inc in incoming:
         with store.lock(inc.sid):
             folder = store.session_dir(inc.sid)
             if os.path.lexists(folder):
-                out.append(Placed(inc, False, _compare(store, inc)))
-                continue
-            _write(store, folder, inc)
+                got = _compare(store, inc)
+                if isinstance(got, str):
+                    out.append(Placed(inc, False, got))
+                    continue
+                placed = Placed(_extend(store, inc, *got), False, "grew", got[1:],
+                                got[0].get("summary"))
+            else:
+                _write(store, folder, inc)
+                placed = Placed(inc, True)
             if then is not None:
-                then(inc)
-        out.append(Placed(inc, True))
+                then(placed)
+        out.append(placed)
     if store.fsync and any(p.new for p in out):
         fsync_dir(store.root)  # the renames, once
     return out
 
 
-def _compare(store: EpisodeStore, inc: Incoming) -> str:
-    """Why an episode whose id is here is not written (caller holds the session's lock)."""
+def _compare(store: EpisodeStore, inc: Incoming) -> str | tuple[dict, int, int]:
+    """Why an episode whose id is here is not written, or (its session.json, turns, steps here)
+    when it grew there since (caller holds the session's lock)."""
     kept = f"session {inc.sid} here holds other content: kept as it is (an import never " \
-           "overwrites an episode)"
+           "overwrites an episode; it appends only to one that grew at the source)"
     if not os.path.isfile(store.session_file(inc.sid)) or os.path.islink(store.session_file(inc.sid)):
         return kept  # read, it would be rebuilt from its turns: this import changes nothing here
     try:
         meta = store.read_session(inc.sid)
-        turns = store.read_lines(inc.sid, TURNS, locked=True)
+        turns = store.read_lines(inc.sid, TURNS, locked=True)  # a torn last line is cut off
         steps = store.read_lines(inc.sid, STEPS, locked=True)
     except (StorageError, OSError):  # a link, a file: not a session graphmem reads
         return kept
-    if meta is None or (turns, steps) != (inc.turns, inc.steps) or _bare(meta) != _bare(inc.meta):
+    if meta is None:
         return kept
-    return f"already here as session {inc.sid}"
+    if (turns, steps) == (inc.turns, inc.steps) and _bare(meta) == _bare(inc.meta):
+        return f"already here as session {inc.sid}"
+    if inc.turns[:len(turns)] != turns or inc.steps[:len(steps)] != steps \
+            or not _goes_on(meta, inc.meta):
+        if turns[:len(inc.turns)] == inc.turns and steps[:len(inc.steps)] == inc.steps \
+                and _goes_on(inc.meta, meta):
+            return f"session {inc.sid} here has gone on past this export's: kept as it is"
+        return kept
+    return meta, len(turns), len(steps)
 
 
-def _bare(meta: dict) -> dict:
-    return {k: v for k, v in meta.items() if k not in PATHS}
+def _goes_on(here: dict, there: dict) -> bool:
+    """Whether session.json ``there`` is ``here`` gone on: ended, tokens counted, summarised anew."""
+    if _bare(here, GROWS) != _bare(there, GROWS):
+        return False
+    if here.get("ended_at") is not None:  # ending twice keeps the first end
+        if any(here.get(k) != there.get(k) for k in ("ended_at", "status", "total_tokens")):
+            return False
+    elif here.get("status") not in ("active", there.get("status")):
+        return False
+    if here.get("summary") in (None, there.get("summary")):
+        return True
+    was, now = parse_iso(here.get("summary_updated_at")), parse_iso(there.get("summary_updated_at"))
+    return now is not None and (was is None or now > was)  # the newer summary: never an older one
+
+
+def _bare(meta: dict, also: tuple[str, ...] = ()) -> dict:
+    return {k: v for k, v in meta.items() if k not in PATHS and k not in also}
+
+
+def _extend(store: EpisodeStore, inc: Incoming, here: dict, turns: int, steps: int) -> Incoming:
+    """Append the turns and steps past the first ``turns`` and ``steps`` (durably, as
+    ``record_turn`` appends them) then replace session.json, keeping this machine's paths here
+    (caller holds the lock) -> the episode as it now is here."""
+    store.append(inc.sid, inc.turns[turns:], inc.steps[steps:])
+    meta = {**inc.meta, **{k: here[k] for k in PATHS if k in here}}
+    if meta != here:
+        store.update_session(inc.sid, lambda _: meta)
+    return Incoming(inc.where, inc.spec, inc.sid, inc.source, meta, inc.turns, inc.steps)
 
 
 def _write(store: EpisodeStore, folder: Path, inc: Incoming) -> None:
