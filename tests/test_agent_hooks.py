@@ -378,6 +378,20 @@ def test_a_prompt_is_found_as_soon_as_its_hook_returned_and_no_digest_loses_it(p
     assert [json.loads(t)["content"] for t in turns.read_text().splitlines()] == [again]
     assert "failed" not in (spool / "digest.log").read_text()
 
+    # the server watches the code its searches loaded, not only its warm-up's: edited, a
+    # module of the façade makes it step aside (it went on answering with the old code)
+    import graphmem.facade.recall as loaded_by_a_search
+    from graphmem.cli.search_client import ask
+
+    module = loaded_by_a_search.__file__
+    st = os.stat(module)
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        got = ask(warm, {"op": "search", "query": "invoice", "project_dir": str(proj)})
+        assert got == {"wrong_server": True}, got
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+
 
 def test_pending_prompts_are_read_after_the_digest_offset_and_garbage_is_skipped(tmp_path):
     """The spool's prompts a search adds: only after the offset the digest reached, whole lines
