@@ -329,6 +329,94 @@ def test_off_switch_garbage_and_failures_never_break_the_agent(proj):
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
 
 
+def search(root: Path, query: str) -> list[dict]:
+    """``graphmem search`` as a user runs it (the warm server answers when the test has one)."""
+    out = run_cli("search", query, "--project-dir", str(root), "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_prompt_is_found_as_soon_as_its_hook_returned_and_no_digest_loses_it(proj, warm):
+    """Found before any digest ran (read from the spool), still once after a digest worker was
+    killed, then once as the digested turn; a session resumed after its end is digested on."""
+    install(proj)
+    asked = "make the invoice totals use bankers rounding for every currency"
+    fire(proj, "SessionStart", {"session_id": "s-p", "source": "startup"}, "startup")
+    fire(proj, "UserPromptSubmit", {"session_id": "s-p", "prompt": asked})
+    spool = proj / ".graphmem" / "spool"
+    assert not (spool / "s-p.state.json").exists()  # no Stop yet: no digest has run
+    hits = [h for h in search(proj, "bankers rounding of invoice totals") if h["text"] == asked]
+    assert len(hits) == 1, hits
+    hit = hits[0]
+    assert hit["kind"] == "turn" and hit["metadata"]["pending"] is True
+    assert hit["source"] == ".graphmem/spool/s-p.jsonl"
+    assert search(proj, asked)[0]["text"] == asked  # the query is the prompt: it comes first
+
+    # a digest worker killed before it finished: the spool keeps the prompt, still found once
+    worker = subprocess.Popen([sys.executable, "-m", "graphmem.cli.digest_worker", str(proj)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    worker.kill()
+    worker.wait(timeout=30)
+    assert [h["text"] for h in search(proj, "bankers rounding of invoice totals")].count(asked) == 1
+
+    fire(proj, "Stop", {"session_id": "s-p", "stop_hook_active": False})
+    fire(proj, "SessionEnd", {"session_id": "s-p", "reason": "other"}, "other")
+    first = digested(proj, "s-p")
+    found = [h for h in search(proj, "bankers rounding of invoice totals") if h["text"] == asked]
+    assert len(found) == 1 and not found[0]["metadata"].get("pending")  # the turn, not the spool
+
+    # resumed after its end (the agent's --resume keeps the id): digested into a new session
+    again = "now also round the tax lines of each invoice the same way"
+    fire(proj, "SessionStart", {"session_id": "s-p", "source": "resume"}, "resume")
+    fire(proj, "UserPromptSubmit", {"session_id": "s-p", "prompt": again})
+    fire(proj, "Stop", {"session_id": "s-p", "stop_hook_active": False})
+    fire(proj, "SessionEnd", {"session_id": "s-p", "reason": "other"}, "other")
+    second = digested(proj, "s-p")
+    assert second["session"] != first["session"]
+    turns = proj / ".graphmem" / "memory" / "episodes" / second["session"] / "turns.jsonl"
+    assert [json.loads(t)["content"] for t in turns.read_text().splitlines()] == [again]
+    assert "failed" not in (spool / "digest.log").read_text()
+
+    # the server watches the code its searches loaded, not only its warm-up's: edited, a
+    # module of the façade makes it step aside (it went on answering with the old code)
+    import graphmem.facade.recall as loaded_by_a_search
+    from graphmem.cli.search_client import ask
+
+    module = loaded_by_a_search.__file__
+    st = os.stat(module)
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        got = ask(warm, {"op": "search", "query": "invoice", "project_dir": str(proj)})
+        assert got == {"wrong_server": True}, got
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_pending_prompts_are_read_after_the_digest_offset_and_garbage_is_skipped(tmp_path):
+    """The spool's prompts a search adds: only after the offset the digest reached, whole lines
+    only (a torn last line waits), lines that are not a prompt object skipped, a state file that
+    is not JSON read as "nothing digested"."""
+    from graphmem.agent_spool import pending_prompts
+
+    spool = tmp_path / ".graphmem" / "spool"
+    spool.mkdir(parents=True)
+    read = json.dumps({"t": 1.0, "kind": "prompt", "prompt": "digested already"}) + "\n"
+    lines = [json.dumps({"t": 2.0, "kind": "prompt", "prompt": "the one left to find"}),
+             "not json at all", "[1, 2]", json.dumps({"kind": "prompt", "prompt": 7}),
+             json.dumps({"kind": "prompt", "prompt": "   "}),
+             json.dumps({"t": 3.0, "kind": "tool", "tool": "Bash"})]
+    (spool / "a.jsonl").write_bytes((read + "\n".join(lines) + "\n").encode()
+                                    + b'{"t": 4.0, "kind": "prompt", "prompt": "torn')
+    (spool / "a.state.json").write_text(json.dumps({"offset": len(read.encode())}))
+    (spool / "b.jsonl").write_text(json.dumps({"t": 5.0, "kind": "prompt", "prompt": "b's"}) + "\n")
+    (spool / "b.state.json").write_text("{broken")
+    got = pending_prompts(tmp_path)
+    assert [(p["session"], p["prompt"], p["offset"]) for p in got] == [
+        ("a", "the one left to find", len(read.encode())), ("b", "b's", 0)]
+    assert pending_prompts(tmp_path / "nowhere") == []
+
+
 def test_parallel_sessions_and_subagents_lose_and_duplicate_nothing(proj, warm):
     """4 sessions at once, each with 3 writers (the agent and two subagents) capturing 10 steps
     and a Stop after each prompt: every line whole in its spool, every prompt one turn."""

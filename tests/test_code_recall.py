@@ -140,3 +140,21 @@ def test_many_memories_about_one_file_do_not_outrank_an_exact_unanchored_match(t
         for query in (exact, "nightly backup job before the cache flush"):
             texts = [h.text for h in mem.search(query, limit=5)]
             assert texts[0] == exact, texts
+
+
+def test_a_memory_that_is_the_query_word_for_word_comes_first(tmp_path):
+    """A short prompt naming no file ("3, but enabled by default"), recorded as a turn, and eight
+    sessions about src/pay.py sharing its words: searched for word for word, the prompt comes
+    first. Before, code recall lifted the file's memories above it and out of the top ten."""
+    root, spec = project(tmp_path, {"src/pay.py": PAY, "src/sched.py": SCHED})
+    said = "3, but enabled by default"
+    with Memory(spec, root) as mem:
+        mem.record_turn(mem.start_session(), "user", said)
+        for n, word in enumerate(WORDS[:8], start=1):
+            mem.record_turn(mem.start_session(), "user",
+                            f"please make refund in src/pay.py enabled, {word} by default")
+            mem.save_session_insights(n, {"what_worked": [f"refund {word} rounding enabled"],
+                                          "discoveries": {"files_understood": {
+                                              "src/pay.py": "refund"}}})
+        texts = [h.text for h in mem.search(said, scope="project", limit=10)]
+    assert texts[0] == said, texts

@@ -29,6 +29,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphmem.health": set(),
     "graphmem.lru": set(),
     "graphmem._sync": set(),
+    # The spools read back by the hook processes and by search: the standard library only.
+    "graphmem.agent_spool": set(),
     "graphmem.providers": BOTTOM,
     "graphmem.rules.turn_input": BOTTOM,
     "graphmem.cli.display": set(),

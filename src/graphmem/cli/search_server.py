@@ -45,12 +45,20 @@ class _State:
         self.identity: tuple | None = None
         self.served = 0  # search and context requests answered (``ping`` reports it)
         self.code: dict[str, int] = {}  # graphmem files loaded -> mtime, once warmed up
+        self.modules = 0  # len(sys.modules) when ``code`` was last brought up to date
         self.outdated = False
 
     def code_changed(self) -> bool:
         """Whether a graphmem file this process loaded changed since (an upgrade, an edit)."""
         self.outdated = self.outdated or any(_mtime(p) != t for p, t in self.code.items())
         return self.outdated
+
+    def loaded(self) -> None:
+        """Watch the graphmem files a request imported too (the façade, the hooks' answers:
+        a warm-up loads only the index), with their times now."""
+        if len(sys.modules) != self.modules:
+            self.modules = len(sys.modules)
+            self.code = {**_code_files(), **self.code}
 
     def _stat(self) -> tuple | None:
         try:
@@ -285,7 +293,7 @@ async def serve(settings: Any, idle: float | None = None, ready: Any = None,
                 _write_err(cfg, f"{type(exc).__name__}: {exc}\n")
             raise
         cfg.err.unlink(missing_ok=True)
-        state.code = _code_files()
+        state.code, state.modules = _code_files(), len(sys.modules)
         await _listen(state, idle, ready)
         # A clean exit leaves nothing in $TMPDIR. (A CLI that opened the lock file just before
         # the unlink may start a second server beside a new one; the one whose socket is
@@ -322,6 +330,7 @@ async def _listen(state: _State, idle: float, ready: Any) -> None:
             if out is None:
                 async with busy:
                     out = await _answer(state, req)
+                    state.loaded()
                     last[0] = loop.time()
                 if state.outdated and not stop.is_set():
                     print("graphmem search server: its code changed on disk; exiting",

@@ -300,14 +300,16 @@ class AsyncMemory:
 
     # ---- search, context, code -----------------------------------------------------------
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
-                     limit: int = 10, rerank: bool = False, include_history: bool = False
-                     ) -> list[Hit]:
+                     limit: int = 10, rerank: bool = False, include_history: bool = False,
+                     *, pending: bool = True) -> list[Hit]:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project.
 
         Retired and superseded memories are left out unless ``include_history`` (then they carry
-        ``metadata["validity"]``).
+        ``metadata["validity"]``). With ``pending``, the prompts agent hooks captured that no
+        digest has read yet are found too (``metadata["pending"]``).
         """
-        return await self._recall.search(query, scope, kinds, limit, rerank, include_history)
+        return await self._recall.search(query, scope, kinds, limit, rerank, include_history,
+                                         pending)
 
     async def context(self, task: str, max_tokens: int = 1500,
                       files: Sequence[str] | None = None) -> str:

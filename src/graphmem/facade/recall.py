@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from graphmem.graph.presence import in_use as graph_in_use
 from ..errors import GraphError, ValidationError
 from ..models import _SURROGATE, KINDS, Hit
+from .scope import project_memory_dir
 
 from graphmem.facade.derived import Collaborator
 
@@ -104,21 +105,27 @@ class Recall(Collaborator):
 
 
     async def search(self, query: str, scope: str = "spec", kinds: Sequence[str] | None = None,
-                     limit: int = 10, rerank: bool = False, include_history: bool = False
-                     ) -> list[Hit]:
+                     limit: int = 10, rerank: bool = False, include_history: bool = False,
+                     pending: bool = True) -> list[Hit]:
         """Memories ranked by relevance to ``query`` within this spec, project, or every project.
 
         Retired and superseded memories are left out unless ``include_history`` (then they carry
-        ``metadata["validity"]``); ``notes`` then says how many matched.
+        ``metadata["validity"]``); ``notes`` then says how many matched. A memory repeating the
+        query verbatim comes first; with ``pending``, the prompts agent hooks captured that no
+        digest has read yet are searched too (``pending_recall.py``).
         """
-        hits, hidden = await self._search(query, scope, kinds, limit, rerank, include_history)
+        hits, hidden = await self._search(query, scope, kinds, limit, rerank, include_history,
+                                          lookup=True, pending=pending)
         if hidden:
             self.notes.append(hidden_note(hidden))
         return hits
 
     async def _search(self, query: str, scope: str, kinds: Sequence[str] | None, limit: int,
-                      rerank: bool, include_history: bool = False) -> tuple[list[Hit], int]:
-        """``search``'s hits and how many retired or superseded ones it left out."""
+                      rerank: bool, include_history: bool = False, lookup: bool = False,
+                      pending: bool = False) -> tuple[list[Hit], int]:
+        """``search``'s hits and how many retired or superseded ones it left out (``lookup``: a
+        search's, verbatim memories first; ``pending``: with the spools' undigested prompts;
+        a context's are neither)."""
         query, kinds = check_query(query, scope, kinds, limit)
         query = self.rules.clean(query)  # a pasted secret goes to no embedder, graph or log
         self.notes = []  # what the caller should know (the graph did not answer)
@@ -166,12 +173,34 @@ class Recall(Collaborator):
                                project=project.key, spec=spec, own_spec=self.scope.spec_key,
                                specs=sorted(map(str, specs)), spec_dir_of=self._spec_dir_of,
                                fetch=self._fetcher(kinds), keep=limit + CODE_SLACK)
+        if lookup:
+            hits = self._lookup(hits, local, query, kinds, snap, pending and (
+                scope != "spec" or spec == self.scope.project.rel(project_memory_dir(root))),
+                limit)
         from graphmem.files.validity_log import apply_validity
 
         hits = self._version_answer(hits, query, kinds, snap)
         hits, hidden = apply_validity(hits, include_history, self._spec_dir_of,
                                       fetch=self._fresh_fetcher(kinds, snap, query))
         return be.localise(hits[:limit], project), hidden  # only the hits returned: fewer copies
+
+    def _lookup(self, hits: list[Hit], local: list[Hit], query: str,
+                kinds: tuple[str, ...] | None, snap, pending: bool, limit: int) -> list[Hit]:
+        """A search's hits with the memories repeating ``query`` first, and with ``pending``
+        the project's undigested prompts among them (``pending_recall.py``)."""
+        from graphmem.agent_spool import pending_prompts
+
+        from .pending_recall import verbatim_first, with_pending
+
+        fresh = self._fresh_fetcher(kinds, snap, query)
+        hits = verbatim_first(hits, local, query, fresh)
+        if not pending or (kinds is not None and "turn" not in kinds):
+            return hits
+        proj = self.scope.project
+        prompts = [{**p, "prompt": self.rules.clean(p["prompt"])}
+                   for p in pending_prompts(self.scope.root)]
+        return with_pending(hits, prompts, query, proj.key,
+                            proj.rel(project_memory_dir(self.scope.root)), limit)
 
     def _version_answer(self, hits: list[Hit], query: str, kinds: tuple[str, ...] | None,
                         snap=None) -> list[Hit]:

@@ -160,7 +160,7 @@ async def prompt_context(mem: "AsyncMemory", prompt: Any, budget: int = PROMPT_B
     from graphmem.code import defined_now
 
     if not defined_now(prompt, mem.project_dir, limit=1):  # code it names: always worth saying
-        hits = await mem.search(prompt, scope="project", limit=5)
+        hits = await mem.search(prompt, scope="project", limit=5, pending=False)  # not itself
         if not hits or not await _relevant(prompt, hits, mem):
             return ""
     text = await mem.context(prompt, max_tokens=budget * 2)

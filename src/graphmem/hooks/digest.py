@@ -20,7 +20,10 @@ with unread lines, from the offset the last run reached, until none is left, so 
 parallel sessions and subagents lose and duplicate nothing and start one process, not one each.
 The writes are idempotent (the same insight number, a map merge), so a run killed half-way is
 redone safely. The SessionEnd hook's ``end`` line ends the episodic session; only then, and
-only when an LLM is configured (``providers.llm``), the LLM writes the session's summary.
+only when an LLM is configured (``providers.llm``), the LLM writes the session's summary. A
+session resumed after its end (the agent's ``--resume`` keeps its id) goes on in a new episodic
+session. A session whose digest fails is logged and left for the next worker; the others are
+digested.
 """
 
 from __future__ import annotations
@@ -179,6 +182,9 @@ def digest(mem: Any, project: Path, session_id: str) -> dict[str, Any]:
     if not records:
         return {"records": 0}
     end = any(r.get("kind") == "end" for r in records)
+    if state.get("ended"):  # resumed after its end (``claude --resume``): a new episodic session
+        state.pop("session", None)
+        state["ended"] = False
     facts = _facts(state)
     prompts, steps = learn(facts, records)
     out = _write(mem, project, session_id, state, facts, prompts, steps, end)
@@ -196,6 +202,7 @@ def run(project: Path, log: Any = print, key: str | None = None) -> int:
     from graphmem.hooks.digest_state import pending_sessions, try_lock, worker_lock
 
     done = 0
+    failed: set[str] = set()  # a session that failed waits for the next worker, not the others
     fd = worker_lock(project)
     try:
         if not try_lock(fd):
@@ -203,7 +210,7 @@ def run(project: Path, log: Any = print, key: str | None = None) -> int:
         mem = None
         try:
             while True:
-                while todo := pending_sessions(project):
+                while todo := [s for s in pending_sessions(project) if s not in failed]:
                     if mem is None:
                         from graphmem.facade.memory import Memory
 
@@ -214,13 +221,15 @@ def run(project: Path, log: Any = print, key: str | None = None) -> int:
                             out = digest(mem, project, sid)
                         except Exception as exc:
                             log(f"{_now()} digest {sid}: failed: {type(exc).__name__}: {exc}")
-                            return done
+                            failed.add(sid)
+                            continue
                         done += 1
                         log(f"{_now()} digest {sid}: {out} in {time.time() - started:.2f} s")
                 import fcntl
 
                 fcntl.flock(fd, fcntl.LOCK_UN)
-                if not pending_sessions(project) or not try_lock(fd):
+                if not [s for s in pending_sessions(project) if s not in failed] \
+                        or not try_lock(fd):
                     return done
         finally:
             if mem is not None:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from graphmem.agent_spool import read_state, state_file
 from graphmem.hooks import spool
 
 TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
@@ -19,17 +20,12 @@ if TYPE_CHECKING:
 
 def state_path(project: Project, session_id: str) -> str:
     """The digest state of one session."""
-    return os.path.join(spool.spool_dir(project), f"{spool.session_name(session_id)}.state.json")
+    return state_file(spool.spool_dir(project), spool.session_name(session_id))
 
 
 def load_state(project: Project, session_id: str) -> dict[str, Any]:
     """The session's digest state (``offset`` in its spool, what was learned so far)."""
-    try:
-        with open(state_path(project, session_id), encoding="utf-8") as fh:
-            data = json.loads(fh.read())
-    except (FileNotFoundError, ValueError):
-        return {"offset": 0}
-    return data if isinstance(data, dict) else {"offset": 0}
+    return read_state(state_path(project, session_id))
 
 
 def save_state(project: Project, session_id: str, state: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ import os
 import re
 import time
 
+from graphmem.agent_spool import SPOOL, read_from  # noqa: F401 - read back by the digest
 from graphmem.redact import redact
 
 TYPE_CHECKING = False  # typing costs a hook process ~3 ms to import; mypy reads the names
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from os import PathLike
     from typing import Any
 
-SPOOL = os.path.join(".graphmem", "spool")
 MAX_FIELD = 2000  # characters kept of one captured string (a command, an error, a prompt)
 MAX_LINE = 64_000  # bytes of one spool line; a bigger event keeps its first fields only
 _PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S | re.I)
@@ -80,24 +80,3 @@ def append(project: str | PathLike[str], session_id: str, record: dict) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def read_from(path: str | PathLike[str], offset: int) -> tuple[list[dict], int]:
-    """The whole lines of ``path`` after byte ``offset`` (a torn last line is left for later),
-    and the offset after the last whole line read."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    records = []
-    for raw in data[:end].splitlines():
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue  # a line some other tool wrote: skipped, never fatal
-        if isinstance(rec, dict):
-            records.append(rec)
-    return records, offset + end
