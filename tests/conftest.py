@@ -137,13 +137,23 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 _SLOW = Path(__file__).with_name("slow_tests.txt")
+_SECONDS = Path(__file__).with_name("file_seconds.txt")
+
+
+def _data_lines(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines()
+            if line.strip() and not line.startswith("#")] if path.exists() else []
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``slow`` the tests tests/slow_tests.txt names (measured; `make slow-list` rewrites it),
-    so that `make test-fast` (``-m "not slow"``) runs the rest in under a minute."""
-    names = {line.strip() for line in _SLOW.read_text().splitlines()
-             if line.strip() and not line.startswith("#")} if _SLOW.exists() else set()
+    so that `make test-fast` (``-m "not slow"``) runs the rest in under a minute; and order the
+    test files longest first (tests/file_seconds.txt; a file not measured yet first of all), each
+    file's tests in their own order, so that the xdist workers (one file each at a time) never
+    start a long file last and finish it alone."""
+    names = set(_data_lines(_SLOW))
+    seconds = {m: float(t) for m, _, t in (line.partition(" ") for line in _data_lines(_SECONDS))}
     for item in items:
         if f"{item.module.__name__.rpartition('.')[2]}::{item.originalname}" in names:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: -seconds.get(item.module.__name__.rpartition(".")[2], 1e9))
