@@ -336,6 +336,7 @@ def search(root: Path, query: str) -> list[dict]:
     return json.loads(out.stdout)
 
 
+@pytest.mark.serial  # changes a module's mtime: every warm server steps aside
 def test_a_prompt_is_found_as_soon_as_its_hook_returned_and_no_digest_loses_it(proj, warm):
     """Found before any digest ran (read from the spool), still once after a digest worker was
     killed, then once as the digested turn; a session resumed after its end is digested on."""
@@ -391,6 +392,40 @@ def test_a_prompt_is_found_as_soon_as_its_hook_returned_and_no_digest_loses_it(p
         assert got == {"wrong_server": True}, got
     finally:
         os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_digest_killed_after_appending_the_turns_does_not_append_them_again(proj):
+    """A worker killed between appending a session's prompts as turns and saving its offset
+    (the window a Stop's worker can be killed in): the next worker reads the same spool lines
+    again, and appends only the prompt that came after them."""
+    install(proj)
+    first, later = "make the invoice totals use bankers rounding", "and the tax lines too"
+    fire(proj, "SessionStart", {"session_id": "s-k", "source": "startup"}, "startup")
+    fire(proj, "UserPromptSubmit", {"session_id": "s-k", "prompt": first})
+    dies = ("import os, sys\n"
+            "from pathlib import Path\n"
+            "from graphmem.hooks import digest\n"
+            "real = digest.save_state\n"
+            "def save_state(project, session_id, state):\n"
+            "    if state.get('offset'):\n"
+            "        os._exit(9)  # as a SIGKILL: no finally, no atexit\n"
+            "    real(project, session_id, state)\n"
+            "digest.save_state = save_state\n"
+            "digest.run(Path(sys.argv[1]))\n")
+    died = subprocess.run([sys.executable, "-c", dies, str(proj)], capture_output=True, text=True,
+                          timeout=120)
+    assert died.returncode == 9, died.stderr
+    spool = proj / ".graphmem" / "spool"
+    sid = json.loads((spool / "s-k.state.json").read_text())["session"]
+    turns = proj / ".graphmem" / "memory" / "episodes" / sid / "turns.jsonl"
+    assert [json.loads(t)["content"] for t in turns.read_text().splitlines()] == [first]
+
+    fire(proj, "UserPromptSubmit", {"session_id": "s-k", "prompt": later})
+    fire(proj, "Stop", {"session_id": "s-k", "stop_hook_active": False})
+    fire(proj, "SessionEnd", {"session_id": "s-k", "reason": "other"}, "other")
+    assert digested(proj, "s-k")["session"] == sid
+    assert [json.loads(t)["content"] for t in turns.read_text().splitlines()] == [first, later]
+    assert [h["text"] for h in search(proj, "bankers rounding of invoice totals")].count(first) == 1
 
 
 def test_pending_prompts_are_read_after_the_digest_offset_and_garbage_is_skipped(tmp_path):
@@ -746,6 +781,7 @@ def test_a_captured_path_is_made_relative_only_inside_the_project(proj, path, ex
     assert relative(f"{root}/src/pay.py", "/") == f"{root}/src/pay.py".lstrip("/")
 
 
+@pytest.mark.serial  # changes a module's mtime: every warm server steps aside
 def test_after_an_upgrade_the_hook_replaces_the_outdated_server_without_an_error(proj, warm):
     """A server whose graphmem files changed on disk (an upgrade) answers ``wrong_server`` and
     exits: the hook starts one with the new code in its place, quietly (no error line)."""

@@ -19,8 +19,10 @@ One worker per project at a time (``digest.lock`` beside the spools): it digests
 with unread lines, from the offset the last run reached, until none is left, so a Stop per turn,
 parallel sessions and subagents lose and duplicate nothing and start one process, not one each.
 The writes are idempotent (the same insight number, a map merge), so a run killed half-way is
-redone safely. The SessionEnd hook's ``end`` line ends the episodic session; only then, and
-only when an LLM is configured (``providers.llm``), the LLM writes the session's summary. A
+redone safely; the prompts, appended as turns, are counted first (``RECORDING`` in the state),
+so a run killed after appending them and before saving its offset does not append them again.
+The SessionEnd hook's ``end`` line ends the episodic session; only then, and only when an LLM is
+configured (``providers.llm``), the LLM writes the session's summary. A
 session resumed after its end (the agent's ``--resume`` keeps its id) goes on in a new episodic
 session. A session whose digest fails is logged and left for the next worker; the others are
 digested.
@@ -189,6 +191,7 @@ def digest(mem: Any, project: Path, session_id: str) -> dict[str, Any]:
     prompts, steps = learn(facts, records)
     out = _write(mem, project, session_id, state, facts, prompts, steps, end)
     state["offset"] = offset
+    state.pop(RECORDING, None)
     save_state(project, session_id, state)
     return {"records": len(records), **out}
 
@@ -265,6 +268,33 @@ def _refresh_briefing(mem: Any, project: Path, key: str, log: Any) -> None:
         log(f"{_now()} briefing: not kept: {type(exc).__name__}: {exc}")
 
 
+RECORDING = "recording"  # the state's note of turns being appended: session, turns before, how many
+
+
+def _record_prompts(mem: Any, project: Path, session_id: str, state: dict, sid: str,
+                    prompts: list[str]) -> None:
+    """Append ``prompts`` as user turns of ``sid``, leaving out those a run killed before it
+    saved its offset had appended already: the state notes the session's turn count and the
+    batch's size before the append, and a rerun (the same spool lines read again, perhaps with
+    more after them) skips as many of its first prompts as the session gained since."""
+    mark = state.get(RECORDING)
+    if isinstance(mark, dict):
+        try:
+            gained = _turns(mem, mark["session"]) - int(mark["before"])
+            prompts = prompts[min(max(gained, 0), int(mark["n"])):]
+        except Exception:  # a note of another shape, or its session gone: none of it is there
+            pass
+    if not prompts:
+        return
+    state[RECORDING] = {"session": sid, "before": _turns(mem, sid), "n": len(prompts)}
+    save_state(project, session_id, state)
+    mem.record_turns(sid, [{"role": "user", "content": p} for p in prompts])
+
+
+def _turns(mem: Any, sid: str) -> int:
+    return int(mem.get_session(sid).get("turns") or 0)
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
@@ -277,8 +307,7 @@ def _write(mem: Any, project: Path, session_id: str, state: dict, facts: dict,
         state["session"] = mem.start_session(workspace=str(project), mode="agent-hooks")
         save_state(project, session_id, state)  # a rerun reuses it
     sid = state["session"]
-    if prompts:
-        mem.record_turns(sid, [{"role": "user", "content": p} for p in prompts])
+    _record_prompts(mem, project, session_id, state, sid, prompts)
     if RECORD_STEPS:
         for step in steps:
             mem.record_step(sid, step["name"], step["status"], step["payload"])
