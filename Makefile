@@ -28,12 +28,14 @@ lint: $(STAMP)
 WORKERS ?= 2
 XDIST = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
+# The tests marked serial change what every process shares: they run alone, first.
 test: lint
-	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q $(XDIST)
+	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m serial
+	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m "not serial" $(XDIST)
 
-# the inner loop: the tests not marked slow, in under a minute
+# the inner loop: the tests not marked slow (the serial ones are slow too)
 test-fast: $(STAMP)
-	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m "not slow" $(XDIST)
+	GRAPHITI_TELEMETRY_ENABLED=false $(PY) -m pytest -q -m "not slow and not serial" $(XDIST)
 
 # re-measure which tests are slow (tests/slow_tests.txt) after adding or speeding up tests
 slow-list: $(STAMP)

@@ -281,6 +281,7 @@ def test_cold_prompt_and_file_hooks_answer_nothing_at_once_and_start_the_server(
     stop_server(proj)
 
 
+@pytest.mark.serial  # changes a module's mtime: every warm server steps aside
 def test_after_an_upgrade_a_kept_briefing_is_told_and_a_new_server_replaces_the_old(proj, auto):
     """The warm server's graphmem changed on disk: it answers ``wrong_server`` and exits; the
     SessionStart tells the kept briefing at once, and the server it starts (``--replace``)
