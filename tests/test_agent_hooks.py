@@ -744,6 +744,7 @@ def test_a_server_that_never_answers_costs_the_hook_its_deadline_not_the_agent(p
     fcntl.flock(lock, fcntl.LOCK_EX)
     os.write(lock, f"{os.getpid()}\n".encode())
     wedged = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    cfg.socket.unlink(missing_ok=True)  # one an earlier run at the same home path left
     try:
         wedged.bind(str(cfg.socket))
         wedged.listen(8)
@@ -758,6 +759,7 @@ def test_a_server_that_never_answers_costs_the_hook_its_deadline_not_the_agent(p
         assert json.loads(spool)["prompt"] == "refund rounding"
     finally:
         wedged.close()
+        cfg.socket.unlink(missing_ok=True)  # the socket file outlives its socket
         os.close(lock)
 
 
