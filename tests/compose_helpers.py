@@ -84,7 +84,7 @@ class ComposeServer:
 
         pw = self.password if password == "<own>" else password
         return redis.Redis(host="127.0.0.1", port=self.port, password=pw, decode_responses=True,
-                           socket_timeout=5)
+                           socket_timeout=30)
 
     def _wait(self) -> None:
         import redis
